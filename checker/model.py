@@ -1,0 +1,133 @@
+"""The model contract: what a specification hands to the checker engines.
+
+The engines in this package know nothing about Kafka. A specification describes itself with a
+:class:`Model` (initial states, labelled successor steps, named properties) and the engines explore it.
+This follows stateright's ``Model`` trait and Hypothesis's rule against subclassing in a public API:
+a model is a value made of plain functions, not a class to inherit from.
+
+Contract
+--------
+* States are frozen, hashable values (equal states must hash equally); the engines store them as
+  dictionary keys.
+* ``next_steps(state)`` yields ``(action, next_state)`` pairs. An action is any hashable label; its
+  ``str()`` is what reports show, so give it a readable ``__str__`` (e.g. ``EndTxn(t1, COMMIT)``).
+  A disabled action simply yields nothing.
+* Properties are named predicates over one state (see :class:`Property`). Every ``always`` property
+  should have a ``sometimes`` partner so that a run which explores too little cannot pass.
+
+What the contract leaves out: the engines never mutate states, never need an action's parameters, and
+never call anything but the functions given here.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+S = TypeVar("S", bound=Hashable)
+Action = Hashable
+
+
+class Expectation(enum.Enum):
+    """How a property's predicate is judged over the explored state space."""
+
+    ALWAYS = "always"
+    """Holds in every reachable state (a safety invariant); a violation is a shortest path to it."""
+
+    SOMETIMES = "sometimes"
+    """Holds in at least one reachable state; its absence is a failure (the run explored too little)."""
+
+    LEADS_TO = "leads_to"
+    """Whenever ``trigger`` holds, ``condition`` eventually holds, on every weakly fair behaviour."""
+
+
+@dataclass(frozen=True, slots=True)
+class Property(Generic[S]):
+    """A named predicate with an expectation.
+
+    Attributes
+    ----------
+    name:
+        Stable identifier used on the command line (``--property NAME``) and in reports.
+    expectation:
+        How the predicate is judged (:class:`Expectation`).
+    condition:
+        The predicate over one state.
+    trigger:
+        For ``LEADS_TO`` only: the states from which ``condition`` must eventually be reached.
+    partner:
+        For an ``ALWAYS`` property, the name of the ``SOMETIMES`` property that shows the invariant is
+        not vacuous (for example "no aborted read" is partnered with "an aborted batch was fetched").
+    description:
+        One sentence a reader of a report understands without the source.
+    """
+
+    name: str
+    expectation: Expectation
+    condition: Callable[[S], bool]
+    trigger: Callable[[S], bool] | None = None
+    partner: str | None = None
+    description: str = ""
+
+    @staticmethod
+    def always(name: str, condition: Callable[[Any], bool], *, partner: str | None = None,
+               description: str = "") -> Property[Any]:
+        return Property(name, Expectation.ALWAYS, condition, partner=partner, description=description)
+
+    @staticmethod
+    def sometimes(name: str, condition: Callable[[Any], bool], *, description: str = "") -> Property[Any]:
+        return Property(name, Expectation.SOMETIMES, condition, description=description)
+
+    @staticmethod
+    def leads_to(name: str, trigger: Callable[[Any], bool], condition: Callable[[Any], bool], *,
+                 description: str = "") -> Property[Any]:
+        return Property(name, Expectation.LEADS_TO, condition, trigger=trigger, description=description)
+
+
+@dataclass(frozen=True)
+class Model(Generic[S]):
+    """A finite (bounded) transition system with named properties.
+
+    Attributes
+    ----------
+    name:
+        Shown in reports, e.g. ``kafka-eos[scenario=tiny, variant=tv2]``.
+    init_states:
+        Returns the initial states.
+    next_steps:
+        Labelled successors of a state: an iterable of ``(action, next_state)``.
+    properties:
+        The properties the engines judge.
+    symmetry:
+        Optional canonicaliser: maps a state to the representative of its symmetry class (states that
+        differ only by a permutation of interchangeable ids). Must be idempotent, and the properties must
+        give the same verdict on a state and its representative.
+    is_final:
+        Optional: states with no successor that are an expected end (not a deadlock).
+    fairness:
+        Optional: maps an action to its weak-fairness class (a hashable), or ``None`` for actions that
+        need not happen (faults, client choices). ``LEADS_TO`` properties are judged on behaviours that
+        are weakly fair for every class.
+    describe_state:
+        Optional: a short, human-readable rendering of a state for counterexample reports.
+    """
+
+    name: str
+    init_states: Callable[[], Iterable[S]]
+    next_steps: Callable[[S], Iterable[tuple[Action, S]]]
+    properties: Sequence[Property[S]] = ()
+    symmetry: Callable[[S], S] | None = None
+    is_final: Callable[[S], bool] | None = None
+    fairness: Callable[[Action], Hashable | None] | None = None
+    describe_state: Callable[[S], str] | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def property(self, name: str) -> Property[S]:
+        """The property called ``name``; ``KeyError`` naming the known ones otherwise."""
+        for prop in self.properties:
+            if prop.name == name:
+                return prop
+        known = ", ".join(p.name for p in self.properties)
+        raise KeyError(f"unknown property {name!r}; this model has: {known}")
