@@ -101,7 +101,7 @@ def compare(expected: Any, actual: Any, path: str = "") -> list[tuple[str, Any, 
             diffs.extend(compare(want, got, f"{path}[{i}]"))
         return diffs
     if expected is None or isinstance(expected, bool) or isinstance(actual, bool):
-        return [] if expected is actual or expected == actual and type(expected) is type(actual) else [
+        return [] if expected is actual or (expected == actual and type(expected) is type(actual)) else [
             (path, expected, actual)]
     return [] if expected == actual else [(path, expected, actual)]
 

@@ -76,7 +76,6 @@ from txnspec.spec.txn_state import (
     EMPTY,
     EXPIRATION_ALLOWED,
     ONGOING,
-    PENDING_TRANSACTION_STATES,
     PREPARE_ABORT,
     PREPARE_COMMIT,
     PREPARE_EPOCH_FENCE,
@@ -186,13 +185,17 @@ class CoordinatorState:
         return None
 
 
+# Transaction-log records written by one step: (transactional id, record), None for a tombstone.
+Appended = tuple[tuple[str, "TxnTransit | None"], ...]
+
+
 @dataclass(frozen=True, slots=True)
 class CoordinatorResult:
     """What one handler did: the new state, the reply, the log records written, the markers to send."""
 
     state: CoordinatorState
     response: InitProducerIdResponse | EndTxnResponse | ErrorResponse | None = None
-    appended: tuple[tuple[str, TxnTransit | None], ...] = ()
+    appended: Appended = ()
     markers: tuple[WriteTxnMarkers, ...] = ()
 
 
@@ -397,7 +400,7 @@ def prepare_dead(md: TxnMetadata) -> TxnTransit:
 class _Append:
     state: CoordinatorState
     error: Errors
-    appended: tuple[tuple[str, TxnTransit | None], ...]
+    appended: Appended
 
 
 def append_transaction_to_log(cs: CoordinatorState, md: TxnMetadata, transit: TxnTransit,
@@ -560,7 +563,7 @@ class _Ended:
     error: Errors
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
-    appended: tuple[tuple[str, TxnTransit | None], ...] = ()
+    appended: Appended = ()
     markers: tuple[WriteTxnMarkers, ...] = ()
 
 
@@ -707,7 +710,7 @@ def _decide_end_txn_v2(cs: CoordinatorState, md: TxnMetadata, producer_id: int, 
 
 
 def _send_txn_markers(cs: CoordinatorState, tid: str, producer_id: int, epoch: int, result: TransactionResult,
-                      tv2: bool, appended: tuple[tuple[str, TxnTransit | None], ...], config: CoordinatorConfig
+                      tv2: bool, appended: Appended, config: CoordinatorConfig
                       ) -> _Ended:
     """``sendTxnMarkersCallback``: re-check, ``prepareComplete``, reply, hand the markers to the channel."""
     md = cs.metadata(tid)
@@ -745,7 +748,7 @@ def markers_for(cs: CoordinatorState, md: TxnMetadata, result: TransactionResult
 
 def add_txn_markers_to_send(cs: CoordinatorState, md: TxnMetadata, result: TransactionResult, complete: TxnTransit,
                             config: CoordinatorConfig
-                            ) -> tuple[CoordinatorState, tuple[WriteTxnMarkers, ...], tuple[tuple[str, TxnTransit | None], ...]]:
+                            ) -> tuple[CoordinatorState, tuple[WriteTxnMarkers, ...], Appended]:
     """``TransactionMarkerChannelManager.addTxnMarkersToSend``: queue markers; none to send completes at once."""
     tid = md.transactional_id
     cs = replace(cs, completions=_put(cs.completions, tid, PendingCompletion(cs.coordinator_epoch, result, complete)))
@@ -861,7 +864,7 @@ def abort_timed_out_transactions(cs: CoordinatorState, now_ms: int, *, config: C
                                  append_error: Errors = Errors.NONE) -> CoordinatorResult:
     """``TransactionCoordinator.abortTimedOutTransactions``: the periodic scan at ``now_ms``."""
     cs = replace(cs, now_ms=now_ms)
-    appended: tuple[tuple[str, TxnTransit | None], ...] = ()
+    appended: Appended = ()
     markers: tuple[WriteTxnMarkers, ...] = ()
     for tid in timed_out_transactions(cs, now_ms):
         step = abort_timed_out_transaction(cs, tid, config=config, append_error=append_error)
@@ -901,7 +904,7 @@ def load_from_log(txn_log: tuple[tuple[str, TxnTransit], ...], now_ms: int, coor
     cs = CoordinatorState(coordinator_epoch=coordinator_epoch, now_ms=now_ms, next_producer_id=next_producer_id,
                           txn_log=txn_log)
     markers: tuple[WriteTxnMarkers, ...] = ()
-    appended: tuple[tuple[str, TxnTransit | None], ...] = ()
+    appended: Appended = ()
     for tid, t in txn_log:
         md = TxnMetadata(tid, t.producer_id, t.prev_producer_id, t.next_producer_id, t.producer_epoch,
                          NO_PRODUCER_EPOCH, t.txn_timeout_ms, t.state, t.partitions, t.txn_start_ms,
