@@ -196,7 +196,7 @@ class CoordinatorResult:
     state: CoordinatorState
     response: InitProducerIdResponse | EndTxnResponse | ErrorResponse | None = None
     appended: Appended = ()
-    markers: tuple[WriteTxnMarkers, ...] = ()
+    markers: tuple[tuple[str, WriteTxnMarkers], ...] = ()  # (transactional id, marker for one partition)
 
 
 # --- small pure helpers over the state ----------------------------------------------------------
@@ -564,7 +564,7 @@ class _Ended:
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
     appended: Appended = ()
-    markers: tuple[WriteTxnMarkers, ...] = ()
+    markers: tuple[tuple[str, WriteTxnMarkers], ...] = ()
 
 
 def handle_end_txn(cs: CoordinatorState, request: EndTxn, *, config: CoordinatorConfig = DEFAULT_CONFIG,
@@ -740,15 +740,17 @@ def _send_txn_markers(cs: CoordinatorState, tid: str, producer_id: int, epoch: i
 
 # --- markers and completion ------------------------------------------------------------------------
 
-def markers_for(cs: CoordinatorState, md: TxnMetadata, result: TransactionResult) -> tuple[WriteTxnMarkers, ...]:
+def markers_for(cs: CoordinatorState, md: TxnMetadata, result: TransactionResult
+                ) -> tuple[tuple[str, WriteTxnMarkers], ...]:
     """One ``WriteTxnMarkers`` per partition still waiting, with the metadata's (bumped) pid and epoch."""
-    return tuple(WriteTxnMarkers(p, md.producer_id, md.producer_epoch, cs.coordinator_epoch, result,
-                                 md.transaction_version) for p in sorted(md.partitions))
+    return tuple((md.transactional_id, WriteTxnMarkers(p, md.producer_id, md.producer_epoch, cs.coordinator_epoch,
+                                                       result, md.transaction_version))
+                 for p in sorted(md.partitions))
 
 
 def add_txn_markers_to_send(cs: CoordinatorState, md: TxnMetadata, result: TransactionResult, complete: TxnTransit,
                             config: CoordinatorConfig
-                            ) -> tuple[CoordinatorState, tuple[WriteTxnMarkers, ...], Appended]:
+                            ) -> tuple[CoordinatorState, tuple[tuple[str, WriteTxnMarkers], ...], Appended]:
     """``TransactionMarkerChannelManager.addTxnMarkersToSend``: queue markers; none to send completes at once."""
     tid = md.transactional_id
     cs = replace(cs, completions=_put(cs.completions, tid, PendingCompletion(cs.coordinator_epoch, result, complete)))
@@ -865,7 +867,7 @@ def abort_timed_out_transactions(cs: CoordinatorState, now_ms: int, *, config: C
     """``TransactionCoordinator.abortTimedOutTransactions``: the periodic scan at ``now_ms``."""
     cs = replace(cs, now_ms=now_ms)
     appended: Appended = ()
-    markers: tuple[WriteTxnMarkers, ...] = ()
+    markers: tuple[tuple[str, WriteTxnMarkers], ...] = ()
     for tid in timed_out_transactions(cs, now_ms):
         step = abort_timed_out_transaction(cs, tid, config=config, append_error=append_error)
         cs, appended, markers = step.state, appended + step.appended, markers + step.markers
@@ -903,7 +905,7 @@ def load_from_log(txn_log: tuple[tuple[str, TxnTransit], ...], now_ms: int, coor
     """
     cs = CoordinatorState(coordinator_epoch=coordinator_epoch, now_ms=now_ms, next_producer_id=next_producer_id,
                           txn_log=txn_log)
-    markers: tuple[WriteTxnMarkers, ...] = ()
+    markers: tuple[tuple[str, WriteTxnMarkers], ...] = ()
     appended: Appended = ()
     for tid, t in txn_log:
         md = TxnMetadata(tid, t.producer_id, t.prev_producer_id, t.next_producer_id, t.producer_epoch,

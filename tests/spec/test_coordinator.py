@@ -96,7 +96,7 @@ def test_init_producer_id_fences_an_ongoing_transaction_and_asks_to_retry() -> N
     assert result.response == coord.InitProducerIdResponse(Errors.CONCURRENT_TRANSACTIONS)
     assert [t.state for _, t in result.appended] == [PREPARE_ABORT]
     assert meta(result.state).producer_epoch == 1  # TV2: one bump, by the abort
-    assert [(m.partition, m.producer_epoch, m.result) for m in result.markers] == [("p0", 1, ABORT)]
+    assert [(m.partition, m.producer_epoch, m.result) for _, m in result.markers] == [("p0", 1, ABORT)]
     # the retry waits until the markers are written, then bumps again
     assert init(result.state).response == coord.InitProducerIdResponse(Errors.CONCURRENT_TRANSACTIONS)
     done = coord.handle_write_txn_markers_response(result.state, "t1", "p0", 0, Errors.NONE).state
@@ -193,7 +193,7 @@ def test_tv1_commit_prepares_replies_and_sends_markers() -> None:
     assert [t.state for _, t in result.appended] == [PREPARE_COMMIT]
     md = meta(result.state)
     assert (md.state, md.pending_state, md.producer_epoch) == (PREPARE_COMMIT, COMPLETE_COMMIT, 0)
-    assert [m.partition for m in result.markers] == ["p0", "p1"]
+    assert [m.partition for _, m in result.markers] == ["p0", "p1"]
     cs = result.state
     for partition in ("p0", "p1"):
         cs = coord.handle_write_txn_markers_response(cs, "t1", partition, 0, Errors.NONE, config=TV1).state
@@ -208,7 +208,7 @@ def test_tv2_end_bumps_the_epoch_and_returns_it() -> None:
     cs = ongoing()
     result = coord.handle_end_txn(cs, EndTxn("t1", 0, 0, COMMIT, 2), config=TV2)
     assert result.response == coord.EndTxnResponse(Errors.NONE, 0, 1)
-    assert result.markers[0].producer_epoch == 1
+    assert result.markers[0][1].producer_epoch == 1
     done = coord.handle_write_txn_markers_response(result.state, "t1", "p0", 0, Errors.NONE).state
     retry = coord.handle_end_txn(done, EndTxn("t1", 0, 0, COMMIT, 2), config=TV2)
     assert retry.response == coord.EndTxnResponse(Errors.NONE, 0, 1)  # a retry with the epoch before the bump
@@ -225,7 +225,7 @@ def test_tv2_overflow_rotates_the_producer_id_at_completion() -> None:
     cs = coord.handle_add_partitions_to_txn(cs, AddPartitionsToTxn("t1", 0, 3, frozenset({"p0"}), 2)).state
     ended = coord.handle_end_txn(cs, EndTxn("t1", 0, 3, COMMIT, 2), config=SMALL_EPOCHS)
     assert ended.response == coord.EndTxnResponse(Errors.NONE, 1, 0)
-    assert (ended.markers[0].producer_id, ended.markers[0].producer_epoch) == (0, 4)
+    assert (ended.markers[0][1].producer_id, ended.markers[0][1].producer_epoch) == (0, 4)
     done = coord.handle_write_txn_markers_response(ended.state, "t1", "p0", 0, Errors.NONE,
                                                    config=SMALL_EPOCHS).state
     assert (meta(done).producer_id, meta(done).producer_epoch, meta(done).prev_producer_id) == (1, 0, 0)
@@ -277,7 +277,7 @@ def test_failover_completes_prepared_transactions_and_forgets_the_last_epoch() -
     loaded = coord.coordinator_failover(prepared, config=TV1)
     md = meta(loaded.state)
     assert (md.state, md.pending_state, md.last_producer_epoch) == (PREPARE_ABORT, COMPLETE_ABORT, -1)
-    assert [(m.partition, m.coordinator_epoch) for m in loaded.markers] == [("p0", 1)]
+    assert [(m.partition, m.coordinator_epoch) for _, m in loaded.markers] == [("p0", 1)]
     # an answer to the old coordinator's marker is ignored
     stale = coord.handle_write_txn_markers_response(loaded.state, "t1", "p0", 0, Errors.NONE, config=TV1)
     assert meta(stale.state).state is PREPARE_ABORT
