@@ -1,0 +1,65 @@
+"""Build the checker's :class:`~txnspec.checker.model.Model` for a scenario and a protocol variant.
+
+This is the only place where the spec meets the checker's contract: initial states, labelled
+successors, properties, what counts as a final state (not a deadlock), which actions are weakly fair
+(the protocol's own: deliveries and marker retries; never the application's choices or the faults),
+and a short rendering of a state for counterexamples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+from txnspec.checker.model import Model
+from txnspec.spec import properties as props
+from txnspec.spec import system as sysm
+from txnspec.spec.scenarios import Scenario, scenario_named
+from txnspec.spec.variants import variant_named
+
+FAIR_KINDS = frozenset(kind for kind in sysm.ACTION_KINDS if kind.startswith("deliver ")) | {"resend marker"}
+
+
+def fairness(action: Any) -> Hashable | None:
+    """Weak fairness per action kind for the protocol's own steps; ``None`` for choices and faults."""
+    kind = getattr(action, "kind", None)
+    return kind if kind in FAIR_KINDS else None
+
+
+def describe_state(state: sysm.SystemState) -> str:
+    lines = []
+    for tid, md in state.coordinator.cache:
+        pending = f" pending={md.pending_state}" if md.pending_state else ""
+        lines.append(f"coordinator[{tid}]: {md.state} pid={md.producer_id} epoch={md.producer_epoch} "
+                     f"partitions={sorted(md.partitions)}{pending}")
+    for p in state.producers:
+        lines.append(f"producer-{p.index}: {p.phase.value} pid={p.producer_id} epoch={p.producer_epoch} "
+                     f"txn={p.txn_no}")
+    for name, pstate in state.partitions:
+        lines.append(f"{name}: {sysm.partition_mod.describe(pstate)}")
+    if state.network:
+        lines.append("in flight: " + "; ".join(str(e) for e in state.network))
+    return "\n".join(lines)
+
+
+def build_system(scenario: Scenario | str, variant: str = "current") -> sysm.System:
+    s = scenario_named(scenario) if isinstance(scenario, str) else scenario
+    v = variant_named(variant)
+    return sysm.System(v.scenario(s), v.protocol)
+
+
+def build_model(scenario: Scenario | str, variant: str = "current") -> Model[sysm.SystemState]:
+    """The model of ``scenario`` under protocol ``variant`` (see ``spec/variants``)."""
+    system = build_system(scenario, variant)
+    return Model(
+        name=f"kafka-eos[scenario={system.scenario.name}, variant={system.protocol.name}]",
+        init_states=lambda: (sysm.initial_state(system),),
+        next_steps=lambda state: sysm.next_steps(system, state),
+        properties=props.properties(system),
+        is_final=props.is_final(system),
+        fairness=fairness,
+        describe_state=describe_state,
+        metadata={"action_kinds": sysm.ACTION_KINDS,
+                  "lifelines": ["producer-0", "producer-1", "coordinator", *system.scenario.partitions, "group"],
+                  "system": system},
+    )

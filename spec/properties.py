@@ -1,0 +1,295 @@
+"""The properties of Kafka's exactly-once protocol, as named predicates over a system state.
+
+Safety invariants (``always``), each with a ``sometimes`` partner that shows the invariant was not
+checked on an empty space (a run that never commits cannot claim that "committed data is never lost");
+liveness (``leads_to``) judged by the checker under weak fairness of the protocol's own actions.
+
+Kafka's guarantees these follow: KIP-98 (idempotence: no duplicate, in-order sequences per producer
+epoch; transactions: atomic outcome, read_committed isolation, zombie fencing), KIP-447 (offsets
+committed exactly when the output commits), KIP-890 (no hanging transaction), Jepsen's anomaly
+vocabulary for what a reader must never see (G1a aborted read, lost write).
+
+Ghost state: the properties read the tags the system model attaches to batches and decisions (see
+:class:`txnspec.spec.system.Ghost`); the protocol never reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from txnspec.checker.model import Property
+from txnspec.spec import partition as partition_mod
+from txnspec.spec.messages import IsolationLevel, TransactionResult
+from txnspec.spec.system import FATAL_ERROR, GROUP, READY, System, SystemState, Tag
+from txnspec.spec.txn_state import COMPLETE_STATES, ONGOING, PREPARE_STATES
+
+COMMIT, ABORT = TransactionResult.COMMIT, TransactionResult.ABORT
+
+
+# --- what a reader sees ------------------------------------------------------------------------------
+
+def visible_offsets(state: SystemState, partition: str) -> tuple[int, ...]:
+    """Offsets of the data records a read_committed consumer gets from the start of the partition."""
+    response = partition_mod.fetch(state.partition(partition), 0, IsolationLevel.READ_COMMITTED)
+    return tuple(response.records)
+
+
+def decisions_of(state: SystemState, tag: Tag) -> set[TransactionResult]:
+    return {result for _, decided, result, _ in state.ghost.decisions if decided == tag}
+
+
+def told(state: SystemState, tag: Tag) -> set[str]:
+    return {outcome for t, outcome in state.ghost.told if t == tag}
+
+
+def batch_outcomes(state: SystemState) -> Iterator[tuple[Tag, str, TransactionResult]]:
+    """For each transactional batch that a marker has closed: (its tag, partition, the marker's result)."""
+    for batch in state.ghost.batches:
+        if batch.tag is None or not batch.transactional:
+            continue
+        result = partition_mod.transaction_result_at(state.partition(batch.partition), batch.producer_id,
+                                                     batch.base_offset)
+        if result is not None:
+            yield batch.tag, batch.partition, result
+
+
+# --- safety invariants -------------------------------------------------------------------------------
+
+def valid_coordinator_transitions(state: SystemState) -> bool:
+    """Every coordinator transition is in Kafka's valid-previous-states table and passes its checks."""
+    return not state.coordinator.illegal_transitions
+
+
+def no_duplicate_append(state: SystemState) -> bool:
+    """No (partition, producer id, epoch, sequence) appended twice (idempotence)."""
+    seen: set[tuple[str, int, int, int]] = set()
+    for b in state.ghost.batches:
+        if b.producer_id < 0:
+            continue
+        key = (b.partition, b.producer_id, b.producer_epoch, b.first_seq)
+        if key in seen:
+            return False
+        seen.add(key)
+    return True
+
+
+def sequences_contiguous(system: System) -> Callable[[SystemState], bool]:
+    """Per (partition, producer id, epoch), sequences follow each other in log order (wrapping at the bound)."""
+    max_sequence = system.scenario.max_sequence
+
+    def holds(state: SystemState) -> bool:
+        last: dict[tuple[str, int, int], int] = {}
+        for b in sorted(state.ghost.batches, key=lambda b: (b.partition, b.base_offset)):
+            if b.producer_id < 0:
+                continue
+            key = (b.partition, b.producer_id, b.producer_epoch)
+            if key in last:
+                expected = 0 if last[key] >= max_sequence else last[key] + 1
+                if b.first_seq != expected:
+                    return False
+            last[key] = b.last_seq
+        return True
+    return holds
+
+
+def fenced_epoch_never_appends(state: SystemState) -> bool:
+    """No batch is appended with a (producer id, epoch) the coordinator has already fenced."""
+    return not any(b.fenced_at_append for b in state.ghost.batches)
+
+
+def fenced_producer_never_commits(state: SystemState) -> bool:
+    """No commit is decided on the request of a producer instance that another instance has fenced."""
+    return not state.ghost.fenced_commit
+
+
+def unique_producer_epochs(state: SystemState) -> bool:
+    """No two live producer instances hold the same (producer id, epoch)."""
+    held: set[tuple[int, int]] = set()
+    for p in state.producers:
+        if p.phase is FATAL_ERROR or p.producer_id < 0:
+            continue
+        key = (p.producer_id, p.producer_epoch)
+        if key in held:
+            return False
+        held.add(key)
+    return True
+
+
+def read_committed_only_committed(state: SystemState) -> bool:
+    """read_committed returns only records of transactions the coordinator decided to commit
+    (no aborted read, G1a; nothing of an undecided transaction, i.e. nothing at or above the LSO)."""
+    for partition, _ in state.partitions:
+        visible = set(visible_offsets(state, partition))
+        for b in state.ghost.batches:
+            if b.partition == partition and b.transactional and b.base_offset in visible:
+                if b.tag is None or decisions_of(state, b.tag) != {COMMIT} or "aborted" in told(state, b.tag):
+                    return False
+    return True
+
+
+def committed_data_never_lost(state: SystemState) -> bool:
+    """A record of a transaction the application was told committed is never aborted (lost write)."""
+    return all(not (result is ABORT and "committed" in told(state, tag)) for tag, _, result in batch_outcomes(state))
+
+
+def atomic_outcome(state: SystemState) -> bool:
+    """Every marker that closes a batch of a transaction carries the coordinator's one decision for it;
+    no transaction is committed on one partition and aborted on another; a decision is never reversed."""
+    closed: dict[Tag, set[TransactionResult]] = {}
+    for tag, _, result in batch_outcomes(state):
+        closed.setdefault(tag, set()).add(result)
+    for tag, results in closed.items():
+        decided = decisions_of(state, tag)
+        if len(results) > 1 or len(decided) > 1 or (decided and results != decided):
+            return False
+    return all(len(decisions_of(state, tag)) <= 1 for _, tag, _, _ in state.ghost.decisions if tag is not None)
+
+
+def end_txn_applies_to_its_transaction(state: SystemState) -> bool:
+    """An EndTxn decides the transaction it was sent for, never a later one (KAFKA-17754)."""
+    return all(by is None or opened is None or by == opened for _, opened, _, by in state.ghost.decisions)
+
+
+def offsets_only_with_committed_output(state: SystemState) -> bool:
+    """Consumer offsets become visible only from a transaction whose output commits (KIP-447)."""
+    for key, tag in state.ghost.offsets_tag:
+        if key == GROUP or isinstance(key, str):
+            if decisions_of(state, tag) != {COMMIT} or "aborted" in told(state, tag):
+                return False
+    return True
+
+
+def no_hanging_transaction(state: SystemState) -> bool:
+    """Every transaction open on a partition is one the coordinator is still driving (KIP-890)."""
+    cs = state.coordinator
+    for partition, pstate in state.partitions:
+        for producer_id in partition_mod.open_transactions(pstate):
+            if not any((md.producer_id == producer_id or md.prev_producer_id == producer_id)
+                       and md.state in (ONGOING, *PREPARE_STATES) and partition in md.partitions
+                       for _, md in cs.cache):
+                return False
+    return True
+
+
+# --- sometimes -----------------------------------------------------------------------------------------
+
+def transaction_committed(state: SystemState) -> bool:
+    return any(outcome == "committed" for _, outcome in state.ghost.told)
+
+
+def transaction_aborted(state: SystemState) -> bool:
+    return any(result is ABORT for _, _, result, _ in state.ghost.decisions)
+
+
+def batch_appended(state: SystemState) -> bool:
+    return bool(state.ghost.batches)
+
+
+def read_committed_returns_data(state: SystemState) -> bool:
+    return any(visible_offsets(state, p) for p, _ in state.partitions)
+
+
+def producer_initialised(state: SystemState) -> bool:
+    return any(p.producer_id >= 0 for p in state.producers)
+
+
+def offsets_committed(state: SystemState) -> bool:
+    return any(isinstance(key, str) for key, _ in state.ghost.offsets_tag)
+
+
+def producer_fenced(state: SystemState) -> bool:
+    return any(p.phase is FATAL_ERROR for p in state.producers)
+
+
+# --- liveness --------------------------------------------------------------------------------------
+
+def some_transaction_prepared(state: SystemState) -> bool:
+    return any(md.state in PREPARE_STATES for _, md in state.coordinator.cache)
+
+
+def no_transaction_prepared(state: SystemState) -> bool:
+    return not some_transaction_prepared(state)
+
+
+def some_partition_unstable(state: SystemState) -> bool:
+    return any(partition_mod.open_transactions(p) for _, p in state.partitions)
+
+
+def every_partition_stable(state: SystemState) -> bool:
+    return not some_partition_unstable(state)
+
+
+def some_producer_initializing(state: SystemState) -> bool:
+    return any(p.phase.value == "INITIALIZING" for p in state.producers)
+
+
+def no_producer_initializing(state: SystemState) -> bool:
+    return not some_producer_initializing(state)
+
+
+def properties(system: System) -> tuple[Property[Any], ...]:
+    """The properties checked for ``system``; partners are chosen so each is reachable in every scenario."""
+    s = system.scenario
+    props: list[Property[Any]] = [
+        Property.always("valid_coordinator_transitions", valid_coordinator_transitions,
+                        partner="transaction_committed", description=valid_coordinator_transitions.__doc__ or ""),
+        Property.always("no_duplicate_append", no_duplicate_append, partner="batch_appended",
+                        description=no_duplicate_append.__doc__ or ""),
+        Property.always("sequences_contiguous", sequences_contiguous(system), partner="batch_appended",
+                        description="Per (partition, producer id, epoch) sequences are contiguous in log order."),
+        Property.always("fenced_epoch_never_appends", fenced_epoch_never_appends, partner="batch_appended",
+                        description=fenced_epoch_never_appends.__doc__ or ""),
+        Property.always("fenced_producer_never_commits", fenced_producer_never_commits,
+                        partner="transaction_committed", description=fenced_producer_never_commits.__doc__ or ""),
+        Property.always("unique_producer_epochs", unique_producer_epochs, partner="producer_initialised",
+                        description=unique_producer_epochs.__doc__ or ""),
+        Property.always("read_committed_only_committed", read_committed_only_committed,
+                        partner="read_committed_returns_data", description=read_committed_only_committed.__doc__ or ""),
+        Property.always("committed_data_never_lost", committed_data_never_lost, partner="transaction_committed",
+                        description=committed_data_never_lost.__doc__ or ""),
+        Property.always("atomic_outcome", atomic_outcome, partner="transaction_aborted",
+                        description=atomic_outcome.__doc__ or ""),
+        Property.always("end_txn_applies_to_its_transaction", end_txn_applies_to_its_transaction,
+                        partner="transaction_committed", description=end_txn_applies_to_its_transaction.__doc__ or ""),
+        Property.always("offsets_only_with_committed_output", offsets_only_with_committed_output,
+                        partner="offsets_committed" if s.commit_offsets else "transaction_committed",
+                        description=offsets_only_with_committed_output.__doc__ or ""),
+        Property.always("no_hanging_transaction", no_hanging_transaction, partner="batch_appended",
+                        description=no_hanging_transaction.__doc__ or ""),
+        Property.sometimes("transaction_committed", transaction_committed,
+                           description="Some application was told its transaction committed."),
+        Property.sometimes("transaction_aborted", transaction_aborted,
+                           description="The coordinator decided to abort some transaction."),
+        Property.sometimes("batch_appended", batch_appended, description="Some batch was appended to a partition."),
+        Property.sometimes("read_committed_returns_data", read_committed_returns_data,
+                           description="A read_committed consumer sees some record."),
+        Property.sometimes("producer_initialised", producer_initialised,
+                           description="Some producer obtained a producer id and epoch."),
+        Property.leads_to("prepared_transactions_complete", some_transaction_prepared, no_transaction_prepared,
+                          description="A PrepareCommit or PrepareAbort transaction eventually completes."),
+        Property.leads_to("last_stable_offset_advances", some_partition_unstable, every_partition_stable,
+                          description="Every transaction open on a partition is eventually closed by a marker."),
+        Property.leads_to("init_producer_id_completes", some_producer_initializing, no_producer_initializing,
+                          description="InitProducerId eventually succeeds (or the producer is fenced)."),
+    ]
+    if s.commit_offsets:
+        props.append(Property.sometimes("offsets_committed", offsets_committed,
+                                        description="Consumer offsets were committed by a transaction."))
+    if s.producers_per_id > 1:
+        props.append(Property.sometimes("producer_fenced", producer_fenced,
+                                        description="A zombie producer instance was fenced (fatal error)."))
+    return tuple(props)
+
+
+def is_final(system: System) -> Callable[[SystemState], bool]:
+    """A state with nothing left to do: every producer finished (or fenced) and the network is empty."""
+    n = system.scenario.transactions_per_producer
+
+    def final(state: SystemState) -> bool:
+        return not state.network and all(
+            p.phase is FATAL_ERROR or (p.phase is READY and p.txn_no >= n) for p in state.producers)
+    return final
+
+
+_ = COMPLETE_STATES

@@ -1,0 +1,56 @@
+"""The protocol a system model runs: which handler implements each Kafka rule.
+
+System: a :class:`Protocol` is a record of the component handlers the system model calls (the
+coordinator's, the partition leader's, the group coordinator's) plus a few switches for behaviour that
+is one boolean in Kafka's code (the epoch bump when fencing, duplicate detection). The current protocol
+is :data:`CURRENT`; a protocol *variant* (``spec/variants/``) is a function from a protocol to a
+protocol that overrides named handlers, the way hachikuji's ``Kip101.tla`` extends a spec and replaces
+one action. Mutants (``spec/mutants.py``) are built the same way.
+
+Assumptions: handlers are pure functions with the signatures of :mod:`txnspec.spec.coordinator`,
+:mod:`txnspec.spec.partition` and :mod:`txnspec.spec.group`; an override must keep the signature.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from txnspec.spec import coordinator as coord
+from txnspec.spec import group as group_mod
+from txnspec.spec import partition as partition_mod
+
+Handler = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Protocol:
+    name: str = "current"
+    description: str = "Kafka trunk (4.x): the rules as RULES.md states them"
+    # transaction coordinator
+    handle_init_producer_id: Handler = coord.handle_init_producer_id
+    handle_add_partitions_to_txn: Handler = coord.handle_add_partitions_to_txn
+    handle_add_offsets_to_txn: Handler = coord.handle_add_offsets_to_txn
+    handle_end_txn: Handler = coord.handle_end_txn
+    handle_write_txn_markers_response: Handler = coord.handle_write_txn_markers_response
+    abort_timed_out_transaction: Handler = coord.abort_timed_out_transaction
+    coordinator_failover: Handler = coord.coordinator_failover
+    coordinator_config: coord.CoordinatorConfig = field(default_factory=coord.CoordinatorConfig)
+    # partition leader
+    append_data: Handler = partition_mod.append_data
+    append_end_txn_marker: Handler = partition_mod.append_end_txn_marker
+    fetch: Handler = partition_mod.fetch
+    # group coordinator
+    handle_txn_offset_commit: Handler = group_mod.handle_txn_offset_commit
+    complete_pending_txn_offset_commit: Handler = group_mod.complete_pending_txn_offset_commit
+    # client behaviour the system model's producers follow
+    client_waits_for_produce_before_end_txn: bool = True
+    client_bumps_epoch_after_abortable_error: bool = True  # KIP-360 (TV < 2)
+
+    def but(self, name: str, description: str, **overrides: Any) -> Protocol:
+        """This protocol with some handlers or switches replaced, under a new name."""
+        return replace(self, name=name, description=description, **overrides)
+
+
+CURRENT = Protocol()

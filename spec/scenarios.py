@@ -1,0 +1,123 @@
+"""Named, bounded configurations of the system model: what the model checker explores.
+
+Each scenario fixes the actors (transactional ids, producer instances per id, partitions), what the
+application does (transactions per producer, records per transaction, whether it commits consumer
+offsets), the bounds that stand for Kafka's large numbers (epochs, sequences), the environment's fault
+budget, and the transaction version. ``expected_states`` pins the distinct-state count of the current
+protocol under the scenario (a test asserts it: a silent change in the count means the spec changed).
+
+Bounds standing for Kafka's: ``max_epoch`` stands for ``Short.MAX_VALUE`` (epochs at ``max_epoch - 1``
+and above are exhausted, as 32766 is); ``max_sequence`` for ``Integer.MAX_VALUE`` (sequences wrap to 0
+after it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+FAULTS = ("loss", "duplicate", "append_failure", "timeout", "failover", "crash", "expire_batch")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    transactional_ids: tuple[str, ...] = ("t1",)
+    producers_per_id: int = 1
+    partitions: tuple[str, ...] = ("p0",)
+    transactions_per_producer: int = 1
+    records_per_transaction: int = 1
+    commit_offsets: bool = False
+    group_id: str = "g"
+    transaction_version: int = 2
+    partition_verification: bool = True  # transaction.partition.verification.enable (KIP-890 part 1)
+    max_epoch: int = 32767
+    max_sequence: int = 2147483647
+    max_in_flight: int = 4
+    faults: dict[str, int] = field(default_factory=dict)  # fault -> how many times it may happen
+    expected_states: int | None = None
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not self.transactional_ids:
+            problems.append("at least one transactional id is needed")
+        if not self.partitions:
+            problems.append("at least one partition is needed")
+        if self.producers_per_id < 1:
+            problems.append("producers_per_id must be >= 1")
+        if self.transaction_version not in (0, 1, 2):
+            problems.append(f"transaction_version must be 0, 1 or 2, not {self.transaction_version}")
+        if self.max_epoch < 2:
+            problems.append("max_epoch must be >= 2")
+        if self.max_sequence < 1:
+            problems.append("max_sequence must be >= 1")
+        for fault, budget in self.faults.items():
+            if fault not in FAULTS:
+                problems.append(f"unknown fault {fault!r} (known: {', '.join(FAULTS)})")
+            elif budget < 0:
+                problems.append(f"fault budget for {fault!r} must be >= 0")
+        if problems:
+            raise ValueError(f"scenario {self.name!r}: " + "; ".join(problems))
+
+    def budget(self, fault: str) -> int:
+        return self.faults.get(fault, 0)
+
+    def with_(self, **changes: object) -> Scenario:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+SCENARIOS: dict[str, Scenario] = {}
+
+
+def scenario(s: Scenario) -> Scenario:
+    SCENARIOS[s.name] = s
+    return s
+
+
+TINY = scenario(Scenario(
+    "tiny", "one producer, one partition, one transaction; no faults: the happy path, explored in well under a second",
+    max_epoch=4, max_sequence=3))
+
+DEFAULT = scenario(Scenario(
+    "default", "one producer, two partitions, two transactions with consumer offsets; "
+    "message loss and duplication, a coordinator failover, a timeout",
+    partitions=("p0", "p1"), transactions_per_producer=2, commit_offsets=True, max_epoch=6, max_sequence=7,
+    faults={"duplicate": 1, "loss": 1, "failover": 1, "timeout": 1}))
+
+ZOMBIE = scenario(Scenario(
+    "zombie", "two producer instances sharing one transactional id (a zombie), one partition",
+    producers_per_id=2, max_epoch=6, max_sequence=3))
+
+DELAYED_PRODUCE = scenario(Scenario(
+    "delayed-produce", "one producer, two transactions on one partition; a produce may be delayed past the "
+    "end of its transaction, a transaction may time out",
+    transactions_per_producer=2, max_epoch=6, max_sequence=3, faults={"timeout": 1, "expire_batch": 1}))
+
+DELAYED_END_TXN = scenario(Scenario(
+    "delayed-end-txn", "one producer, two transactions on one partition; an EndTxn may be duplicated and "
+    "delivered late",
+    transactions_per_producer=2, max_epoch=6, max_sequence=3, faults={"duplicate": 1}))
+
+FAILOVER = scenario(Scenario(
+    "failover", "one producer, two partitions, one transaction; the coordinator may fail over once",
+    partitions=("p0", "p1"), max_epoch=4, max_sequence=3, faults={"failover": 1}))
+
+RETRY = scenario(Scenario(
+    "retry", "one producer, one partition, two records; a produce may be duplicated (a client retry)",
+    records_per_transaction=2, max_epoch=4, max_sequence=3, faults={"duplicate": 1}))
+
+EPOCH_EXHAUSTION = scenario(Scenario(
+    "epoch-exhaustion", "one producer, three transactions with a tiny epoch bound: producer-id rotation",
+    transactions_per_producer=3, max_epoch=3, max_sequence=3))
+
+LARGE = scenario(Scenario(
+    "large", "two producer instances on one id, two partitions, two transactions with offsets, every fault once",
+    producers_per_id=2, partitions=("p0", "p1"), transactions_per_producer=2, commit_offsets=True, max_epoch=6,
+    max_sequence=7, faults={"duplicate": 1, "loss": 1, "failover": 1, "timeout": 1, "crash": 1}))
+
+
+def scenario_named(name: str) -> Scenario:
+    try:
+        return SCENARIOS[name]
+    except KeyError:
+        raise KeyError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}") from None

@@ -1,0 +1,104 @@
+"""Real Kafka bugs, each reproduced as a protocol variant the model checker must catch.
+
+Each variant names the property whose violation it produces (``expected_violation``); the pinned tests
+check the shortest counterexample and that the same scenario holds under the current protocol.
+
+1. ``hanging-transaction`` (KAFKA-6119, KIP-890 motivation): the coordinator aborted a timed-out
+   transaction without bumping the epoch, and leaders appended transactional batches without asking
+   the coordinator: a produce delayed past the abort marker opens a transaction nobody will close.
+2. ``late-produce-joins-next`` (KIP-890 motivation): with transaction version 1, a client that gives up
+   on a produce and aborts keeps its epoch; the late produce is accepted into its next transaction.
+3. ``kafka-17754``: with transaction version 1 a delayed EndTxn, retried by the network, commits or
+   aborts the producer's next transaction (fixed by transaction version 2's epoch per transaction).
+4. ``zombie-not-fenced``: the coordinator does not check the producer epoch on EndTxn, so a fenced
+   instance commits the transaction of the instance that replaced it.
+5. ``failover-without-markers``: a coordinator that loads the transaction log after a failover but does
+   not complete PrepareCommit/PrepareAbort transactions (re-send their markers): they never complete.
+6. ``no-duplicate-detection``: a leader that does not recognise a retried batch appends it twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from txnspec.spec import coordinator as coord
+from txnspec.spec import partition as partition_mod
+from txnspec.spec.constants import NO_PRODUCER_EPOCH
+from txnspec.spec.messages import EndTxn
+from txnspec.spec.variants import Variant, register
+
+
+def _abort_timed_out_without_epoch_bump(cs: coord.CoordinatorState, tid: str, **kw: Any) -> coord.CoordinatorResult:
+    """Before KAFKA-6119: abort with the producer's own epoch. (Starting the fence as if a failed fence had
+    already bumped the epoch makes ``prepareFenceProducerEpoch`` keep it.)"""
+    md = cs.metadata(tid)
+    if md is not None:
+        cs = coord.with_metadata(cs, replace(md, has_failed_epoch_fence=True), tid)
+    return coord.abort_timed_out_transaction(cs, tid, **kw)
+
+
+register(Variant(
+    "hanging-transaction", "timeout aborts keep the epoch; leaders do not verify transactional produces",
+    "KAFKA-6119, KIP-890",
+    change_protocol=lambda p: p.but("hanging-transaction", "no epoch bump on timeout, no verification",
+                                    abort_timed_out_transaction=_abort_timed_out_without_epoch_bump),
+    change_scenario=lambda s: s.with_(transaction_version=0, partition_verification=False),
+    expected_violation="no_hanging_transaction"))
+
+register(Variant(
+    "late-produce-joins-next", "TV1 client aborts without an epoch bump after giving up on a produce",
+    "KIP-890 (motivation)",
+    change_protocol=lambda p: p.but("late-produce-joins-next", "no client epoch bump",
+                                    client_bumps_epoch_after_abortable_error=False),
+    change_scenario=lambda s: s.with_(transaction_version=0),
+    expected_violation="read_committed_only_committed"))
+
+register(Variant(
+    "kafka-17754", "transaction version 1: EndTxn carries no per-transaction epoch", "KAFKA-17754",
+    change_scenario=lambda s: s.with_(transaction_version=0),
+    expected_violation="end_txn_applies_to_its_transaction"))
+
+
+def _end_txn_without_epoch_check(cs: coord.CoordinatorState, request: EndTxn, **kw: Any) -> coord.CoordinatorResult:
+    md = cs.metadata(request.transactional_id)
+    if md is not None and md.producer_id == request.producer_id:
+        request = replace(request, producer_epoch=md.producer_epoch)
+    return coord.handle_end_txn(cs, request, **kw)
+
+
+register(Variant(
+    "zombie-not-fenced", "the coordinator does not check the producer epoch on EndTxn", "KIP-98 zombie fencing",
+    change_protocol=lambda p: p.but("zombie-not-fenced", "EndTxn without epoch check",
+                                    handle_end_txn=_end_txn_without_epoch_check),
+    expected_violation="fenced_producer_never_commits"))
+
+
+def _failover_without_completion(cs: coord.CoordinatorState, *, config: coord.CoordinatorConfig,
+                                 **_: Any) -> coord.CoordinatorResult:
+    cache = tuple(
+        (tid, coord.TxnMetadata(tid, t.producer_id, t.prev_producer_id, t.next_producer_id, t.producer_epoch,
+                                NO_PRODUCER_EPOCH, t.txn_timeout_ms, t.state, t.partitions, t.txn_start_ms,
+                                t.txn_last_update_ms, t.transaction_version))
+        for tid, t in cs.txn_log)
+    return coord.CoordinatorResult(coord.CoordinatorState(
+        coordinator_epoch=cs.coordinator_epoch + 1, now_ms=cs.now_ms, next_producer_id=cs.next_producer_id,
+        cache=cache, txn_log=cs.txn_log))
+
+
+register(Variant(
+    "failover-without-markers", "the new coordinator does not complete prepared transactions", "KIP-98 recovery",
+    change_protocol=lambda p: p.but("failover-without-markers", "load without completing Prepare*",
+                                    coordinator_failover=_failover_without_completion),
+    expected_violation="prepared_transactions_complete"))
+
+
+def _append_without_duplicate_detection(state: Any, *args: Any, **kw: Any) -> Any:
+    return partition_mod.append_data(state, *args, detect_duplicates=False, **kw)
+
+
+register(Variant(
+    "no-duplicate-detection", "the leader does not recognise a retried batch", "KIP-98 idempotence",
+    change_protocol=lambda p: p.but("no-duplicate-detection", "no duplicate detection",
+                                    append_data=_append_without_duplicate_detection),
+    expected_violation="no_duplicate_append"))
