@@ -1,0 +1,114 @@
+"""``txnspec check``: model-check a scenario under a protocol variant.
+
+Exit 0 when every requested property holds on the full bounded state space, 1 on a violation (the
+shortest counterexample is printed and optionally written as JSON Lines, ITF and a Mermaid diagram),
+2 on bad arguments, 3 when a state cap stopped the run before the space was explored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from txnspec.conformance.cli import (
+    EXIT_INCONCLUSIVE,
+    EXIT_OK,
+    EXIT_VIOLATION,
+    UsageError,
+    subcommand,
+)
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scenario", default="tiny", help="a named scenario (see --list)")
+    p.add_argument("--variant", default="current", help="a protocol variant (see --list)")
+    p.add_argument("--property", action="append", dest="properties", metavar="NAME",
+                   help="check only this property (repeatable); default: all of them")
+    p.add_argument("--max-states", type=int, default=None, help="stop after this many distinct states")
+    p.add_argument("--max-depth", type=int, default=None, help="stop exploring below this depth")
+    p.add_argument("--no-liveness", action="store_true", help="skip the leads-to properties (no state graph)")
+    p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
+    p.add_argument("--trace-out", type=Path, help="write the first counterexample as JSON Lines")
+    p.add_argument("--itf-out", type=Path, help="write the first counterexample as ITF (Apalache ADR-015)")
+    p.add_argument("--mermaid-out", type=Path, help="write the first counterexample as a Mermaid sequence diagram")
+    p.add_argument("--graph-out", type=Path, help="write the state graph (.graphml or .dot)")
+    p.add_argument("--progress", action="store_true", help="show states, depth and states/s while exploring")
+    p.add_argument("--list", action="store_true", help="list scenarios, variants and properties, then exit")
+
+
+def _list() -> int:
+    from txnspec.spec.model import build_model
+    from txnspec.spec.scenarios import SCENARIOS
+    from txnspec.spec.variants import VARIANTS, variant_named
+
+    variant_named("current")  # loads every variant module
+    print("scenarios:")
+    for s in SCENARIOS.values():
+        print(f"  {s.name:18} {s.description}")
+    print("variants:")
+    for v in VARIANTS.values():
+        bug = f"  [breaks {v.expected_violation}]" if v.expected_violation else ""
+        print(f"  {v.name:26} {v.description} ({v.reference}){bug}")
+    print("properties:")
+    for prop in build_model("tiny").properties:
+        print(f"  {prop.name:36} {prop.expectation.value:9} {prop.description.splitlines()[0] if prop.description else ''}")
+    return EXIT_OK
+
+
+@subcommand("check", "model-check a scenario: every invariant holds on N states, or a shortest counterexample",
+            _arguments)
+def cmd_check(args: argparse.Namespace) -> int:
+    if args.list:
+        return _list()
+    from txnspec.checker import check
+    from txnspec.spec.model import build_model
+
+    if args.max_states is not None and args.max_states <= 0:
+        raise UsageError("--max-states must be a positive number")
+    try:
+        model = build_model(args.scenario, args.variant)
+    except (KeyError, ValueError) as exc:
+        raise UsageError(str(exc).strip("'\"")) from None
+    names = args.properties
+    if names:
+        for name in names:
+            try:
+                model.property(name)
+            except KeyError as exc:
+                raise UsageError(str(exc).strip("'\"")) from None
+        # a property's partner is checked with it, so that it cannot pass on nothing
+        partners = [p.partner for p in model.properties if p.name in names and p.partner]
+        names = list(dict.fromkeys([*names, *partners]))
+    if args.no_liveness:
+        names = [p.name for p in model.properties
+                 if p.expectation.value != "leads_to" and (not names or p.name in names)]
+    result = check(model, properties=names, max_states=args.max_states, max_depth=args.max_depth,
+                   progress=args.progress and sys.stderr.isatty())
+    _write_outputs(args, model, result)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print(result.render())
+    if not result.complete:
+        return EXIT_INCONCLUSIVE if result.ok else EXIT_VIOLATION
+    return EXIT_OK if result.ok else EXIT_VIOLATION
+
+
+def _write_outputs(args: argparse.Namespace, model: object, result: object) -> None:
+    from txnspec.checker import traces
+
+    counterexample = next(iter(getattr(result, "counterexamples", ())), None)
+    for path, writer in ((args.trace_out, traces.write_jsonl), (args.itf_out, traces.write_itf),
+                         (args.mermaid_out, traces.write_mermaid)):
+        if path is None:
+            continue
+        if counterexample is None:
+            print(f"txnspec check: no counterexample to write to {path}", file=sys.stderr)
+            continue
+        writer(counterexample, path, model)
+    if args.graph_out is not None:
+        from txnspec.checker import graph
+
+        graph.export(result, args.graph_out)
