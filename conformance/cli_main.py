@@ -16,7 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-from txnspec.conformance.cli import EXIT_OK, EXIT_VIOLATION, main as cli_main, subcommand
+from txnspec.conformance.cli import EXIT_OK, EXIT_VIOLATION, subcommand
+from txnspec.conformance.cli import main as cli_main
 
 CASES = Path(__file__).resolve().parent / "data" / "public.jsonl"
 
@@ -56,7 +57,7 @@ def cmd_main(args: argparse.Namespace) -> int:
 
     stage("cases on the spec", ["cases", str(CASES), "--target", "spec", "--quiet"])
     try:
-        import txnspec.conformance.case_targets.impl_target  # noqa: F401
+        import txnspec.conformance.case_targets.impl_target
         stage("cases on the implementation", ["cases", str(CASES), "--target", "impl", "--quiet"])
     except ModuleNotFoundError:
         print("\n(the implementation's case target is not built yet: skipped)")

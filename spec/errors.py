@@ -51,6 +51,7 @@ class Errors(enum.StrEnum):
     GROUP_ID_NOT_FOUND = "GROUP_ID_NOT_FOUND"
     STALE_MEMBER_EPOCH = "STALE_MEMBER_EPOCH"
     TRANSACTIONAL_ID_NOT_FOUND = "TRANSACTIONAL_ID_NOT_FOUND"
+    UNSTABLE_OFFSET_COMMIT = "UNSTABLE_OFFSET_COMMIT"
 
     @classmethod
     def named(cls, name: str) -> Errors:

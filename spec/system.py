@@ -174,7 +174,6 @@ class Producer:
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
     awaiting: tuple[str, int] | None = None  # (request name, correlation) of the transactional request in flight
-    correlation: int = 0
     added: frozenset[str] = frozenset()  # partitions the coordinator knows are in the transaction
     to_add: frozenset[str] = frozenset()  # TV1: partitions waiting for AddPartitionsToTxn
     unsent: tuple[str, ...] = ()  # records waiting for their partition to be added
@@ -344,12 +343,22 @@ def initial_state(system: System) -> SystemState:
 
 # --- the client's Sender: what a producer sends after each step ---------------------------------------
 
-def _next_correlation(p: Producer, name: str) -> Producer:
-    return replace(p, correlation=p.correlation + 1, awaiting=(name, p.correlation + 1))
+def _next_correlation(p: Producer, name: str, used: frozenset[Any]) -> Producer:
+    """A correlation id no message in flight uses. Kafka's ids only grow; reusing the smallest free one is
+    equivalent (a response can only be confused with a request still in flight) and keeps the space finite."""
+    correlation = next(c for c in range(len(used) + 1) if c not in used)
+    return replace(p, awaiting=(name, correlation))
 
 
-def dispatch(system: System, p: Producer) -> tuple[Producer, tuple[Envelope, ...]]:
-    """``Sender.runOnce``: send every request the client can send now (see module doc)."""
+def _awaited(p: Producer) -> int:
+    assert p.awaiting is not None
+    return p.awaiting[1]
+
+
+def dispatch(system: System, p: Producer, used: frozenset[Any] = frozenset()) -> tuple[Producer, tuple[Envelope, ...]]:
+    """``Sender.runOnce``: send every request the client can send now (see module doc).
+
+    ``used``: the correlation ids of this producer's messages in flight."""
     out: list[Envelope] = []
     src = producer_address(p)
     tid = p.transactional_id
@@ -358,23 +367,23 @@ def dispatch(system: System, p: Producer) -> tuple[Producer, tuple[Envelope, ...
     if p.awaiting is None:
         if p.phase is INITIALIZING:
             bump = p.producer_id != NO_PRODUCER_ID
-            p = _next_correlation(p, "InitProducerId")
+            p = _next_correlation(p, "InitProducerId", used)
             out.append(Envelope(src, COORDINATOR, InitProducerId(
                 tid, TXN_TIMEOUT_MS, p.producer_id if bump else -1, p.producer_epoch if bump else -1),
-                p.correlation, p.tag))
+                _awaited(p), p.tag))
         elif p.to_add and p.phase in (IN_TRANSACTION, COMMITTING):
-            p = _next_correlation(p, "AddPartitionsToTxn")
+            p = _next_correlation(p, "AddPartitionsToTxn", used)
             out.append(Envelope(src, COORDINATOR, AddPartitionsToTxn(
-                tid, p.producer_id, p.producer_epoch, p.to_add, 0), p.correlation, p.tag))
+                tid, p.producer_id, p.producer_epoch, p.to_add, 0), _awaited(p), p.tag))
         elif p.offsets == "add" and p.phase in (IN_TRANSACTION, COMMITTING):
-            p = _next_correlation(p, "AddOffsetsToTxn")
+            p = _next_correlation(p, "AddOffsetsToTxn", used)
             out.append(Envelope(src, COORDINATOR, AddOffsetsToTxn(
-                tid, p.producer_id, p.producer_epoch, system.scenario.group_id), p.correlation, p.tag))
+                tid, p.producer_id, p.producer_epoch, system.scenario.group_id), _awaited(p), p.tag))
         elif p.offsets == "commit" and p.phase in (IN_TRANSACTION, COMMITTING):
-            p = _next_correlation(p, "TxnOffsetCommit")
+            p = _next_correlation(p, "TxnOffsetCommit", used)
             offsets = (("input-0", p.txn_no),)
             out.append(Envelope(src, GROUP, TxnOffsetCommit(
-                tid, system.scenario.group_id, p.producer_id, p.producer_epoch, offsets), p.correlation, p.tag))
+                tid, system.scenario.group_id, p.producer_id, p.producer_epoch, offsets), _awaited(p), p.tag))
     # Produce: records whose partition is in the transaction (TV2: every partition is, implicitly).
     unsent = list(p.unsent)
     for partition in p.unsent:
@@ -395,13 +404,14 @@ def dispatch(system: System, p: Producer) -> tuple[Producer, tuple[Envelope, ...
         offsets_pending = p.offsets in ("add", "commit") and p.phase is COMMITTING
         if not p.to_add and not p.unsent and not produce_pending and not offsets_pending:
             if p.started or p.offsets == "done":
-                p = _next_correlation(p, "EndTxn")
+                p = _next_correlation(p, "EndTxn", used)
                 out.append(Envelope(src, COORDINATOR, EndTxn(
                     tid, p.producer_id, p.producer_epoch, p.end_result, system.scenario.transaction_version),
-                    p.correlation, p.tag))
+                    _awaited(p), p.tag))
             else:  # nothing was added: the transaction completes locally (no EndTxn)
                 p = _transaction_completed(system, p, p.end_result)
-                return dispatch(system, p)[0], tuple(out)
+                p, more = dispatch(system, p, used)
+                return p, (*out, *more)
     return p, tuple(out)
 
 
@@ -412,8 +422,14 @@ def _transaction_completed(system: System, p: Producer, result: TransactionResul
                    records_sent=0)
 
 
+def _correlations_in_flight(state: SystemState, p: Producer) -> frozenset[Any]:
+    address = producer_address(p)
+    return frozenset(e.context for e in state.network
+                     if (e.source == address or e.target == address) and isinstance(e.context, int))
+
+
 def _with_dispatch(system: System, state: SystemState, p: Producer, *extra: Envelope) -> SystemState:
-    p, out = dispatch(system, p)
+    p, out = dispatch(system, p, _correlations_in_flight(state, p))
     state = _replace_producer(state, p)
     return replace(state, network=send(state.network, *extra, *out))
 
@@ -665,7 +681,8 @@ def _group_receives(system: System, state: SystemState, env: Envelope) -> System
 
 
 def _group_has_ongoing(state: SystemState, body: TxnOffsetCommit) -> bool:
-    return bool(group_mod.has_pending_txn_offsets(state.group, body.producer_id))
+    """``hasOngoingTransaction(pid, epoch)`` on the offsets partition: only the same epoch skips verification."""
+    return bool(group_mod.has_pending_txn_offsets(state.group, body.producer_id, body.producer_epoch))
 
 
 # --- responses at the producer ---------------------------------------------------------------------
@@ -739,7 +756,10 @@ def environment_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
             if b.loss:
                 yield (Action("lose", f"lose {envelope}", envelope.source, envelope.target),
                        replace(state, network=remove_one(state.network, envelope), budget=replace(b, loss=b.loss - 1)))
-            if b.duplicate and not envelope.target.startswith("producer-") \
+            # A client re-sends a request it has given up on while the first copy is still on its way. The
+            # coordinator re-sends a marker only after its send failed (marker_retry_steps); TCP never
+            # duplicates a response.
+            if b.duplicate and envelope.source.startswith("producer-") \
                     and len(state.network) < system.scenario.max_in_flight:
                 yield (Action("duplicate", f"duplicate {envelope}", envelope.source, envelope.target),
                        replace(state, network=send(state.network, envelope), budget=replace(b, duplicate=b.duplicate - 1)))
@@ -764,7 +784,7 @@ def environment_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
         who = producer_address(p)
         if b.crash and p.phase is not UNINITIALIZED:
             restarted = Producer(index=p.index, transactional_id=p.transactional_id, incarnation=p.incarnation + 1,
-                                 txn_no=p.txn_no, correlation=p.correlation)
+                                 txn_no=p.txn_no)
             yield (Action("crash", f"{who} crashes and restarts", who, who),
                    replace(_replace_producer(state, restarted), budget=replace(b, crash=b.crash - 1)))
         if b.expire_batch:
@@ -773,7 +793,29 @@ def environment_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
                 expired = replace(state, budget=replace(b, expire_batch=b.expire_batch - 1))
                 yield (Action("expire batch", f"{who} gives up on its produce to {inflight[0]}", who, who),
                        _with_dispatch(system, expired, q))
+    yield from client_retry_steps(system, state)
     yield from marker_retry_steps(system, state)
+
+
+def is_request(body: Any) -> bool:
+    return not type(body).__name__.endswith("Response")
+
+
+def client_retry_steps(system: System, state: SystemState) -> Iterator[tuple[Action, SystemState]]:
+    """The client's request timeout: a request lost with its answer is sent again (``Sender``/``NetworkClient``)."""
+    for p in state.producers:
+        who = producer_address(p)
+        mine = [e for e in state.network if e.source == who or e.target == who]
+        if p.awaiting is not None and not any(e.context == p.awaiting[1] for e in mine):
+            q = replace(p, awaiting=None)
+            yield (Action("retry", f"{who} times out waiting for {p.awaiting[0]} and retries", who, who),
+                   _with_dispatch(system, state, q))
+        for partition, seq in sorted(p.in_flight):
+            if not any(e.context == (partition, seq) for e in mine):
+                resend = Envelope(who, partition, Produce(partition, p.producer_id, p.producer_epoch, seq, 1, True,
+                                                          p.transactional_id), (partition, seq), p.tag)
+                yield (Action("retry", f"{who} times out waiting for its produce to {partition} and retries", who,
+                              partition), replace(state, network=send(state.network, resend)))
 
 
 def marker_retry_steps(system: System, state: SystemState) -> Iterator[tuple[Action, SystemState]]:
@@ -806,5 +848,5 @@ ACTION_KINDS = (
     "deliver TxnOffsetCommit", "deliver EndTxn", "deliver Produce", "deliver WriteTxnMarkers",
     "deliver InitProducerIdResponse", "deliver ErrorResponse", "deliver EndTxnResponse", "deliver ProduceResponse",
     "deliver WriteTxnMarkersResponse", "lose", "duplicate", "append fails", "timeout", "failover", "crash",
-    "expire batch", "resend marker",
+    "expire batch", "resend marker", "retry",
 )
