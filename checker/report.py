@@ -29,7 +29,7 @@ class Counterexample:
 
     def render(self, describe_state: Callable[[Any], str] | None = None) -> str:
         lines = []
-        for i, (action, state) in enumerate(self.steps):
+        for i, (action, _state) in enumerate(self.steps):
             if i == 0:
                 lines.append("  0. initial state")
             else:

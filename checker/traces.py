@@ -39,7 +39,7 @@ def to_plain(value: Any) -> Any:
 
 
 def to_itf(value: Any) -> Any:
-    if isinstance(value, bool) or isinstance(value, str):
+    if isinstance(value, bool | str):
         return value
     if isinstance(value, int):
         return {"#bigint": str(value)}

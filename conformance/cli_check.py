@@ -53,7 +53,8 @@ def _list() -> int:
         print(f"  {v.name:26} {v.description} ({v.reference}){bug}")
     print("properties:")
     for prop in build_model("tiny").properties:
-        print(f"  {prop.name:36} {prop.expectation.value:9} {prop.description.splitlines()[0] if prop.description else ''}")
+        first_line = prop.description.splitlines()[0] if prop.description else ""
+        print(f"  {prop.name:36} {prop.expectation.value:9} {first_line}")
     return EXIT_OK
 
 

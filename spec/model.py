@@ -17,7 +17,8 @@ from txnspec.spec import system as sysm
 from txnspec.spec.scenarios import Scenario, scenario_named
 from txnspec.spec.variants import variant_named
 
-FAIR_KINDS = frozenset(kind for kind in sysm.ACTION_KINDS if kind.startswith("deliver ")) | {"resend marker", "retry"}
+FAIR_KINDS = frozenset(kind for kind in sysm.ACTION_KINDS if kind.startswith("deliver ")) | {"resend marker", "retry",
+                                                                                               "abandoned timeout"}
 
 
 def fairness(action: Any) -> Hashable | None:

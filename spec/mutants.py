@@ -47,7 +47,8 @@ def _add_partitions_while_preparing(cs: coord.CoordinatorState, request: AddPart
         transit = coord.prepare_add_partitions(md2, request.partitions, cs.now_ms, request.transaction_version)
         cs2, pending = coord.prepare_transition_to(coord.with_metadata(cs, md2, md.transactional_id), md2,
                                                    transit, config)
-        return coord.CoordinatorResult(cs2, coord.ErrorResponse(Errors.NONE if pending else Errors.UNKNOWN_SERVER_ERROR))
+        error = Errors.NONE if pending else Errors.UNKNOWN_SERVER_ERROR
+        return coord.CoordinatorResult(cs2, coord.ErrorResponse(error))
     return coord.handle_add_partitions_to_txn(cs, request, **kw)
 
 

@@ -21,8 +21,8 @@ from typing import Any
 from txnspec.checker.model import Property
 from txnspec.spec import partition as partition_mod
 from txnspec.spec.messages import IsolationLevel, TransactionResult
-from txnspec.spec.system import FATAL_ERROR, GROUP, READY, System, SystemState, Tag
-from txnspec.spec.txn_state import COMPLETE_STATES, ONGOING, PREPARE_STATES
+from txnspec.spec.system import FATAL_ERROR, READY, System, SystemState, Tag
+from txnspec.spec.txn_state import ONGOING, PREPARE_STATES
 
 COMMIT, ABORT = TransactionResult.COMMIT, TransactionResult.ABORT
 
@@ -122,9 +122,10 @@ def read_committed_only_committed(state: SystemState) -> bool:
     for partition, _ in state.partitions:
         visible = set(visible_offsets(state, partition))
         for b in state.ghost.batches:
-            if b.partition == partition and b.transactional and b.base_offset in visible:
-                if b.tag is None or decisions_of(state, b.tag) != {COMMIT} or "aborted" in told(state, b.tag):
-                    return False
+            if b.partition != partition or not b.transactional or b.base_offset not in visible:
+                continue
+            if b.tag is None or decisions_of(state, b.tag) != {COMMIT} or "aborted" in told(state, b.tag):
+                return False
     return True
 
 
@@ -154,9 +155,9 @@ def end_txn_applies_to_its_transaction(state: SystemState) -> bool:
 def offsets_only_with_committed_output(state: SystemState) -> bool:
     """Consumer offsets become visible only from a transaction whose output commits (KIP-447)."""
     for key, tag in state.ghost.offsets_tag:
-        if key == GROUP or isinstance(key, str):
-            if decisions_of(state, tag) != {COMMIT} or "aborted" in told(state, tag):
-                return False
+        committed = isinstance(key, str)  # ("pending", pid) keys are offsets not yet visible
+        if committed and (decisions_of(state, tag) != {COMMIT} or "aborted" in told(state, tag)):
+            return False
     return True
 
 
@@ -291,5 +292,3 @@ def is_final(system: System) -> Callable[[SystemState], bool]:
             p.phase is FATAL_ERROR or (p.phase is READY and p.txn_no >= n) for p in state.producers)
     return final
 
-
-_ = COMPLETE_STATES

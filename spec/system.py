@@ -177,7 +177,8 @@ class Producer:
     added: frozenset[str] = frozenset()  # partitions the coordinator knows are in the transaction
     to_add: frozenset[str] = frozenset()  # TV1: partitions waiting for AddPartitionsToTxn
     unsent: tuple[str, ...] = ()  # records waiting for their partition to be added
-    in_flight: frozenset[tuple[str, int]] = frozenset()  # (partition, base sequence) of produces outstanding
+    # produces outstanding, as (partition, producer id, epoch, base sequence): what correlates a response
+    in_flight: frozenset[tuple[str, int, int, int]] = frozenset()
     sequences: tuple[tuple[str, int], ...] = ()
     offsets: str = "none"  # consume-transform-produce: none -> add (TV1) -> commit -> done
     started: bool = False  # transactionStarted: something was added, so EndTxn must be sent
@@ -387,17 +388,18 @@ def dispatch(system: System, p: Producer, used: frozenset[Any] = frozenset()) ->
     # Produce: records whose partition is in the transaction (TV2: every partition is, implicitly).
     unsent = list(p.unsent)
     for partition in p.unsent:
-        busy = any(q == partition for q, _ in p.in_flight)
+        busy = any(q[0] == partition for q in p.in_flight)
         ready = system.tv2 or partition in p.added
         if busy or not ready or p.phase not in (IN_TRANSACTION, COMMITTING):
             continue
         seq = p.next_sequence(partition)
         nxt = 0 if seq >= system.scenario.max_sequence else seq + 1
         unsent.remove(partition)
-        p = replace(p, in_flight=p.in_flight | {(partition, seq)}, sequences=_set(p.sequences, partition, nxt),
+        key = (partition, p.producer_id, p.producer_epoch, seq)
+        p = replace(p, in_flight=p.in_flight | {key}, sequences=_set(p.sequences, partition, nxt),
                     started=True, unsent=tuple(unsent))
         out.append(Envelope(src, partition, Produce(partition, p.producer_id, p.producer_epoch, seq, 1, True, tid),
-                            (partition, seq), p.tag))
+                            key, p.tag))
     # EndTxn once everything before it is done (KafkaProducer flushes before committing).
     if p.awaiting is None and p.phase in (COMMITTING, ABORTING) and p.end_result is not None:
         produce_pending = bool(p.in_flight) and system.protocol.client_waits_for_produce_before_end_txn
@@ -666,8 +668,8 @@ def _group_receives(system: System, state: SystemState, env: Envelope) -> System
                                  frozenset({system.offsets_partition}), 2)
         result = system.protocol.handle_add_partitions_to_txn(state.coordinator, add,
                                                               config=system.coordinator_config)
-        state = replace(state, ghost=_coordinator_ghost(state, result, Envelope(GROUP, COORDINATOR, add, None, env.tag)),
-                        coordinator=result.state)
+        verification = Envelope(GROUP, COORDINATOR, add, None, env.tag)
+        state = replace(state, ghost=_coordinator_ghost(state, result, verification), coordinator=result.state)
         if result.response.error is not Errors.NONE:
             error = _map_verification_error(result.response.error, tv2=True)
             return replace(state, network=send(state.network, Envelope(GROUP, env.source, ErrorResponse(error),
@@ -761,8 +763,9 @@ def environment_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
             # duplicates a response.
             if b.duplicate and envelope.source.startswith("producer-") \
                     and len(state.network) < system.scenario.max_in_flight:
-                yield (Action("duplicate", f"duplicate {envelope}", envelope.source, envelope.target),
-                       replace(state, network=send(state.network, envelope), budget=replace(b, duplicate=b.duplicate - 1)))
+                duplicated = replace(state, network=send(state.network, envelope),
+                                     budget=replace(b, duplicate=b.duplicate - 1))
+                yield Action("duplicate", f"duplicate {envelope}", envelope.source, envelope.target), duplicated
     if b.timeout:
         for tid, md in state.coordinator.cache:
             if md.state is ONGOING and md.pending_state is None:
@@ -774,6 +777,15 @@ def environment_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
                 markers = [_marker_envelope(system, m, t) for t, m in result.markers]
                 yield (Action("timeout", f"coordinator aborts timed-out {tid}", COORDINATOR, COORDINATOR),
                        replace(timed, network=send(timed.network, *markers)))
+    for tid, md in state.coordinator.cache:
+        if md.state is ONGOING and md.pending_state is None and _abandoned(state, tid):
+            result = system.protocol.abort_timed_out_transaction(state.coordinator, tid,
+                                                                 config=system.coordinator_config)
+            timed = replace(state, ghost=_coordinator_ghost(state, result, Envelope(COORDINATOR, COORDINATOR, None)),
+                            coordinator=result.state)
+            markers = [_marker_envelope(system, m, t) for t, m in result.markers]
+            yield (Action("abandoned timeout", f"coordinator aborts {tid}, abandoned by its producer", COORDINATOR,
+                          COORDINATOR), replace(timed, network=send(timed.network, *markers)))
     if b.failover:
         result = system.protocol.coordinator_failover(state.coordinator, config=system.coordinator_config)
         failed = replace(state, coordinator=result.state, budget=replace(b, failover=b.failover - 1))
@@ -797,6 +809,12 @@ def environment_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
     yield from marker_retry_steps(system, state)
 
 
+def _abandoned(state: SystemState, tid: str) -> bool:
+    """No live producer instance can still end ``tid``'s transaction: Kafka's timeout will abort it."""
+    return all(p.phase in (FATAL_ERROR, UNINITIALIZED, READY) for p in state.producers if p.transactional_id == tid) \
+        and not any(e.source.startswith("producer-") for e in state.network)
+
+
 def is_request(body: Any) -> bool:
     return not type(body).__name__.endswith("Response")
 
@@ -810,10 +828,11 @@ def client_retry_steps(system: System, state: SystemState) -> Iterator[tuple[Act
             q = replace(p, awaiting=None)
             yield (Action("retry", f"{who} times out waiting for {p.awaiting[0]} and retries", who, who),
                    _with_dispatch(system, state, q))
-        for partition, seq in sorted(p.in_flight):
-            if not any(e.context == (partition, seq) for e in mine):
-                resend = Envelope(who, partition, Produce(partition, p.producer_id, p.producer_epoch, seq, 1, True,
-                                                          p.transactional_id), (partition, seq), p.tag)
+        for key in sorted(p.in_flight):
+            partition, producer_id, epoch, seq = key
+            if not any(e.context == key for e in mine):
+                resend = Envelope(who, partition, Produce(partition, producer_id, epoch, seq, 1, True,
+                                                          p.transactional_id), key, p.tag)
                 yield (Action("retry", f"{who} times out waiting for its produce to {partition} and retries", who,
                               partition), replace(state, network=send(state.network, resend)))
 
@@ -827,8 +846,9 @@ def marker_retry_steps(system: System, state: SystemState) -> Iterator[tuple[Act
             continue
         for _, marker in coord.markers_for(cs, md, pending.result):
             envelope = _marker_envelope(system, marker, tid)
-            if envelope in state.network or any(
-                    e.context == envelope.context and isinstance(e.body, WriteTxnMarkersResponse) for e in state.network):
+            answered = any(e.context == envelope.context and isinstance(e.body, WriteTxnMarkersResponse)
+                           for e in state.network)
+            if envelope in state.network or answered:
                 continue
             yield (Action("resend marker", f"coordinator re-sends {describe(marker)}", COORDINATOR, envelope.target),
                    replace(state, network=send(state.network, envelope)))
@@ -848,5 +868,5 @@ ACTION_KINDS = (
     "deliver TxnOffsetCommit", "deliver EndTxn", "deliver Produce", "deliver WriteTxnMarkers",
     "deliver InitProducerIdResponse", "deliver ErrorResponse", "deliver EndTxnResponse", "deliver ProduceResponse",
     "deliver WriteTxnMarkersResponse", "lose", "duplicate", "append fails", "timeout", "failover", "crash",
-    "expire batch", "resend marker", "retry",
+    "expire batch", "resend marker", "retry", "abandoned timeout",
 )

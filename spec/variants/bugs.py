@@ -94,11 +94,12 @@ register(Variant(
 
 
 def _append_without_duplicate_detection(state: Any, *args: Any, **kw: Any) -> Any:
-    return partition_mod.append_data(state, *args, detect_duplicates=False, **kw)
+    return partition_mod.append_data(state, *args, detect_duplicates=False, validate_sequence=False, **kw)
 
 
 register(Variant(
-    "no-duplicate-detection", "the leader does not recognise a retried batch", "KIP-98 idempotence",
+    "no-duplicate-detection", "the leader neither recognises a retried batch nor checks sequences (idempotence off)",
+    "KIP-98 idempotence",
     change_protocol=lambda p: p.but("no-duplicate-detection", "no duplicate detection",
                                     append_data=_append_without_duplicate_detection),
     expected_violation="no_duplicate_append"))
