@@ -1,0 +1,59 @@
+"""Pinned state counts: a change in a count means the spec changed (say why in the commit)."""
+
+from __future__ import annotations
+
+import pytest
+
+from txnspec.checker import check
+from txnspec.spec.model import build_model
+from txnspec.spec.scenarios import SCENARIOS, Scenario
+
+PINNED = {
+    "tiny": 27,
+    "zombie": 2036,
+    "delayed-produce": 819,
+    "delayed-end-txn": 2228,
+    "failover": 208,
+    "retry": 839,
+    "epoch-exhaustion": 403,
+}
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_every_property_holds_on_the_pinned_number_of_states(name: str) -> None:
+    result = check(build_model(name))
+    assert result.complete and result.ok, result.render()
+    assert result.states == PINNED[name]
+    assert result.deadlock_count == 0
+
+
+@pytest.mark.slow
+def test_default_scenario_is_pinned_too() -> None:
+    result = check(build_model("default"))
+    assert result.complete and result.ok, result.render()
+    assert result.states == SCENARIOS["default"].expected_states
+
+
+def test_tiny_takes_every_protocol_step_it_can() -> None:
+    result = check(build_model("tiny"))
+    for kind in ("initTransactions", "deliver InitProducerId", "deliver EndTxn", "deliver Produce",
+                 "deliver WriteTxnMarkers", "deliver WriteTxnMarkersResponse", "abortTransaction"):
+        assert result.coverage.get(kind, 0) > 0, kind
+
+
+def test_a_state_cap_gives_an_incomplete_verdict_not_a_pass() -> None:
+    result = check(build_model("zombie"), max_states=100)
+    assert not result.complete
+    assert all(v.holds is not True or v.expectation == "sometimes" for v in result.verdicts)
+    assert "INCOMPLETE" in result.summary()
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"partitions": ()}, "at least one partition"),
+    ({"transaction_version": 3}, "transaction_version"),
+    ({"faults": {"meteor": 1}}, "unknown fault"),
+    ({"max_epoch": 1}, "max_epoch"),
+])
+def test_impossible_scenarios_are_refused_with_a_clear_message(changes: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Scenario("bad", "a bad one", **changes)  # type: ignore[arg-type]
