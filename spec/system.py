@@ -335,7 +335,8 @@ def initial_state(system: System) -> SystemState:
     budget = Budget(**{fault: s.budget(fault) for fault in Budget.__dataclass_fields__})
     return SystemState(
         coordinator=coord.CoordinatorState(),
-        partitions=tuple((p, partition_mod.PartitionState()) for p in s.partitions),
+        partitions=tuple((p, partition_mod.PartitionState())
+                         for p in (*s.partitions, *((system.offsets_partition,) if s.commit_offsets else ()))),
         group=group_mod.GroupState(),
         producers=producers,
         budget=budget,
@@ -495,7 +496,9 @@ def delivery_steps(system: System, state: SystemState) -> Iterator[tuple[Action,
                               envelope.target),
                        _coordinator_receives(system, failed, envelope, Errors.NOT_ENOUGH_REPLICAS))
         elif envelope.target == GROUP:
-            yield label, _group_receives(system, rest, envelope)
+            received = _group_receives(system, rest, envelope)
+            if received is not rest:
+                yield label, received
         elif envelope.target.startswith("producer-"):
             yield label, _producer_receives(system, rest, envelope)
         else:
@@ -647,44 +650,55 @@ def _map_verification_error(error: Errors, tv2: bool) -> Errors:
 
 
 def _group_receives(system: System, state: SystemState, env: Envelope) -> SystemState:
-    body, proto = env.body, system.protocol
+    """The group coordinator. Its transactional offset commits are records in the group's
+    ``__consumer_offsets`` partition, written with the producer's id and epoch (origin COORDINATOR: the
+    epoch is checked, not the sequence), so that partition's producer state fences stale markers and
+    stale commits exactly as a data partition does; the group's view follows the records."""
+    body, proto, name = env.body, system.protocol, system.offsets_partition
+    offsets_log = state.partition(name)
     if isinstance(body, WriteTxnMarkers):
-        group = proto.complete_pending_txn_offset_commit(state.group, body.producer_id,
-                                                         body.result is TransactionResult.COMMIT)
-        ghost = state.ghost
-        if body.result is TransactionResult.COMMIT:
+        offsets_log, reply = proto.append_end_txn_marker(offsets_log, body.producer_id, body.producer_epoch,
+                                                         body.coordinator_epoch, body.result,
+                                                         body.transaction_version, limits=system.limits)
+        state = _set_partition(state, name, offsets_log)
+        if reply.error is Errors.NONE:
+            commit = body.result is TransactionResult.COMMIT
+            ghost = state.ghost
             pending = _get(ghost.offsets_tag, ("pending", body.producer_id))
-            if pending is not None:
+            if commit and pending is not None:
                 ghost = replace(ghost, offsets_tag=_set(ghost.offsets_tag, system.scenario.group_id, pending))
-        ghost = replace(ghost, offsets_tag=tuple(
-            (k, v) for k, v in ghost.offsets_tag if k != ("pending", body.producer_id)))
-        state = replace(state, group=group, ghost=ghost)
+            ghost = replace(ghost, offsets_tag=tuple(
+                (k, v) for k, v in ghost.offsets_tag if k != ("pending", body.producer_id)))
+            group = proto.complete_pending_txn_offset_commit(state.group, body.producer_id, commit)
+            state = replace(state, group=group, ghost=ghost)
         return replace(state, network=send(state.network, Envelope(GROUP, COORDINATOR, WriteTxnMarkersResponse(
-            Errors.NONE), env.context)))
+            reply.error), env.context)))
     if not isinstance(body, TxnOffsetCommit):
         raise TypeError(f"the group coordinator does not handle {type(body).__name__}")
-    if system.tv2 and not _group_has_ongoing(state, body):
+    if system.tv2 and not partition_mod.has_ongoing_transaction(offsets_log, body.producer_id, body.producer_epoch):
         add = AddPartitionsToTxn(body.transactional_id, body.producer_id, body.producer_epoch,
-                                 frozenset({system.offsets_partition}), 2)
+                                 frozenset({name}), 2)
         result = system.protocol.handle_add_partitions_to_txn(state.coordinator, add,
                                                               config=system.coordinator_config)
+        if result.response.error is Errors.CONCURRENT_TRANSACTIONS:
+            return state  # the broker retries the verification itself: the commit waits
         verification = Envelope(GROUP, COORDINATOR, add, None, env.tag)
         state = replace(state, ghost=_coordinator_ghost(state, result, verification), coordinator=result.state)
         if result.response.error is not Errors.NONE:
             error = _map_verification_error(result.response.error, tv2=True)
             return replace(state, network=send(state.network, Envelope(GROUP, env.source, ErrorResponse(error),
                                                                        env.context)))
+    offsets_log, appended = proto.append_data(offsets_log, body.producer_id, body.producer_epoch, -1, 1, True,
+                                              limits=system.limits, detect_duplicates=False, validate_sequence=False)
+    if appended.error is not Errors.NONE:
+        return replace(state, network=send(state.network, Envelope(GROUP, env.source, ErrorResponse(appended.error),
+                                                                   env.context)))
     group, response = proto.handle_txn_offset_commit(state.group, body)
     ghost = state.ghost
     if response.error is Errors.NONE and env.tag is not None:
         ghost = replace(ghost, offsets_tag=_set(ghost.offsets_tag, ("pending", body.producer_id), env.tag))
-    state = replace(state, group=group, ghost=ghost)
+    state = replace(_set_partition(state, name, offsets_log), group=group, ghost=ghost)
     return replace(state, network=send(state.network, Envelope(GROUP, env.source, response, env.context)))
-
-
-def _group_has_ongoing(state: SystemState, body: TxnOffsetCommit) -> bool:
-    """``hasOngoingTransaction(pid, epoch)`` on the offsets partition: only the same epoch skips verification."""
-    return bool(group_mod.has_pending_txn_offsets(state.group, body.producer_id, body.producer_epoch))
 
 
 # --- responses at the producer ---------------------------------------------------------------------
