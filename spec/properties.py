@@ -29,9 +29,10 @@ COMMIT, ABORT = TransactionResult.COMMIT, TransactionResult.ABORT
 
 # --- what a reader sees ------------------------------------------------------------------------------
 
-def visible_offsets(state: SystemState, partition: str) -> tuple[int, ...]:
+def visible_offsets(state: SystemState, partition: str, fetch: Callable[..., Any] = partition_mod.fetch
+                    ) -> tuple[int, ...]:
     """Offsets of the data records a read_committed consumer gets from the start of the partition."""
-    response = partition_mod.fetch(state.partition(partition), 0, IsolationLevel.READ_COMMITTED)
+    response = fetch(state.partition(partition), 0, IsolationLevel.READ_COMMITTED)
     return tuple(response.records)
 
 
@@ -93,9 +94,15 @@ def sequences_contiguous(system: System) -> Callable[[SystemState], bool]:
     return holds
 
 
-def fenced_epoch_never_appends(state: SystemState) -> bool:
-    """No batch is appended with a (producer id, epoch) the coordinator has already fenced."""
-    return not any(b.fenced_at_append for b in state.ghost.batches)
+def fenced_appends_never_commit(state: SystemState) -> bool:
+    """A batch appended with a (producer id, epoch) the coordinator had already fenced is never committed.
+
+    (Such an append can happen: a zombie's produce may reach a partition before the abort marker that
+    fences it there; the marker then aborts it. What must never happen is that it commits.)"""
+    return not any(b.fenced_at_append and result is COMMIT
+                   for b in state.ghost.batches if b.tag is not None
+                   for result in [partition_mod.transaction_result_at(state.partition(b.partition), b.producer_id,
+                                                                      b.base_offset)])
 
 
 def fenced_producer_never_commits(state: SystemState) -> bool:
@@ -116,11 +123,11 @@ def unique_producer_epochs(state: SystemState) -> bool:
     return True
 
 
-def read_committed_only_committed(state: SystemState) -> bool:
+def read_committed_only_committed(state: SystemState, fetch: Callable[..., Any] = partition_mod.fetch) -> bool:
     """read_committed returns only records of transactions the coordinator decided to commit
     (no aborted read, G1a; nothing of an undecided transaction, i.e. nothing at or above the LSO)."""
     for partition, _ in state.partitions:
-        visible = set(visible_offsets(state, partition))
+        visible = set(visible_offsets(state, partition, fetch))
         for b in state.ghost.batches:
             if b.partition != partition or not b.transactional or b.base_offset not in visible:
                 continue
@@ -153,10 +160,13 @@ def end_txn_applies_to_its_transaction(state: SystemState) -> bool:
 
 
 def offsets_only_with_committed_output(state: SystemState) -> bool:
-    """Consumer offsets become visible only from a transaction whose output commits (KIP-447)."""
-    for key, tag in state.ghost.offsets_tag:
-        committed = isinstance(key, str)  # ("pending", pid) keys are offsets not yet visible
-        if committed and (decisions_of(state, tag) != {COMMIT} or "aborted" in told(state, tag)):
+    """Consumer offsets become visible only from a transaction whose output commits (KIP-447).
+
+    The application commits, as its input position, the number of its transaction: a visible offset
+    ``n`` must come from a transaction ``n`` that the coordinator decided to commit."""
+    for (_, _), offset in state.group.committed:
+        tags = {tag for _, tag, _, _ in state.ghost.decisions if tag is not None and tag[2] == offset}
+        if not any(decisions_of(state, tag) == {COMMIT} and "aborted" not in told(state, tag) for tag in tags):
             return False
     return True
 
@@ -187,16 +197,12 @@ def batch_appended(state: SystemState) -> bool:
     return bool(state.ghost.batches)
 
 
-def read_committed_returns_data(state: SystemState) -> bool:
-    return any(visible_offsets(state, p) for p, _ in state.partitions)
-
-
 def producer_initialised(state: SystemState) -> bool:
     return any(p.producer_id >= 0 for p in state.producers)
 
 
 def offsets_committed(state: SystemState) -> bool:
-    return any(isinstance(key, str) for key, _ in state.ghost.offsets_tag)
+    return bool(state.group.committed)
 
 
 def producer_fenced(state: SystemState) -> bool:
@@ -232,6 +238,9 @@ def no_producer_initializing(state: SystemState) -> bool:
 def properties(system: System) -> tuple[Property[Any], ...]:
     """The properties checked for ``system``; partners are chosen so each is reachable in every scenario."""
     s = system.scenario
+    def visible_data(state: SystemState) -> bool:
+        return any(visible_offsets(state, p, system.protocol.fetch) for p, _ in state.partitions)
+
     props: list[Property[Any]] = [
         Property.always("valid_coordinator_transitions", valid_coordinator_transitions,
                         partner="transaction_committed", description=valid_coordinator_transitions.__doc__ or ""),
@@ -239,13 +248,14 @@ def properties(system: System) -> tuple[Property[Any], ...]:
                         description=no_duplicate_append.__doc__ or ""),
         Property.always("sequences_contiguous", sequences_contiguous(system), partner="batch_appended",
                         description="Per (partition, producer id, epoch) sequences are contiguous in log order."),
-        Property.always("fenced_epoch_never_appends", fenced_epoch_never_appends, partner="batch_appended",
-                        description=fenced_epoch_never_appends.__doc__ or ""),
+        Property.always("fenced_appends_never_commit", fenced_appends_never_commit, partner="batch_appended",
+                        description=(fenced_appends_never_commit.__doc__ or "").splitlines()[0]),
         Property.always("fenced_producer_never_commits", fenced_producer_never_commits,
                         partner="transaction_committed", description=fenced_producer_never_commits.__doc__ or ""),
         Property.always("unique_producer_epochs", unique_producer_epochs, partner="producer_initialised",
                         description=unique_producer_epochs.__doc__ or ""),
-        Property.always("read_committed_only_committed", read_committed_only_committed,
+        Property.always("read_committed_only_committed",
+                        lambda state: read_committed_only_committed(state, system.protocol.fetch),
                         partner="read_committed_returns_data", description=read_committed_only_committed.__doc__ or ""),
         Property.always("committed_data_never_lost", committed_data_never_lost, partner="transaction_committed",
                         description=committed_data_never_lost.__doc__ or ""),
@@ -263,7 +273,7 @@ def properties(system: System) -> tuple[Property[Any], ...]:
         Property.sometimes("transaction_aborted", transaction_aborted,
                            description="The coordinator decided to abort some transaction."),
         Property.sometimes("batch_appended", batch_appended, description="Some batch was appended to a partition."),
-        Property.sometimes("read_committed_returns_data", read_committed_returns_data,
+        Property.sometimes("read_committed_returns_data", visible_data,
                            description="A read_committed consumer sees some record."),
         Property.sometimes("producer_initialised", producer_initialised,
                            description="Some producer obtained a producer id and epoch."),

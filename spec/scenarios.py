@@ -106,6 +106,14 @@ RETRY = scenario(Scenario(
     "retry", "one producer, one partition, two records; a produce may be duplicated (a client retry)",
     records_per_transaction=2, max_epoch=4, max_sequence=3, faults={"duplicate": 1}))
 
+MULTI_PARTITION = scenario(Scenario(
+    "multi-partition", "one producer, one transaction writing to two partitions",
+    partitions=("p0", "p1"), records_per_transaction=2, max_epoch=4, max_sequence=3))
+
+OFFSETS = scenario(Scenario(
+    "offsets", "consume-transform-produce: one transaction with output and consumer offsets",
+    commit_offsets=True, max_epoch=4, max_sequence=3))
+
 EPOCH_EXHAUSTION = scenario(Scenario(
     "epoch-exhaustion", "one producer, three transactions with a tiny epoch bound: producer-id rotation",
     transactions_per_producer=3, max_epoch=3, max_sequence=3))

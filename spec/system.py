@@ -224,7 +224,6 @@ class Ghost:
     told: tuple[tuple[Tag, str], ...] = ()  # what the application was told: "committed" / "aborted" / "fatal"
     owner: tuple[tuple[str, tuple[int, int]], ...] = ()  # tid -> (producer, incarnation) last initialised
     fenced_commit: bool = False  # a commit was decided for a request from a fenced instance
-    offsets_tag: tuple[tuple[str, Tag], ...] = ()  # group offsets committed -> from which transaction
     duplicates_detected: int = 0
 
 
@@ -662,15 +661,9 @@ def _group_receives(system: System, state: SystemState, env: Envelope) -> System
                                                          body.transaction_version, limits=system.limits)
         state = _set_partition(state, name, offsets_log)
         if reply.error is Errors.NONE:
-            commit = body.result is TransactionResult.COMMIT
-            ghost = state.ghost
-            pending = _get(ghost.offsets_tag, ("pending", body.producer_id))
-            if commit and pending is not None:
-                ghost = replace(ghost, offsets_tag=_set(ghost.offsets_tag, system.scenario.group_id, pending))
-            ghost = replace(ghost, offsets_tag=tuple(
-                (k, v) for k, v in ghost.offsets_tag if k != ("pending", body.producer_id)))
-            group = proto.complete_pending_txn_offset_commit(state.group, body.producer_id, commit)
-            state = replace(state, group=group, ghost=ghost)
+            group = proto.complete_pending_txn_offset_commit(state.group, body.producer_id,
+                                                             body.result is TransactionResult.COMMIT)
+            state = replace(state, group=group)
         return replace(state, network=send(state.network, Envelope(GROUP, COORDINATOR, WriteTxnMarkersResponse(
             reply.error), env.context)))
     if not isinstance(body, TxnOffsetCommit):
@@ -694,10 +687,7 @@ def _group_receives(system: System, state: SystemState, env: Envelope) -> System
         return replace(state, network=send(state.network, Envelope(GROUP, env.source, ErrorResponse(appended.error),
                                                                    env.context)))
     group, response = proto.handle_txn_offset_commit(state.group, body)
-    ghost = state.ghost
-    if response.error is Errors.NONE and env.tag is not None:
-        ghost = replace(ghost, offsets_tag=_set(ghost.offsets_tag, ("pending", body.producer_id), env.tag))
-    state = replace(_set_partition(state, name, offsets_log), group=group, ghost=ghost)
+    state = replace(_set_partition(state, name, offsets_log), group=group)
     return replace(state, network=send(state.network, Envelope(GROUP, env.source, response, env.context)))
 
 
