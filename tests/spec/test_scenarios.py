@@ -27,8 +27,8 @@ def test_every_property_holds_on_the_pinned_number_of_states(name: str) -> None:
     assert result.deadlock_count == 0
 
 
-@pytest.mark.slow
 def test_default_scenario_is_pinned_too() -> None:
+    """About 40 s: the one scenario the README's main job checks."""
     result = check(build_model("default"))
     assert result.complete and result.ok, result.render()
     assert result.states == SCENARIOS["default"].expected_states
