@@ -123,6 +123,8 @@ class CoordinatorSession:
 
     def _request(self, when: Mapping[str, Any], append_error: Errors) -> coord.CoordinatorResult:
         name = when["request"]
+        if name not in ("InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn"):
+            raise CaseInputError(f"unknown coordinator request {name!r}")
         kw = {"config": self.config, "append_error": append_error}
         if name == "InitProducerId":
             request = InitProducerId(get_str(when, "transactional_id", nullable=True),

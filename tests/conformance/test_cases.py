@@ -1,0 +1,65 @@
+"""The behaviour-case runner: comparison rules, malformed input, and the spec on the public sample."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from txnspec.conformance.cases import compare, run_cases, target_named
+from txnspec.conformance.cli import main
+
+PUBLIC = Path(__file__).resolve().parents[2] / "conformance" / "data" / "public.jsonl"
+
+
+def public_cases(component: str) -> list[str]:
+    return [line for line in PUBLIC.read_text().splitlines() if json.loads(line)["component"] == component]
+
+
+@pytest.mark.parametrize("component", ["coordinator", "partition"])
+def test_the_spec_passes_every_public_case_of(component: str, tmp_path: Path) -> None:
+    path = tmp_path / "cases.jsonl"
+    path.write_text("\n".join(public_cases(component)) + "\n")
+    report = run_cases(path, target_named("spec"))
+    failures = [(r.case_id, r.error, [str(m) for m in r.mismatches]) for r in report.results if not r.passed]
+    assert failures == []
+    assert report.passed == len(public_cases(component)) > 0
+
+
+def test_comparison_rules() -> None:
+    assert compare({"a": 1}, {"a": 1, "b": 2}) == []  # partial objects
+    assert compare({"partitions": ["b", "a"]}, {"partitions": ["a", "b"]}) == []  # names as sets
+    assert compare({"records": [2, 1]}, {"records": [1, 2]}) != []  # other lists in order
+    assert compare({"records": [1]}, {"records": [1, 2]}) != []  # lists whole
+    assert compare({"log_append": None}, {"log_append": {}}) != []  # null is exact
+    assert compare({"log_append": {}}, {"log_append": {"state": "Ongoing"}}) == []
+    assert compare({"x": [{"a": 1}]}, {"x": [{"a": 1, "b": 0}]}) == []  # objects in lists partially
+    assert compare({"fatal": False}, {"fatal": 0}) != []  # a boolean is not a number
+    assert compare({"error": "NONE"}, {}) == [("error", "NONE", "<not reported>")]
+
+
+def test_a_malformed_case_is_an_error_and_the_others_still_run(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    good = public_cases("coordinator")[0]
+    bad_json = '{"id": "broken", '
+    unknown_request = json.dumps({"id": "unknown-request", "component": "coordinator",
+                                  "given": {"now_ms": 0, "transactional_id": "t", "metadata": None},
+                                  "steps": [{"when": {"request": "Frobnicate"}, "then": {}}]})
+    negative_epoch = json.dumps({"id": "bad-type", "component": "coordinator",
+                                 "given": {"now_ms": "soon", "transactional_id": "t", "metadata": None},
+                                 "steps": []})
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("\n".join([good, bad_json, unknown_request, negative_epoch]) + "\n")
+    status = main(["cases", str(path), "--target", "spec"])
+    out = capsys.readouterr().out
+    assert status == 1
+    assert out.splitlines()[-1] == "1 passed, 3 failed"
+    assert "line 2: not valid JSON" in out
+    assert "unknown coordinator request 'Frobnicate'" in out
+    assert "field 'now_ms' must be an integer" in out
+
+
+def test_a_missing_file_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cases", "/no/such/file.jsonl"]) == 2
+    assert "does not exist" in capsys.readouterr().err
