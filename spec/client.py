@@ -78,7 +78,8 @@ COORDINATOR_MOVED = frozenset({Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AV
 # The exception class Kafka raises for an error code (Errors.exception()), by simple name.
 EXCEPTION_NAMES: Mapping[Errors, str] = MappingProxyType({
     Errors.PRODUCER_FENCED: FENCED, Errors.INVALID_PRODUCER_EPOCH: "InvalidProducerEpochException",
-    Errors.INVALID_TXN_STATE: "InvalidTxnStateException", Errors.INVALID_PRODUCER_ID_MAPPING: "InvalidPidMappingException",
+    Errors.INVALID_TXN_STATE: "InvalidTxnStateException",
+    Errors.INVALID_PRODUCER_ID_MAPPING: "InvalidPidMappingException",
     Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "TransactionalIdAuthorizationException",
     Errors.CLUSTER_AUTHORIZATION_FAILED: "ClusterAuthorizationException",
     Errors.GROUP_AUTHORIZATION_FAILED: "GroupAuthorizationException",
@@ -314,11 +315,12 @@ def on_response(c: ClientState, request: str, error: Errors, producer_id: int = 
     c = replace(c, in_flight=None)
     if request == "FindCoordinator":
         return _step(_on_find_coordinator(c, error, key_type))
-    if error in COORDINATOR_MOVED and request != "TxnOffsetCommit":
-        return _step(replace(c, txn_coordinator_known=False) if request != "FindCoordinator" else c)
-    if error in RETRIABLE:
+    retry = error in RETRIABLE or (error in COORDINATOR_MOVED and request != "TxnOffsetCommit")
+    if retry:  # the handler re-enqueues its request (after a new lookup when the coordinator moved)
         if request == "AddPartitionsToTxn":
             c = replace(c, new_partitions=c.new_partitions | c.pending_partitions, pending_partitions=frozenset())
+        if error in COORDINATOR_MOVED:
+            c = replace(c, txn_coordinator_known=False)
         return _step(c)
     assert handler is not None
     return _step(handler(c, error, producer_id, producer_epoch))

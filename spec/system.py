@@ -745,7 +745,10 @@ def _abortable(p: Producer) -> Producer:
 def _produce_failed(system: System, p: Producer, error: Errors) -> Producer:
     if error in PRODUCE_FATAL:
         return replace(p, phase=FATAL_ERROR)
-    bump = not system.tv2 and system.protocol.client_bumps_epoch_after_abortable_error
+    # maybeTransitionToErrorState: a TV1 client bumps its epoch after the abort, unless it was already
+    # completing the transaction when the produce failed
+    completing = p.phase in (COMMITTING, ABORTING)
+    bump = not system.tv2 and system.protocol.client_bumps_epoch_after_abortable_error and not completing
     return replace(_abortable(p), bump_required=p.bump_required or bump)
 
 
