@@ -1,37 +1,56 @@
-"""Export of an explored state graph: GraphML (networkx) and DOT (written directly, no pydot needed)."""
+"""Export of an explored state graph: GraphML (through networkx) and DOT (written here, no pydot needed).
+
+What is modelled
+    The graph recorded by a check with ``build_graph=True`` (or with a ``leads_to`` property): integer
+    nodes with attributes ``state`` (the model's ``describe_state`` or ``repr``) and ``initial``, edges
+    with attribute ``action`` (label text; parallel actions between the same two states joined by
+    ``" | "``).
+
+Left out
+    Layout, clustering and size limits: a graph of a million states is written as it is.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import networkx as nx
 
 
-def export(result: Any, path: Path) -> None:
-    """Write ``result.graph`` (a check run with ``build_graph=True`` or liveness) to ``.graphml`` or ``.dot``."""
+def labelled_graph(result: Any) -> nx.DiGraph:
+    """A copy of ``result.graph`` as a networkx DiGraph whose nodes carry the state as text."""
     graph = getattr(result, "graph", None)
     if graph is None:
         raise ValueError("this check recorded no state graph (run it with build_graph=True)")
+    describe: Callable[[Any], str] = getattr(result, "describe_state", None) or repr
     g = graph.to_networkx().copy()
-    describe = getattr(result, "describe_state", None)
     for node in g.nodes:
-        state = graph.states[node]
-        g.nodes[node]["label"] = describe(state) if describe else repr(state)
-    if path.suffix == ".dot":
-        path.write_text(to_dot(g), encoding="utf-8")
-    else:
-        nx.write_graphml(g, path)
+        g.nodes[node]["state"] = describe(graph.states[node])
+    return g
 
 
 def to_dot(g: nx.DiGraph) -> str:
-    def quote(text: Any) -> str:
-        return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-
-    lines = ["digraph states {", "  node [shape=box, fontsize=9];"]
+    """DOT text of a labelled graph; initial states are drawn with a double border."""
+    lines = ["digraph states {", "  node [shape=box, fontsize=9];", "  edge [fontsize=8];"]
     for node, data in g.nodes(data=True):
-        lines.append(f"  {node} [label={quote(data.get('label', node))}];")
+        extra = ", peripheries=2" if data.get("initial") else ""
+        lines.append(f"  {node} [label={_quote(data.get('state', node))}{extra}];")
     for a, b, data in g.edges(data=True):
-        lines.append(f"  {a} -> {b} [label={quote(data.get('action', ''))}];")
+        lines.append(f"  {a} -> {b} [label={_quote(data.get('action', ''))}];")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _quote(text: Any) -> str:
+    return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def export(result: Any, path: Path) -> None:
+    """Write ``result``'s state graph to ``path``: DOT for a ``.dot`` or ``.gv`` suffix, GraphML otherwise."""
+    g = labelled_graph(result)
+    if path.suffix in (".dot", ".gv"):
+        path.write_text(to_dot(g), encoding="utf-8")
+    else:
+        nx.write_graphml(g, path)

@@ -1,16 +1,36 @@
-"""Liveness: ``leads_to`` properties under weak fairness, through strongly connected components.
+"""The explored state graph, and ``leads_to`` properties judged on it under weak fairness.
 
-``P ~> Q`` fails iff some reachable state satisfies ``P and not Q`` and, from it, a behaviour can stay
-in ``not Q`` forever while being weakly fair. Staying forever means either reaching a state with no
-successor (the system halts there; halting counts as stuttering forever) or entering a cycle. A cycle
-is weakly fair iff every fairness class enabled in all of its states is taken on it. For a strongly
-connected component ``C`` of the ``not Q`` subgraph this is exact: ``C`` contains a fair cycle iff for
-every class ``k`` enabled in every state of ``C``, some edge of class ``k`` stays inside ``C`` (a cycle
-through all of ``C`` then takes each such edge; if the edges all leave ``C``, no cycle in ``C`` can take
-them while the class stays enabled).
+What is modelled
+    ``P ~> Q`` ("whenever P holds, Q eventually holds") over every behaviour that is *weakly fair*
+    for each fairness class of the model (``model.fairness(action)``; ``None`` marks actions that
+    need not happen, such as faults and client choices). A behaviour keeps taking steps while any
+    action is enabled (a progressing system, as in stateright), so it *stutters*, staying in one state
+    forever, only in a state without successors. With ``stutter_where_unfair=True`` the TLA+ reading
+    applies instead: a behaviour may also stop in a state where no fair class is enabled (an
+    application that never commits is then a counterexample).
 
-The counterexample is a lasso: the shortest path to the ``P and not Q`` state, a path inside ``not Q``
-to the component (or to the halting state), and for a component a cycle through it.
+    ``P ~> Q`` fails iff some reachable state satisfies ``P and not Q`` and, from it, a fair behaviour
+    stays in ``not Q`` forever. Within the ``not Q`` subgraph that means reaching either
+
+    * a *stuttering* state: one without successors (a deadlocked trigger-without-goal state), or,
+      with ``stutter_where_unfair``, any state without an enabled fair class, or
+    * a strongly connected component ``C`` (with at least one edge) that holds a fair cycle. This is
+      exact for weak fairness: ``C`` holds a fair cycle iff every class enabled in *all* states of ``C``
+      has an edge inside ``C``. (A cycle through every edge of ``C`` is then fair; conversely, any cycle
+      inside ``C`` keeps such a class enabled throughout, so it must take one of its edges inside ``C``.)
+
+    The counterexample is a lasso: the shortest path to a ``P and not Q`` state, a shortest path inside
+    ``not Q`` from the nearest such state to the stuttering state or fair component, and, for a
+    component, a cycle back to its entry that takes an edge of every class the component keeps enabled.
+
+Assumptions
+    The graph is complete (the caller judges liveness only after a complete search). With symmetry
+    reduction the graph is the quotient graph: a lasso's states are the stored members of their
+    classes, so the cycle closes up to a permutation of the interchangeable ids; fairness classes must
+    then not name those ids.
+
+Left out
+    Strong fairness, fairness per property, and general LTL.
 """
 
 from __future__ import annotations
@@ -18,6 +38,7 @@ from __future__ import annotations
 from array import array
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
@@ -26,163 +47,274 @@ from txnspec.checker.model import Property
 
 
 class StateGraph:
-    """The explored state graph as integer arrays, with a networkx view built on demand."""
+    """The explored state graph as integer arrays, with a networkx view built on demand.
 
-    def __init__(self, states: Sequence[Any], src: array, dst: array, actions: Sequence[Any],  # type: ignore[type-arg]
-                 terminal: Sequence[int], fairness: Callable[[Any], Hashable | None] | None) -> None:
+    Node ``i`` is ``states[i]``; nodes below ``initial_count`` are the initial states. Edge ``e`` goes
+    from ``source[e]`` to ``target[e]`` under ``actions[e]``; edges are stored grouped by source in
+    increasing order (the order of a breadth-first search), which is what :meth:`offsets` relies on.
+    """
+
+    def __init__(self, states: Sequence[Any], initial_count: int, source: array[int], target: array[int],
+                 actions: Sequence[Any], terminal: Sequence[int],
+                 fairness: Callable[[Any], Hashable | None] | None) -> None:
         self.states = states
-        self.src, self.dst, self.actions = src, dst, actions
+        self.initial_count = initial_count
+        self.source, self.target, self.actions = source, target, actions
         self.terminal = frozenset(terminal)
         self.fairness = fairness
-        self._out: list[list[int]] | None = None
+        self._offsets: array[int] | None = None
+        self._classes: list[Hashable | None] | None = None
         self._graph: nx.DiGraph | None = None
 
-    def out_edges(self) -> list[list[int]]:
-        """Edge indices leaving each state."""
-        if self._out is None:
-            out: list[list[int]] = [[] for _ in self.states]
-            for i, s in enumerate(self.src):
-                out[s].append(i)
-            self._out = out
-        return self._out
+    def __len__(self) -> int:
+        return len(self.states)
+
+    @property
+    def edge_count(self) -> int:
+        return len(self.source)
+
+    def offsets(self) -> array[int]:
+        """``offsets[i]:offsets[i + 1]`` are the indices of the edges leaving state ``i``."""
+        if self._offsets is None:
+            counts = array("i", bytes(4 * (len(self.states) + 1)))
+            for s in self.source:
+                counts[s + 1] += 1
+            for i in range(1, len(counts)):
+                counts[i] += counts[i - 1]
+            self._offsets = counts
+        return self._offsets
+
+    def classes(self) -> list[Hashable | None]:
+        """The fairness class of each edge (``None``: the action need not happen)."""
+        if self._classes is None:
+            fairness = self.fairness
+            if fairness is None:
+                self._classes = [None] * len(self.actions)
+            else:
+                cache: dict[Any, Hashable | None] = {}
+                classes: list[Hashable | None] = []
+                for action in self.actions:
+                    if action not in cache:
+                        cache[action] = fairness(action)
+                    classes.append(cache[action])
+                self._classes = classes
+        return self._classes
 
     def to_networkx(self) -> nx.DiGraph:
-        """Integer nodes (``initial`` attribute on the roots), edges labelled with ``action`` text."""
+        """Integer nodes (attribute ``initial``), edges with attribute ``action`` (the label's text).
+
+        A DiGraph keeps one edge per pair of states; when several actions lead from one state to the
+        same state, ``action`` joins their labels with ``" | "``.
+        """
         if self._graph is None:
             g = nx.DiGraph()
-            g.add_nodes_from(range(len(self.states)))
-            for s, d, a in zip(self.src, self.dst, self.actions, strict=True):
-                g.add_edge(s, d, action=str(a))
+            g.add_nodes_from((i, {"initial": i < self.initial_count}) for i in range(len(self.states)))
+            for s, d, a in zip(self.source, self.target, self.actions, strict=True):
+                label = str(a)
+                if g.has_edge(s, d):
+                    if label not in g[s][d]["action"].split(" | "):
+                        g[s][d]["action"] += " | " + label
+                else:
+                    g.add_edge(s, d, action=label)
             self._graph = g
         return self._graph
 
-    def fairness_class(self, edge: int) -> Hashable | None:
-        return self.fairness(self.actions[edge]) if self.fairness is not None else None
+
+@dataclass(frozen=True, slots=True)
+class Lasso:
+    """A behaviour refuting ``P ~> Q``, from the trigger state on.
+
+    Attributes
+    ----------
+    trigger_state:
+        The id of a state satisfying ``P and not Q`` (reached by a shortest path from an initial state).
+    steps:
+        ``(action, state)`` steps after the trigger state, all in ``not Q``.
+    loop_offset:
+        How many of ``steps`` lead to the state the loop returns to (``None`` when the behaviour stutters).
+    stutter:
+        True when the behaviour stays in the last state forever (no successor, or no fair class enabled).
+    """
+
+    trigger_state: int
+    steps: tuple[tuple[Any, Any], ...]
+    loop_offset: int | None
+    stutter: bool
 
 
-def check_leads_to(graph: StateGraph, prop: Property[Any]
-                   ) -> tuple[int, list[tuple[Any, Any]], bool] | None:
-    """None if ``prop`` holds; else ``(state reached by the shortest prefix, further steps, is a loop)``."""
-    assert prop.trigger is not None
-    states = graph.states
-    goal = [prop.condition(s) for s in states]
-    out = graph.out_edges()
-    bad = _fair_components(graph, goal)
-    roots = [i for i, s in enumerate(states) if not goal[i] and prop.trigger(s)]
+def check_leads_to(graph: StateGraph, prop: Property[Any], *, stutter_where_unfair: bool = False) -> Lasso | None:
+    """``None`` when ``prop`` (a ``leads_to`` property) holds on ``graph`` under weak fairness, else a lasso.
+
+    ``stutter_where_unfair``: a behaviour may stop in any state without an enabled fair class, not only
+    in a state without successors (see the module docstring).
+    """
+    if prop.trigger is None:
+        raise ValueError(f"{prop.name!r} is not a leads_to property")
+    states, trigger, condition = graph.states, prop.trigger, prop.condition
+    outside = bytearray(0 if condition(s) else 1 for s in states)  # the "not Q" subgraph
+    roots = [i for i, s in enumerate(states) if outside[i] and trigger(s)]
     if not roots:
         return None
-    # Breadth-first inside "not Q" from every root at once: the first bad state reached is the nearest.
+    offsets, target_of, classes = graph.offsets(), graph.target, graph.classes()
+    if stutter_where_unfair:
+        stuttering = {i for i in range(len(states)) if outside[i]
+                      and all(classes[e] is None for e in range(offsets[i], offsets[i + 1]))}
+    else:
+        stuttering = {i for i in graph.terminal if outside[i]}
+    component_of: dict[int, list[int]] = {}
+    for component in _components(outside, offsets, target_of):
+        if _has_fair_cycle(component, offsets, target_of, classes):
+            for member in component:
+                component_of[member] = component
+    # Breadth first inside "not Q" from every trigger state at once: the first bad state is the nearest.
     came_from: dict[int, tuple[int, int]] = {r: (-1, -1) for r in roots}
     queue = deque(roots)
-    target = -1
+    end = -1
     while queue:
         node = queue.popleft()
-        if node in bad or node in graph.terminal:
-            target = node
+        if node in stuttering or node in component_of:
+            end = node
             break
-        for e in out[node]:
-            nxt = graph.dst[e]
-            if not goal[nxt] and nxt not in came_from:
+        for e in range(offsets[node], offsets[node + 1]):
+            nxt = target_of[e]
+            if outside[nxt] and nxt not in came_from:
                 came_from[nxt] = (node, e)
                 queue.append(nxt)
-    if target < 0:
+    if end < 0:
         return None
-    walk: list[tuple[int, int]] = []
-    node = target
+    walk: list[int] = []
+    node = end
     while came_from[node][0] != -1:
-        prev, e = came_from[node]
-        walk.append((e, node))
-        node = prev
+        node, edge = came_from[node]
+        walk.append(edge)
     walk.reverse()
-    root = node
-    steps = [(graph.actions[e], states[n]) for e, n in walk]
-    if target in graph.terminal:
-        return root, steps, False
-    cycle = _cycle_through(graph, bad[target], target, goal)
-    return root, steps + [(graph.actions[e], states[n]) for e, n in cycle], True
+    steps = [(graph.actions[e], states[target_of[e]]) for e in walk]
+    if end in stuttering:
+        return Lasso(node, tuple(steps), None, True)
+    cycle = _fair_cycle(graph, frozenset(component_of[end]), end)
+    steps += [(graph.actions[e], states[target_of[e]]) for e in cycle]
+    return Lasso(node, tuple(steps), len(walk), False)
 
 
-def _fair_components(graph: StateGraph, goal: list[bool]) -> dict[int, frozenset[int]]:
-    """State -> its component, for states in a fair non-trivial SCC of the ``not goal`` subgraph."""
-    g = graph.to_networkx()
-    sub = g.subgraph(i for i, ok in enumerate(goal) if not ok)
-    out = graph.out_edges()
-    result: dict[int, frozenset[int]] = {}
-    for component in nx.strongly_connected_components(sub):
-        members = frozenset(component)
-        if len(members) == 1:
-            (only,) = members
-            if not any(graph.dst[e] == only for e in out[only]):
+def _components(allowed: bytearray, offsets: array[int], target_of: array[int]) -> list[list[int]]:
+    """Strongly connected components of the subgraph on ``allowed`` nodes that hold an edge (Tarjan, iterative)."""
+    n = len(allowed)
+    index = array("i", [-1]) * n
+    low = array("i", [0]) * n
+    on_stack = bytearray(n)
+    stack: list[int] = []
+    found: list[list[int]] = []
+    counter = 0
+    for root in range(n):
+        if not allowed[root] or index[root] != -1:
+            continue
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack[root] = 1
+        work = [(root, offsets[root])]
+        while work:
+            v, e = work[-1]
+            end = offsets[v + 1]
+            descended = False
+            while e < end:
+                w = target_of[e]
+                e += 1
+                if not allowed[w]:
+                    continue
+                if index[w] == -1:
+                    work[-1] = (v, e)
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack[w] = 1
+                    work.append((w, offsets[w]))
+                    descended = True
+                    break
+                if on_stack[w] and index[w] < low[v]:
+                    low[v] = index[w]
+            if descended:
                 continue
-        if _is_fair(graph, members, out):
-            for m in members:
-                result[m] = members
-    return result
+            work.pop()
+            if work:
+                u = work[-1][0]
+                if low[v] < low[u]:
+                    low[u] = low[v]
+            if low[v] == index[v]:
+                component: list[int] = []
+                while True:
+                    w = stack.pop()
+                    on_stack[w] = 0
+                    component.append(w)
+                    if w == v:
+                        break
+                if len(component) > 1 or any(target_of[x] == v for x in range(offsets[v], offsets[v + 1])):
+                    found.append(component)
+    return found
 
 
-def _is_fair(graph: StateGraph, members: frozenset[int], out: list[list[int]]) -> bool:
+def _has_fair_cycle(component: list[int], offsets: array[int], target_of: array[int],
+                    classes: list[Hashable | None]) -> bool:
+    members = set(component)
     enabled_everywhere: set[Hashable] | None = None
     taken_inside: set[Hashable] = set()
-    for m in members:
-        classes: set[Hashable] = set()
-        for e in out[m]:
-            k = graph.fairness_class(e)
+    for m in component:
+        enabled: set[Hashable] = set()
+        for e in range(offsets[m], offsets[m + 1]):
+            k = classes[e]
             if k is None:
                 continue
-            classes.add(k)
-            if graph.dst[e] in members:
+            enabled.add(k)
+            if target_of[e] in members:
                 taken_inside.add(k)
-        enabled_everywhere = classes if enabled_everywhere is None else enabled_everywhere & classes
+        enabled_everywhere = enabled if enabled_everywhere is None else enabled_everywhere & enabled
     return not (enabled_everywhere or set()) - taken_inside
 
 
-def _cycle_through(graph: StateGraph, members: frozenset[int], start: int, goal: list[bool]
-                   ) -> list[tuple[int, int]]:
-    """A cycle from ``start`` back to itself inside ``members`` that takes every fairness class it must."""
-    out = graph.out_edges()
-    needed: set[Hashable] = set()
-    for e in (e for m in members for e in out[m] if graph.dst[e] in members):
-        k = graph.fairness_class(e)
-        if k is not None:
-            needed.add(k)
-    path: list[tuple[int, int]] = []
+def _fair_cycle(graph: StateGraph, members: frozenset[int], start: int) -> list[int]:
+    """Edges of a cycle from ``start`` back to it inside ``members``, taking every class enabled throughout."""
+    offsets, target_of, classes = graph.offsets(), graph.target, graph.classes()
+    enabled_everywhere: set[Hashable] | None = None
+    for m in members:
+        enabled = {classes[e] for e in range(offsets[m], offsets[m + 1])} - {None}
+        enabled_everywhere = enabled if enabled_everywhere is None else enabled_everywhere & enabled
+    path: list[int] = []
     node = start
-    for k in sorted(needed, key=repr):
-        edge = next((e for m in members for e in out[m] if graph.dst[e] in members and graph.fairness_class(e) == k),
-                    None)
-        if edge is None:
+    for k in sorted(enabled_everywhere or (), key=repr):
+        if any(classes[e] == k for e in path):
+            continue  # already taken on the way to an earlier class
+        edge = min((e for m in members for e in range(offsets[m], offsets[m + 1])
+                    if classes[e] == k and target_of[e] in members), default=None)
+        if edge is None:  # cannot happen in a fair component; keep the cycle valid anyway
             continue
-        path += _path_inside(graph, members, node, graph.src[edge])
-        path.append((edge, graph.dst[edge]))
-        node = graph.dst[edge]
+        path += _path_inside(graph, members, node, graph.source[edge])
+        path.append(edge)
+        node = target_of[edge]
     path += _path_inside(graph, members, node, start, nonempty=not path)
     return path
 
 
-def _path_inside(graph: StateGraph, members: frozenset[int], a: int, b: int, nonempty: bool = False
-                 ) -> list[tuple[int, int]]:
+def _path_inside(graph: StateGraph, members: frozenset[int], a: int, b: int, nonempty: bool = False) -> list[int]:
+    """Edges of a shortest path from ``a`` to ``b`` inside ``members`` (at least one edge if ``nonempty``)."""
     if a == b and not nonempty:
         return []
-    out = graph.out_edges()
+    offsets, target_of = graph.offsets(), graph.target
     came: dict[int, tuple[int, int]] = {}
     queue = deque([a])
     while queue:
         node = queue.popleft()
-        for e in out[node]:
-            nxt = graph.dst[e]
+        for e in range(offsets[node], offsets[node + 1]):
+            nxt = target_of[e]
             if nxt not in members or nxt in came:
                 continue
             came[nxt] = (node, e)
             if nxt == b:
-                walk: list[tuple[int, int]] = []
-                cur = b
-                while True:
-                    prev, edge = came[cur]
-                    walk.append((edge, cur))
-                    if prev == a:
-                        break
-                    cur = prev
+                walk = [e]
+                cur = node
+                while cur != a:
+                    cur, edge = came[cur]
+                    walk.append(edge)
                 walk.reverse()
                 return walk
             queue.append(nxt)
-    raise AssertionError("states of one strongly connected component are mutually reachable")
+    raise AssertionError("the states of a strongly connected component are mutually reachable")

@@ -1,63 +1,155 @@
-"""Results of a check as plain data: verdicts, counterexamples, counts, coverage; text and JSON renderings."""
+"""The outcome of a check as plain data, with text and JSON renderings.
+
+What is modelled
+    :class:`CheckResult` holds one :class:`PropertyVerdict` per judged property, the shortest
+    :class:`Counterexample` (or ``sometimes`` witness) of each, the shortest deadlock, the counts
+    (distinct states, transitions, depth), timings and transition coverage per action kind.
+
+Assumptions
+    A run stopped by a cap (or stopped early once every invariant failed) is *incomplete*: properties
+    not yet violated get ``holds=None``, never ``True``. The kind of an action, for coverage, is its
+    ``kind`` attribute when it has one, else the text of a ``str`` label before ``(``, else its type's
+    name (:func:`action_kind`).
+
+Left out
+    Any knowledge of what the states mean: a state is shown by the model's ``describe_state`` (or
+    ``repr``), and a step of a counterexample shows only the lines of that rendering that changed.
+"""
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+Step = tuple[Any, Any]
+"""One step of a path: ``(action, state)``; the first step of a path is ``(None, initial state)``."""
 
-@dataclass(frozen=True)
+
+def action_kind(action: Any) -> str:
+    """The coverage class of an action.
+
+    Examples
+    --------
+    >>> action_kind("send(p0, 3)"), action_kind(("deliver", 1))
+    ('send', 'tuple')
+    """
+    kind = getattr(action, "kind", None)
+    if isinstance(kind, str) and kind:
+        return kind
+    if isinstance(action, str):
+        return action.split("(", 1)[0].strip()
+    return type(action).__name__
+
+
+@dataclass(frozen=True, slots=True)
 class Counterexample:
     """A path from an initial state: ``steps[0]`` is ``(None, initial state)``, then ``(action, state)``.
 
-    ``loop_start``: for a liveness violation, the index of the step the last state loops back to.
-    ``witness``: True when this is a ``sometimes`` property's example rather than a violation.
+    Attributes
+    ----------
+    property:
+        The property it refutes (or, with ``witness=True``, illustrates); ``"deadlock"`` for a deadlock.
+    steps:
+        The behaviour, step by step.
+    loop_start:
+        For a liveness violation that loops: the index of the step the last state returns to (the last
+        state equals ``steps[loop_start]``'s state), and the behaviour repeats the loop forever.
+    witness:
+        True for a ``sometimes`` property's example rather than a violation.
+    stutter:
+        For a liveness violation: the behaviour stays in the last state forever, because no weakly fair
+        action is enabled there (a deadlock is the special case with nothing enabled at all).
     """
 
     property: str
-    steps: tuple[tuple[Any, Any], ...]
+    steps: tuple[Step, ...]
     loop_start: int | None = None
     witness: bool = False
+    stutter: bool = False
 
-    @property
+    @builtins.property  # the field ``property`` shadows the builtin inside this class body
     def actions(self) -> tuple[str, ...]:
+        """The action labels, as text, without the initial step."""
         return tuple(str(a) for a, _ in self.steps[1:])
 
+    @builtins.property
+    def states(self) -> tuple[Any, ...]:
+        return tuple(s for _, s in self.steps)
+
     def __len__(self) -> int:
+        """The number of actions (steps after the initial state)."""
         return len(self.steps) - 1
 
     def render(self, describe_state: Callable[[Any], str] | None = None) -> str:
-        lines = []
-        for i, (action, _state) in enumerate(self.steps):
-            if i == 0:
-                lines.append("  0. initial state")
-            else:
-                lines.append(f"  {i}. {action}")
+        """Step by step: each action, then the lines of the state's rendering that it changed."""
+        describe = describe_state or repr
+        lines: list[str] = []
+        previous: set[str] = set()
+        for i, (action, state) in enumerate(self.steps):
+            head = "initial state" if i == 0 else str(action)
             if self.loop_start is not None and i == self.loop_start:
-                lines[-1] += "   <- the behaviour loops back here"
+                head += "   <- the loop starts here"
+            lines.append(f"  {i:>3}. {head}")
+            text = describe(state).splitlines() or [""]
+            changed = [line for line in text if line not in previous] if i else text
+            lines.extend(f"         {line}" for line in changed)
+            previous = set(text)
         if self.loop_start is not None:
-            lines.append(f"  ... and back to step {self.loop_start}, forever (a weakly fair behaviour)")
-        last = self.steps[-1][1]
-        text = describe_state(last) if describe_state else repr(last)
-        lines.append("  final state:")
-        lines.extend("    " + line for line in text.splitlines())
+            lines.append(f"       ... back to step {self.loop_start}, forever (a weakly fair behaviour)")
+        elif self.stutter:
+            lines.append("       ... and nothing more happens, forever: no weakly fair action is enabled")
         return "\n".join(lines)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PropertyVerdict:
-    """``holds``: True, False, or None when the run was incomplete (nothing is claimed)."""
+    """The judgement of one property.
+
+    Attributes
+    ----------
+    holds:
+        True, False, or None when the run was incomplete and the property was not refuted.
+    counterexample:
+        The shortest violation; for a ``sometimes`` property that holds, its shortest witness.
+    never_satisfied:
+        A ``sometimes`` property that no state of a complete run satisfied.
+    """
 
     name: str
     expectation: str
     holds: bool | None
     counterexample: Counterexample | None = None
     description: str = ""
+    never_satisfied: bool = False
+
+    @property
+    def status(self) -> str:
+        """``"holds"``, ``"violated"`` or ``"unknown"`` (incomplete run)."""
+        return {True: "holds", False: "violated", None: "unknown"}[self.holds]
+
+
+_EXPECTATION_NOUNS = {"always": "invariant", "sometimes": "sometimes", "leads_to": "leads-to"}
 
 
 @dataclass(frozen=True)
 class CheckResult:
+    """Everything a check found; see :func:`txnspec.checker.explicit.check`.
+
+    Attributes
+    ----------
+    states, transitions, depth:
+        Distinct states stored, successor steps generated, and the largest distance from an initial state.
+    complete:
+        False when a cap or an early stop ended the search (``stop_reason`` says which).
+    coverage:
+        Transitions per action kind; kinds listed in ``model.metadata["action_kinds"]`` appear with 0
+        when never taken, and are also listed in ``never_taken``.
+    graph:
+        The recorded :class:`~txnspec.checker.liveness.StateGraph` (with ``build_graph=True`` or liveness).
+    """
+
     model_name: str
     states: int
     transitions: int
@@ -71,10 +163,20 @@ class CheckResult:
     never_taken: tuple[str, ...] = ()
     graph: Any = None
     describe_state: Callable[[Any], str] | None = None
+    stop_reason: str | None = None
+    symmetry: bool = False
 
     @property
     def ok(self) -> bool:
+        """No judged property is violated and no deadlock was found (True also for incomplete runs)."""
         return self.deadlock is None and all(v.holds is not False for v in self.verdicts)
+
+    @property
+    def verdict_text(self) -> str:
+        """``"violated"`` on any violation or deadlock, else ``"incomplete"`` or ``"holds"``."""
+        if not self.ok:
+            return "violated"
+        return "holds" if self.complete else "incomplete"
 
     @property
     def violated(self) -> tuple[PropertyVerdict, ...]:
@@ -82,6 +184,7 @@ class CheckResult:
 
     @property
     def counterexamples(self) -> tuple[Counterexample, ...]:
+        """The counterexamples of violated properties, then the deadlock's, in verdict order."""
         found = [v.counterexample for v in self.violated if v.counterexample is not None]
         if self.deadlock is not None:
             found.append(self.deadlock)
@@ -91,61 +194,79 @@ class CheckResult:
         for v in self.verdicts:
             if v.name == name:
                 return v
-        raise KeyError(f"no verdict for {name!r}")
+        raise KeyError(f"no verdict for {name!r}; judged: {', '.join(v.name for v in self.verdicts)}")
 
     @property
     def rate(self) -> float:
+        """Distinct states per second."""
         return self.states / self.seconds if self.seconds > 0 else float("inf")
 
+    def _where(self) -> str:
+        return (f"{self.states:,} distinct states, {self.transitions:,} transitions (depth {self.depth}, "
+                f"{self.seconds:.1f} s, {self.rate:,.0f} states/s)")
+
     def summary(self) -> str:
+        """One line, e.g. ``all 7 invariants hold on 12,345 distinct states, ... (depth 17, 3.2 s, ...)``."""
         counts: dict[str, int] = {}
         for v in self.verdicts:
             counts[v.expectation] = counts.get(v.expectation, 0) + 1
-        kinds = ", ".join(f"{n} {k}" for k, n in counts.items())
-        where = f"{self.states:,} distinct states, {self.transitions:,} transitions (depth {self.depth}, " \
-                f"{self.seconds:.1f} s, {self.rate:,.0f} states/s)"
+        if not self.ok:
+            broken = len(self.violated) + (self.deadlock is not None)
+            what = f"{len(self.verdicts)} properties" + (" and deadlock freedom" if self.deadlock else "")
+            tail = "" if self.complete else f"; stopped early: {self.stop_reason}"
+            return f"VIOLATED: {broken} of {what} fail on {self._where()}{tail}"
         if not self.complete:
-            return f"INCOMPLETE: stopped by a cap after {where}; nothing is claimed to hold"
-        if self.ok:
-            return f"all {len(self.verdicts)} properties ({kinds}) hold on {where}"
-        return f"{len(self.violated) + (self.deadlock is not None)} of {len(self.verdicts)} properties violated " \
-               f"on {where}"
+            return f"INCOMPLETE: {self.stop_reason} after {self._where()}; nothing is claimed to hold"
+        if set(counts) <= {"always"}:
+            return f"all {len(self.verdicts)} invariants hold on {self._where()}"
+        kinds = ", ".join(f"{n} {_EXPECTATION_NOUNS.get(k, k)}" for k, n in counts.items())
+        return f"all {len(self.verdicts)} properties ({kinds}) hold on {self._where()}"
 
     def render(self) -> str:
-        lines = [f"{self.model_name}", self.summary()]
+        """The summary, one line per verdict, then each counterexample step by step."""
+        lines = [self.model_name + (" (symmetry reduced)" if self.symmetry else ""), self.summary()]
         for v in self.verdicts:
-            mark = {True: "holds", False: "VIOLATED", None: "unknown"}[v.holds]
-            lines.append(f"  {mark:9} {v.expectation:9} {v.name}")
+            lines.append(f"  {v.status.upper() if v.holds is False else v.status:9} {v.expectation:9} {v.name}")
         for v in self.violated:
             lines.append("")
             if v.counterexample is None:
                 lines.append(f"{v.name}: never satisfied in {self.states:,} states: the scenario explores too little "
                              "for this property to mean anything")
                 continue
-            kind = "liveness counterexample" if v.counterexample.loop_start is not None or v.expectation == "leads_to" \
-                else "shortest counterexample"
-            lines.append(f"{v.name}: {kind} ({len(v.counterexample)} steps): {v.description}")
+            kind = "liveness counterexample" if v.expectation == "leads_to" else "shortest counterexample"
+            lines.append(f"{v.name}: {kind} ({len(v.counterexample)} steps){': ' if v.description else ''}"
+                         f"{v.description}")
             lines.append(v.counterexample.render(self.describe_state))
         if self.deadlock is not None:
             lines.append("")
-            lines.append(f"deadlock: {self.deadlock_count} state(s) without successors that are not final; shortest:")
+            lines.append(f"deadlock: {self.deadlock_count:,} state(s) without successors that are not final; "
+                         f"the shortest ({len(self.deadlock)} steps):")
             lines.append(self.deadlock.render(self.describe_state))
         if self.never_taken:
             lines.append("")
-            lines.append("actions never taken: " + ", ".join(self.never_taken))
+            lines.append("action kinds never taken: " + ", ".join(self.never_taken))
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
+        """Verdicts, counts, timings and coverage as JSON-ready data (counterexamples as action lists)."""
+        def path(cex: Counterexample | None) -> dict[str, Any] | None:
+            if cex is None:
+                return None
+            return {"length": len(cex), "actions": list(cex.actions), "loop_start": cex.loop_start,
+                    "stutter": cex.stutter}
+
         return {
-            "model": self.model_name, "ok": self.ok, "complete": self.complete, "states": self.states,
-            "transitions": self.transitions, "depth": self.depth, "seconds": round(self.seconds, 3),
+            "model": self.model_name, "verdict": self.verdict_text, "ok": self.ok, "complete": self.complete,
+            "stop_reason": self.stop_reason, "symmetry": self.symmetry,
+            "states": self.states, "transitions": self.transitions, "depth": self.depth,
+            "seconds": round(self.seconds, 3),
             "states_per_second": round(self.rate) if self.seconds > 0 else None,
             "properties": [{
-                "name": v.name, "expectation": v.expectation, "holds": v.holds,
-                "counterexample": None if v.counterexample is None or v.holds else {
-                    "length": len(v.counterexample), "actions": list(v.counterexample.actions),
-                    "loop_start": v.counterexample.loop_start},
+                "name": v.name, "expectation": v.expectation, "holds": v.holds, "status": v.status,
+                "never_satisfied": v.never_satisfied,
+                "counterexample": path(v.counterexample) if v.holds is False else None,
+                "witness": path(v.counterexample) if v.holds is True else None,
             } for v in self.verdicts],
-            "deadlocks": self.deadlock_count,
+            "deadlocks": self.deadlock_count, "deadlock": path(self.deadlock),
             "coverage": self.coverage, "never_taken": list(self.never_taken),
         }
