@@ -742,13 +742,15 @@ def _abortable(p: Producer) -> Producer:
     return p
 
 
-def _produce_failed(system: System, p: Producer, error: Errors) -> Producer:
+def _produce_failed(system: System, p: Producer, error: Errors, unresolved: bool = False) -> Producer:
+    """A produce failed (``unresolved``: the client gave up on a batch it had sent, so it cannot know
+    whether it was written: ``maybeResolveSequences`` then requires an epoch bump even while completing;
+    an error answer goes through ``maybeTransitionToErrorState``, which bumps only outside completion)."""
     if error in PRODUCE_FATAL:
         return replace(p, phase=FATAL_ERROR)
-    # maybeTransitionToErrorState: a TV1 client bumps its epoch after the abort, unless it was already
-    # completing the transaction when the produce failed
     completing = p.phase in (COMMITTING, ABORTING)
-    bump = not system.tv2 and system.protocol.client_bumps_epoch_after_abortable_error and not completing
+    bump = not system.tv2 and system.protocol.client_bumps_epoch_after_abortable_error \
+        and (unresolved or not completing)
     return replace(_abortable(p), bump_required=p.bump_required or bump)
 
 
@@ -808,7 +810,8 @@ def environment_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
                    replace(_replace_producer(state, restarted), budget=replace(b, crash=b.crash - 1)))
         if b.expire_batch:
             for inflight in sorted(p.in_flight):
-                q = _produce_failed(system, replace(p, in_flight=p.in_flight - {inflight}), Errors.REQUEST_TIMED_OUT)
+                q = _produce_failed(system, replace(p, in_flight=p.in_flight - {inflight}), Errors.REQUEST_TIMED_OUT,
+                                    unresolved=True)
                 expired = replace(state, budget=replace(b, expire_batch=b.expire_batch - 1))
                 yield (Action("expire batch", f"{who} gives up on its produce to {inflight[0]}", who, who),
                        _with_dispatch(system, expired, q))
