@@ -119,9 +119,9 @@ EPOCH_EXHAUSTION = scenario(Scenario(
     transactions_per_producer=3, max_epoch=3, max_sequence=3))
 
 LARGE = scenario(Scenario(
-    "large", "the default scenario with a lost message and a coordinator failover as well (for benchmarks)",
+    "large", "the default scenario with a coordinator failover as well (for benchmarks)",
     partitions=("p0", "p1"), transactions_per_producer=2, commit_offsets=True, max_epoch=6, max_sequence=7,
-    faults={"duplicate": 1, "loss": 1, "timeout": 1, "failover": 1}))
+    faults={"duplicate": 1, "timeout": 1, "failover": 1}))
 
 
 def scenario_named(name: str) -> Scenario:
