@@ -1,32 +1,55 @@
-"""The producer client's transaction manager: its states, what it sends, and how it classifies errors.
+"""The producer client's transaction manager: its states, the requests its Sender dispatches, and how it
+classifies every response.
 
 System
-    One transactional producer as the application sees it (``KafkaProducer`` API calls) and as the
-    broker sees it (the requests its ``Sender`` dispatches). The state machine is Kafka's
-    ``TransactionManager.State`` with its table of valid transitions (:data:`VALID_TRANSITIONS`, data);
-    each API call and each response is one pure function returning the new state and an
-    :class:`Outcome`: the exception thrown to the application (by its simple class name) and the
-    requests dispatched.
+    One transactional producer (KIP-98, KIP-360, KIP-890 client side) as the application sees it (the
+    ``KafkaProducer``/``TransactionManager`` API calls, on the *application thread*) and as the brokers
+    see it (the requests its ``Sender`` dispatches and the responses it handles, on the *Sender
+    thread*). :class:`ClientState` is ``TransactionManager`` plus the parts of ``RecordAccumulator`` and
+    ``Sender`` that decide what goes out: the priority queue of transactional requests with at most one
+    in flight, the coordinators known, records not yet drained, batches in flight or waiting for a retry,
+    and the next sequence number per partition.
 
-Kafka sources followed (trunk)
-    ``clients/.../producer/internals/TransactionManager.java`` (``initializeTransactions``,
-    ``beginTransaction``, ``maybeAddPartition``, ``sendOffsetsToTransaction``, ``beginCommit``,
-    ``beginAbort``, ``maybeFailWithError``, ``maybeTransitionToErrorState``,
-    ``transitionToAbortableErrorOrFatalError``, ``resetTransactionState`` and every ``*Handler``'s
-    ``handleResponse``), ``Sender`` (one transactional request in flight, coordinator lookup first).
+    Every API call and every response is one pure function returning ``(new state, ClientOutcome)``:
+    the exception thrown to the application (Kafka's simple class name) and the requests dispatched
+    during the step. After each call or response the Sender runs until it can send nothing more without a
+    further response (:func:`run_sender`). An ``IllegalStateException`` on the application thread leaves
+    the state unchanged; an invalid transition on the Sender thread poisons the manager (FATAL_ERROR with
+    an ``IllegalStateException`` as last error, KAFKA-14831).
+
+Kafka classes followed (trunk, 4.5.0-SNAPSHOT)
+    ``clients/.../producer/internals/TransactionManager.java`` (``State.isTransitionValid``,
+    ``initializeTransactions``, ``beginTransaction``, ``prepareTransaction``, ``maybeAddPartition``,
+    ``sendOffsetsToTransaction``, ``beginCommit``, ``beginAbort``, ``beginCompletingTransaction``,
+    ``maybeFailWithError``, ``handleCachedTransactionRequestResult``, ``throwIfPendingState``,
+    ``nextRequest``, ``maybeTerminateRequestWithError``, ``lookupCoordinator``,
+    ``maybeTransitionToErrorState``, ``handleFailedBatch``, ``canRetry``, ``resetTransactionState``, and
+    each ``*Handler.handleResponse``); ``Sender.runOnce`` / ``maybeSendAndPollTransactionalRequest`` /
+    ``completeBatch``; ``RecordAccumulator.drain`` (``shouldStopDrainBatchesForPartition``) and
+    ``abortUndrainedBatches``; ``KafkaProducer.send`` (``doSend``: the record is appended before
+    ``maybeAddPartition``; an ``ApiException`` goes into the future, not to the caller).
 
 Assumptions
-    * The coordinator supports epoch bumps (InitProducerId v3+, ``coordinatorSupportsBumpingEpoch``):
-      with transaction version < 2 an abortable error is recovered by an InitProducerId epoch bump after
-      the abort; with version 2 the coordinator bumps at every EndTxn.
-    * Requests are dispatched as soon as nothing blocks them: the transactional ones one at a time in
-      Kafka's priority order (FindCoordinator, InitProducerId, AddPartitionsToTxn/AddOffsetsToTxn,
-      TxnOffsetCommit, EndTxn), produces once their partition is in the transaction.
-    * A record is one batch; each ``send`` produces one record.
+    * The application awaits each blocking call (``initTransactions``, ``commitTransaction``,
+      ``abortTransaction``) until its result completes; a result that has not completed is a call still
+      pending (``pending_transition``, Kafka's ``PendingStateTransition`` of a timed-out call): calling the
+      same operation again returns it, any other transactional operation throws IllegalStateException.
+    * Retries are unlimited and nothing expires (``retries`` = Integer.MAX_VALUE, delivery timeout not
+      modelled): a retriable produce error always re-enqueues its batch.
+    * ``coordinatorSupportsBumpingEpoch`` (InitProducerId v3+) and ``max.in.flight.requests`` are
+      configuration (:class:`ClientConfig`); by default the coordinator supports epoch bumps and one batch
+      per partition is in flight (``guaranteeMessageOrder``).
+    * The priority queue is FIFO among equal priorities (Java's heap leaves that order unspecified).
+    * A produce error on a transactional producer is never a retention loss (the response's log start
+      offset is assumed known and not past the last acknowledged offset), so UNKNOWN_PRODUCER_ID fails
+      the batch; OUT_OF_ORDER_SEQUENCE_NUMBER always answers the next expected batch (one in flight per
+      partition, nothing expires), so it fails the batch too.
 
 Not modelled
-    Two-phase commit (``PREPARED_TRANSACTION``, KIP-939), timeouts of blocking calls and their cached
-    results, idempotent-only producers, batching and ``max.in.flight``, metadata.
+    Idempotent-only producers (``bumpIdempotentEpochAndResetIdIfNeeded``), batch expiry and unresolved
+    sequences (``maybeResolveSequences``), batch splitting (MESSAGE_TOO_LARGE), record sizes, metadata,
+    back-off timing, ``keepPreparedTxn`` on ``initTransactions`` (2PC recovery needs InitProducerId v6
+    fields); ``prepareTransaction`` is modelled.
 """
 
 from __future__ import annotations
@@ -35,11 +58,30 @@ import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
+from typing import TypeAlias
 
-from txnspec.spec.errors import Errors
+from txnspec.spec.constants import INT_MAX_VALUE, NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from txnspec.spec.errors import EXCEPTION_NAMES, RETRIABLE_ERRORS, Errors
+from txnspec.spec.messages import (
+    AddOffsetsToTxn,
+    AddPartitionsToTxn,
+    CoordinatorType,
+    EndTxn,
+    EndTxnResponse,
+    ErrorResponse,
+    FindCoordinator,
+    InitProducerId,
+    InitProducerIdResponse,
+    Produce,
+    ProduceResponse,
+    TransactionResult,
+    TxnOffsetCommit,
+)
 
 
 class State(enum.Enum):
+    """``TransactionManager.State``."""
+
     UNINITIALIZED = "UNINITIALIZED"
     INITIALIZING = "INITIALIZING"
     READY = "READY"
@@ -52,72 +94,152 @@ class State(enum.Enum):
 
 
 S = State
-# TransactionManager.State.isTransitionValid (trunk): target -> the states it may follow. FATAL_ERROR: any.
-VALID_TRANSITIONS: Mapping[State, frozenset[State]] = MappingProxyType({
-    S.UNINITIALIZED: frozenset({S.READY, S.ABORTABLE_ERROR}),
-    S.INITIALIZING: frozenset({S.UNINITIALIZED, S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION}),
-    S.READY: frozenset({S.INITIALIZING, S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION}),
-    S.IN_TRANSACTION: frozenset({S.READY}),
-    S.PREPARED_TRANSACTION: frozenset({S.IN_TRANSACTION, S.INITIALIZING}),
-    S.COMMITTING_TRANSACTION: frozenset({S.IN_TRANSACTION, S.PREPARED_TRANSACTION}),
-    S.ABORTING_TRANSACTION: frozenset({S.IN_TRANSACTION, S.PREPARED_TRANSACTION, S.ABORTABLE_ERROR}),
-    S.ABORTABLE_ERROR: frozenset({S.IN_TRANSACTION, S.COMMITTING_TRANSACTION, S.ABORTABLE_ERROR, S.INITIALIZING}),
-    S.FATAL_ERROR: frozenset(State),
+UNINITIALIZED, INITIALIZING, READY = S.UNINITIALIZED, S.INITIALIZING, S.READY
+IN_TRANSACTION, PREPARED_TRANSACTION = S.IN_TRANSACTION, S.PREPARED_TRANSACTION
+COMMITTING_TRANSACTION, ABORTING_TRANSACTION = S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION
+ABORTABLE_ERROR, FATAL_ERROR = S.ABORTABLE_ERROR, S.FATAL_ERROR
+
+# State.isTransitionValid (trunk): target -> the states it may follow. FATAL_ERROR follows any state.
+VALID_PREVIOUS_STATES: Mapping[State, frozenset[State]] = MappingProxyType({
+    UNINITIALIZED: frozenset({READY, ABORTABLE_ERROR}),
+    INITIALIZING: frozenset({UNINITIALIZED, COMMITTING_TRANSACTION, ABORTING_TRANSACTION}),
+    READY: frozenset({INITIALIZING, COMMITTING_TRANSACTION, ABORTING_TRANSACTION}),
+    IN_TRANSACTION: frozenset({READY}),
+    PREPARED_TRANSACTION: frozenset({IN_TRANSACTION, INITIALIZING}),
+    COMMITTING_TRANSACTION: frozenset({IN_TRANSACTION, PREPARED_TRANSACTION}),
+    ABORTING_TRANSACTION: frozenset({IN_TRANSACTION, PREPARED_TRANSACTION, ABORTABLE_ERROR}),
+    ABORTABLE_ERROR: frozenset({IN_TRANSACTION, COMMITTING_TRANSACTION, ABORTABLE_ERROR, INITIALIZING}),
+    FATAL_ERROR: frozenset(State),
 })
 
-FENCED = "ProducerFencedException"
+
+def is_transition_valid(source: State, target: State) -> bool:
+    """``State.isTransitionValid``."""
+    return source in VALID_PREVIOUS_STATES[target]
+
+
+class Priority(enum.IntEnum):
+    """``TransactionManager.Priority``: the order in which queued transactional requests go out."""
+
+    FIND_COORDINATOR = 0
+    INIT_PRODUCER_ID = 1
+    ADD_PARTITIONS_OR_OFFSETS = 2
+    END_TXN = 3
+    EPOCH_BUMP = 4
+
+
+# Exception simple names (what the application sees).
+PRODUCER_FENCED = "ProducerFencedException"
+INVALID_PRODUCER_EPOCH = "InvalidProducerEpochException"
 ILLEGAL_STATE = "IllegalStateException"
-KAFKA = "KafkaException"
+KAFKA_EXCEPTION = "KafkaException"
+TRANSACTION_ABORTABLE = "TransactionAbortableException"
+COMMIT_FAILED = "CommitFailedException"
+TOPIC_AUTHORIZATION = "TopicAuthorizationException"
+GROUP_AUTHORIZATION = "GroupAuthorizationException"
+TRANSACTIONAL_ID_AUTHORIZATION = "TransactionalIdAuthorizationException"
+CLUSTER_AUTHORIZATION = "ClusterAuthorizationException"
+AUTHENTICATION = "AuthenticationException"
 
-# TransactionManager's retriable errors (RetriableException subclasses the handlers retry).
-RETRIABLE = frozenset({Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.CONCURRENT_TRANSACTIONS,
-                       Errors.REQUEST_TIMED_OUT, Errors.NETWORK_EXCEPTION, Errors.NOT_ENOUGH_REPLICAS,
-                       Errors.UNKNOWN_TOPIC_OR_PARTITION})
+# ApiException subclasses among the exceptions a transactional call can throw: KafkaProducer.send returns
+# them in the future instead of throwing (and hands them to maybeTransitionToErrorState).
+API_EXCEPTIONS = frozenset(EXCEPTION_NAMES.values()) | {COMMIT_FAILED}
+# maybeTransitionToErrorState: the exceptions that are fatal for any producer.
+FATAL_EXCEPTIONS = frozenset({CLUSTER_AUTHORIZATION, TRANSACTIONAL_ID_AUTHORIZATION, PRODUCER_FENCED,
+                              "UnsupportedVersionException", "InvalidPidMappingException"})
 COORDINATOR_MOVED = frozenset({Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE})
+FENCED_ERRORS = frozenset({Errors.PRODUCER_FENCED, Errors.INVALID_PRODUCER_EPOCH})
+# AddPartitionsToTxn / AddOffsetsToTxn / EndTxn: fatal with the error's own exception (trunk).
+FATAL_COORDINATOR_ERRORS = frozenset({Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, Errors.INVALID_TXN_STATE,
+                                      Errors.INVALID_PRODUCER_ID_MAPPING})
 
-# The exception class Kafka raises for an error code (Errors.exception()), by simple name.
-EXCEPTION_NAMES: Mapping[Errors, str] = MappingProxyType({
-    Errors.PRODUCER_FENCED: FENCED, Errors.INVALID_PRODUCER_EPOCH: "InvalidProducerEpochException",
-    Errors.INVALID_TXN_STATE: "InvalidTxnStateException",
-    Errors.INVALID_PRODUCER_ID_MAPPING: "InvalidPidMappingException",
-    Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "TransactionalIdAuthorizationException",
-    Errors.CLUSTER_AUTHORIZATION_FAILED: "ClusterAuthorizationException",
-    Errors.GROUP_AUTHORIZATION_FAILED: "GroupAuthorizationException",
-    Errors.TOPIC_AUTHORIZATION_FAILED: "TopicAuthorizationException",
-    Errors.UNSUPPORTED_VERSION: "UnsupportedVersionException",
-    Errors.TRANSACTION_ABORTABLE: "TransactionAbortableException",
-    Errors.UNKNOWN_PRODUCER_ID: "UnknownProducerIdException",
-    Errors.OUT_OF_ORDER_SEQUENCE_NUMBER: "OutOfOrderSequenceException",
-})
-# maybeTransitionToErrorState: the produce errors that are fatal for a transactional producer.
-PRODUCE_FATAL = frozenset({Errors.CLUSTER_AUTHORIZATION_FAILED, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                           Errors.PRODUCER_FENCED, Errors.UNSUPPORTED_VERSION, Errors.INVALID_PRODUCER_ID_MAPPING})
+
+def exception_of(error: Errors) -> str:
+    """``Errors.exception()`` by simple class name."""
+    return str(EXCEPTION_NAMES.get(error, "ApiException"))
+
+
+TxnRequest: TypeAlias = FindCoordinator | InitProducerId | AddPartitionsToTxn | AddOffsetsToTxn | TxnOffsetCommit \
+    | EndTxn
+Response: TypeAlias = InitProducerIdResponse | EndTxnResponse | ErrorResponse | ProduceResponse
+
+
+@dataclass(frozen=True, slots=True)
+class TxnRequestHandler:
+    """One queued transactional request (``TxnRequestHandler``) and what its completion means.
+
+    ``completes_call``: its result is the one a pending API call waits for (Kafka's
+    ``pendingTransition.result``). ``offsets``: AddOffsetsToTxn's offsets, committed after it succeeds.
+    """
+
+    request: TxnRequest
+    priority: Priority
+    is_retry: bool = False
+    completes_call: bool = False
+    offsets: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def name(self) -> str:
+        return type(self.request).__name__
+
+    @property
+    def coordinator_type(self) -> CoordinatorType | None:
+        """The coordinator it goes to (None: any broker, for FindCoordinator)."""
+        if isinstance(self.request, FindCoordinator):
+            return None
+        if isinstance(self.request, TxnOffsetCommit):
+            return CoordinatorType.GROUP
+        return CoordinatorType.TRANSACTION
+
+    @property
+    def coordinator_key(self) -> str:
+        if isinstance(self.request, TxnOffsetCommit):
+            return str(self.request.group_id)
+        key = self.request.key if isinstance(self.request, FindCoordinator) else self.request.transactional_id
+        return str(key or "")
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    """Producer configuration and broker capabilities the client's behaviour depends on."""
+
+    txn_timeout_ms: int = 60_000  # transaction.timeout.ms
+    coordinator_supports_bumping_epoch: bool = True  # the coordinator's InitProducerId is v3+
+    max_in_flight_per_partition: int = 1  # 1: guaranteeMessageOrder (the partition is muted while in flight)
+    max_sequence: int = INT_MAX_VALUE  # sequences wrap to 0 after this
+
+
+DEFAULT_CONFIG = ClientConfig()
 
 
 @dataclass(frozen=True, slots=True)
 class ClientState:
-    """``TransactionManager``: the client's view of its producer id, epoch and transaction."""
+    """``TransactionManager`` with the Sender's queue and the accumulator's batches (see module doc)."""
 
     transactional_id: str
-    state: State = S.UNINITIALIZED
-    producer_id: int = -1
-    producer_epoch: int = -1
-    transaction_version: int = 0
+    state: State = UNINITIALIZED
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    transaction_version: int = 0  # isTransactionV2Enabled := >= 2
+    finalized_transaction_version: int | None = None  # what ApiVersions reports; None: as transaction_version
     last_error: str | None = None
-    in_flight: str | None = None  # the transactional request awaiting its response
+    new_partitions: frozenset[str] = frozenset()  # newPartitionsInTransaction
+    pending_partitions: frozenset[str] = frozenset()  # pendingPartitionsInTransaction
+    partitions: frozenset[str] = frozenset()  # partitionsInTransaction
+    pending_offsets: tuple[tuple[str, int], ...] = ()  # pendingTxnOffsetCommits, sorted
+    transaction_started: bool = False
+    client_side_epoch_bump_required: bool = False
+    prepared_txn_state: tuple[int, int] = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+    pending_requests: tuple[TxnRequestHandler, ...] = ()  # by priority, FIFO within one
+    in_flight: TxnRequestHandler | None = None  # the one transactional request awaiting its response
     txn_coordinator_known: bool = False
     group_coordinator_known: bool = False
-    init_pending: bool = False  # an InitProducerId is to be sent
-    new_partitions: frozenset[str] = frozenset()  # TV1: to be added with AddPartitionsToTxn
-    pending_partitions: frozenset[str] = frozenset()  # in an AddPartitionsToTxn in flight
-    partitions: frozenset[str] = frozenset()  # in the transaction
-    unsent: tuple[str, ...] = ()  # records (by partition) waiting to be produced
-    produce_in_flight: frozenset[str] = frozenset()
-    offsets_stage: str | None = None  # "add" (AddOffsetsToTxn) -> "commit" (TxnOffsetCommit) -> None
-    transaction_started: bool = False
-    epoch_bump_required: bool = False  # clientSideEpochBumpRequired
-    end_result: str | None = None  # "COMMIT" / "ABORT" once the application asked
-    coordinator_supports_epoch_bump: bool = True
+    pending_transition: tuple[State, str] | None = None  # (state, operation) of a call whose result is pending
+    # idempotence and the accumulator
+    sequences: tuple[tuple[str, int], ...] = ()  # next sequence per partition, sorted
+    accumulator: tuple[tuple[str, int], ...] = ()  # undrained records: (partition, record count), in order
+    retry_batches: tuple[Produce, ...] = ()  # sent batches re-enqueued for a retry (they keep their sequence)
+    in_flight_batches: tuple[Produce, ...] = ()
 
     @property
     def tv2(self) -> bool:
@@ -125,319 +247,852 @@ class ClientState:
 
     @property
     def is_completing(self) -> bool:
-        return self.state in (S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION)
+        return self.state in (COMMITTING_TRANSACTION, ABORTING_TRANSACTION)
+
+    @property
+    def has_error(self) -> bool:
+        return self.state in (ABORTABLE_ERROR, FATAL_ERROR)
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id >= 0 and self.producer_epoch >= 0
+
+    @property
+    def has_incomplete_batches(self) -> bool:
+        """``RecordAccumulator.hasIncomplete``."""
+        return bool(self.accumulator or self.retry_batches or self.in_flight_batches)
+
+    def next_sequence(self, partition: str) -> int:
+        for p, seq in self.sequences:
+            if p == partition:
+                return seq
+        return 0
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
-    """What one step showed: the exception thrown to the application and the requests dispatched, in
-    order (transactional requests first; ``"FindCoordinator:GROUP"`` names a lookup's key type)."""
+class ClientOutcome:
+    """What a step showed the world: the exception thrown to the application and the requests sent, in
+    order (transactional requests before produces)."""
 
     throws: str | None = None
-    sends: tuple[str, ...] = ()
+    sends: tuple[TxnRequest | Produce, ...] = ()
+
+    @property
+    def send_names(self) -> tuple[str, ...]:
+        return tuple(type(r).__name__ for r in self.sends)
 
 
-def transition_to(c: ClientState, target: State, error: str | None = None) -> ClientState | None:
-    """``transitionTo``: None when the table refuses (Kafka throws ``IllegalStateException``)."""
-    if c.state not in VALID_TRANSITIONS[target]:
-        return None
-    if target is S.ABORTABLE_ERROR and c.state is S.ABORTING_TRANSACTION:
-        return c  # transitionToAbortableError is a no-op while aborting
-    return replace(c, state=target, last_error=error if target in (S.ABORTABLE_ERROR, S.FATAL_ERROR) else c.last_error)
+class _Throw(Exception):
+    """Control flow: an exception thrown on the application thread (the state is left as it was)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
 
 
-def _fatal(c: ClientState, error: str) -> ClientState:
-    return replace(c, state=S.FATAL_ERROR, last_error=error)
+class _Poisoned(Exception):
+    """Control flow: an invalid transition on the Sender thread; ``state`` is the poisoned manager."""
+
+    def __init__(self, state: ClientState) -> None:
+        super().__init__("poisoned")
+        self.state = state
 
 
-def _abortable(c: ClientState, error: str, bump: bool = False) -> ClientState:
-    if c.state is S.ABORTING_TRANSACTION:
+# --- helpers ----------------------------------------------------------------------------------------
+
+def increment_sequence(sequence: int, increment: int, max_sequence: int = INT_MAX_VALUE) -> int:
+    """``DefaultRecordBatch.incrementSequence``: wraps to 0 after ``max_sequence``."""
+    if sequence > max_sequence - increment:
+        return increment - (max_sequence - sequence) - 1
+    return sequence + increment
+
+
+def decrement_sequence(sequence: int, decrement: int, max_sequence: int = INT_MAX_VALUE) -> int:
+    """``DefaultRecordBatch.decrementSequence``."""
+    if sequence < decrement:
+        return max_sequence - (decrement - sequence) + 1
+    return sequence - decrement
+
+
+def _set_pair(pairs: tuple[tuple[str, int], ...], key: str, value: int | None) -> tuple[tuple[str, int], ...]:
+    kept = [(k, v) for k, v in pairs if k != key]
+    if value is not None:
+        kept.append((key, value))
+    return tuple(sorted(kept))
+
+
+def _transition(c: ClientState, target: State, error: str | None = None, *, sender: bool) -> ClientState:
+    """``transitionTo``: an invalid transition throws on the application thread and poisons on the Sender's."""
+    if not is_transition_valid(c.state, target):
+        if sender:
+            raise _Poisoned(replace(c, state=FATAL_ERROR, last_error=ILLEGAL_STATE))
+        raise _Throw(ILLEGAL_STATE)
+    if target in (ABORTABLE_ERROR, FATAL_ERROR):
+        assert error is not None, f"Cannot transition to {target.value} with a null exception"
+        return replace(c, state=target, last_error=error)
+    return replace(c, state=target, last_error=None)
+
+
+def _complete_result(c: ClientState, handler: TxnRequestHandler) -> ClientState:
+    """The handler's result completed (done or failed): a pending call waiting for it is acknowledged."""
+    return replace(c, pending_transition=None) if handler.completes_call else c
+
+
+def _enqueue(c: ClientState, handler: TxnRequestHandler) -> ClientState:
+    """``enqueueRequest`` into the priority queue (FIFO among equal priorities)."""
+    queue = list(c.pending_requests)
+    at = next((i for i, h in enumerate(queue) if h.priority > handler.priority), len(queue))
+    queue.insert(at, handler)
+    return replace(c, pending_requests=tuple(queue))
+
+
+def _reenqueue(c: ClientState, handler: TxnRequestHandler) -> ClientState:
+    return _enqueue(c, replace(handler, is_retry=True))
+
+
+def lookup_coordinator(c: ClientState, key_type: CoordinatorType, key: str) -> ClientState:
+    """``lookupCoordinator``: forget the coordinator and enqueue a FindCoordinator for it."""
+    if key_type is CoordinatorType.GROUP:
+        c = replace(c, group_coordinator_known=False)
+    else:
+        c = replace(c, txn_coordinator_known=False)
+    return _enqueue(c, TxnRequestHandler(FindCoordinator(key_type, key), Priority.FIND_COORDINATOR))
+
+
+def _fatal_error(c: ClientState, error: str) -> ClientState:
+    """``transitionToFatalError`` (always valid); the pending call's result fails with it."""
+    return replace(c, state=FATAL_ERROR, last_error=error, pending_transition=None)
+
+
+def _abortable_error(c: ClientState, error: str) -> ClientState:
+    """``transitionToAbortableError``: a no-op while aborting; otherwise the table decides (Sender thread)."""
+    if c.state is ABORTING_TRANSACTION:
         return c
-    moved = transition_to(c, S.ABORTABLE_ERROR, error)
-    if moved is None:  # an invalid transition on the Sender thread poisons the manager
-        return _fatal(c, ILLEGAL_STATE)
-    return replace(moved, epoch_bump_required=moved.epoch_bump_required or bump)
+    return _transition(c, ABORTABLE_ERROR, error, sender=True)
 
 
-def _abortable_or_fatal(c: ClientState, error: str) -> ClientState:
-    """``transitionToAbortableErrorOrFatalError``."""
-    if c.coordinator_supports_epoch_bump or c.tv2:
-        return _abortable(c, error, bump=c.coordinator_supports_epoch_bump and not c.tv2)
-    return _fatal(c, error)
+def can_handle_abortable_error(c: ClientState, config: ClientConfig = DEFAULT_CONFIG) -> bool:
+    """``canHandleAbortableError``: the epoch can be bumped, by the client or by the coordinator (TV2)."""
+    return config.coordinator_supports_bumping_epoch or c.tv2
+
+
+def need_to_trigger_epoch_bump_from_client(c: ClientState, config: ClientConfig = DEFAULT_CONFIG) -> bool:
+    """``needToTriggerEpochBumpFromClient``."""
+    return config.coordinator_supports_bumping_epoch and not c.tv2
+
+
+def _abortable_error_if_possible(c: ClientState, error: str, config: ClientConfig) -> ClientState:
+    """``abortableErrorIfPossible``: abortable (with a client epoch bump for TV < 2) or fatal."""
+    if can_handle_abortable_error(c, config):
+        if need_to_trigger_epoch_bump_from_client(c, config):
+            c = replace(c, client_side_epoch_bump_required=True)
+        return _abortable_error(c, error)
+    return _fatal_error(c, error)
 
 
 def maybe_fail_with_error(c: ClientState) -> str | None:
-    """``maybeFailWithError``: the exception an API call throws in an error state."""
-    if c.state not in (S.ABORTABLE_ERROR, S.FATAL_ERROR):
+    """``maybeFailWithError``: the exception an operation throws in an error state (None: no error)."""
+    if not c.has_error:
         return None
-    if c.last_error in (FENCED, "InvalidProducerEpochException"):
+    if c.last_error in (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, ILLEGAL_STATE):
         return c.last_error
-    return KAFKA
+    return KAFKA_EXCEPTION
 
 
-# --- the Sender: what goes out after a step ------------------------------------------------------
+def _fail_if_error(c: ClientState) -> None:
+    error = maybe_fail_with_error(c)
+    if error is not None:
+        raise _Throw(error)
 
-def dispatch(c: ClientState) -> tuple[ClientState, tuple[str, ...]]:
-    """Send what nothing blocks: one transactional request (coordinator lookup first), then produces."""
-    sent: list[str] = []
-    if c.state is not S.FATAL_ERROR and c.in_flight is None:
-        request = _next_transactional_request(c)
-        if request == "EndTxn:local":
-            c = _reset_transaction_state(c)
-            return dispatch(c)
-        if request is not None:
-            c = replace(c, in_flight=request)
-            sent.append(request)
-            if request == "AddPartitionsToTxn":
-                c = replace(c, pending_partitions=c.new_partitions, new_partitions=frozenset())
-    if c.state in (S.IN_TRANSACTION, S.COMMITTING_TRANSACTION):
-        for partition in dict.fromkeys(c.unsent):
-            if partition in c.partitions and partition not in c.produce_in_flight:
-                remaining = list(c.unsent)
-                remaining.remove(partition)
-                c = replace(c, unsent=tuple(remaining), produce_in_flight=c.produce_in_flight | {partition})
-                sent.append("Produce")
+
+def _throw_if_pending_state(c: ClientState) -> None:
+    """``throwIfPendingState``: an earlier blocking call has not completed (it timed out)."""
+    if c.pending_transition is not None:
+        raise _Throw(ILLEGAL_STATE)
+
+
+def _throw_if_in_prepared_state(c: ClientState) -> None:
+    """``KafkaProducer.throwIfInPreparedState``."""
+    if c.state is PREPARED_TRANSACTION:
+        raise _Throw(ILLEGAL_STATE)
+
+
+def _reset_sequence_numbers(c: ClientState) -> ClientState:
+    """``resetSequenceNumbers``: every partition starts again at sequence 0."""
+    return replace(c, sequences=())
+
+
+def reset_transaction_state(c: ClientState) -> ClientState:
+    """``resetTransactionState`` (Sender thread): READY, or INITIALIZING when the client bumps the epoch."""
+    c = _transition(c, INITIALIZING if c.client_side_epoch_bump_required else READY, sender=True)
+    return replace(c, last_error=None, client_side_epoch_bump_required=False, transaction_started=False,
+                   new_partitions=frozenset(), pending_partitions=frozenset(), partitions=frozenset(),
+                   prepared_txn_state=(NO_PRODUCER_ID, NO_PRODUCER_EPOCH))
+
+
+# --- the Sender -------------------------------------------------------------------------------------
+
+def _add_partitions_handler(c: ClientState) -> tuple[ClientState, TxnRequestHandler]:
+    """``addPartitionsToTransactionHandler``: every pending partition, the new ones included."""
+    pending = c.pending_partitions | c.new_partitions
+    c = replace(c, pending_partitions=pending, new_partitions=frozenset())
+    request = AddPartitionsToTxn(c.transactional_id, c.producer_id, c.producer_epoch, pending, 0)
+    return c, TxnRequestHandler(request, Priority.ADD_PARTITIONS_OR_OFFSETS)
+
+
+def next_request(c: ClientState) -> tuple[ClientState, TxnRequestHandler | None]:
+    """``TransactionManager.nextRequest(accumulator.hasIncomplete())``."""
+    if c.new_partitions:
+        c, handler = _add_partitions_handler(c)
+        c = _enqueue(c, handler)
+    if not c.pending_requests:
+        return c, None
+    head = c.pending_requests[0]
+    if isinstance(head.request, EndTxn) and c.has_incomplete_batches:
+        return c, None  # EndTxn waits until every batch is flushed
+    c = replace(c, pending_requests=c.pending_requests[1:])
+    # maybeTerminateRequestWithError: in an error state only a lookup may go out (while abortable)
+    if c.has_error and not (c.state is ABORTABLE_ERROR and isinstance(head.request, FindCoordinator)):
+        return _complete_result(c, head), None
+    nxt: TxnRequestHandler | None = head
+    if isinstance(head.request, EndTxn) and not c.transaction_started:
+        # nothing was added to the transaction: it completes without an EndTxn
+        c = _complete_result(c, head)
+        if c.state is not FATAL_ERROR:
+            c = reset_transaction_state(c)
+        nxt = c.pending_requests[0] if c.pending_requests else None
+        c = replace(c, pending_requests=c.pending_requests[1:])
+    return c, nxt
+
+
+def _send_allowed(c: ClientState, partition: str) -> bool:
+    """``isSendToPartitionAllowed``."""
+    return c.state is not FATAL_ERROR and partition in c.partitions
+
+
+def next_produce(c: ClientState, partition: str, config: ClientConfig = DEFAULT_CONFIG
+                 ) -> tuple[ClientState, Produce | None]:
+    """``RecordAccumulator.drain`` for one partition: the next batch to send, with its sequence, if any.
+
+    A batch waiting for a retry goes first, unchanged. Otherwise the partition's undrained records form
+    one batch with the current producer id and epoch and the partition's next sequence (which then
+    advances, wrapping to 0 after ``config.max_sequence``).
+    """
+    if not _send_allowed(c, partition) or not c.has_producer_id:
+        return c, None
+    in_flight = [b for b in c.in_flight_batches if b.partition == partition]
+    if len(in_flight) >= config.max_in_flight_per_partition:
+        return c, None  # muted
+    for batch in c.retry_batches:
+        if batch.partition == partition:
+            if in_flight and batch.base_sequence != min(b.base_sequence for b in in_flight):
+                return c, None
+            retry = list(c.retry_batches)
+            retry.remove(batch)
+            return replace(c, retry_batches=tuple(retry), in_flight_batches=(*c.in_flight_batches, batch)), batch
+    count = sum(n for p, n in c.accumulator if p == partition)
+    if count == 0:
+        return c, None
+    if any((b.producer_id, b.producer_epoch) != (c.producer_id, c.producer_epoch) for b in in_flight):
+        return c, None  # no new batch while batches of an older epoch are in flight
+    seq = c.next_sequence(partition)
+    batch = Produce(partition, c.producer_id, c.producer_epoch, seq, count, True, c.transactional_id)
+    c = replace(c, accumulator=tuple((p, n) for p, n in c.accumulator if p != partition),
+                sequences=_set_pair(c.sequences, partition, increment_sequence(seq, count, config.max_sequence)),
+                in_flight_batches=(*c.in_flight_batches, batch))
+    return c, batch
+
+
+def _abort_undrained_batches(c: ClientState) -> ClientState:
+    """``RecordAccumulator.abortUndrainedBatches``: records without a sequence are dropped."""
+    return replace(c, accumulator=())
+
+
+def _abort_batches(c: ClientState) -> ClientState:
+    """``Sender.maybeAbortBatches``: every incomplete batch fails (fatal error)."""
+    return replace(c, accumulator=(), retry_batches=(), in_flight_batches=())
+
+
+def awaiting_authorization_reset(c: ClientState) -> bool:
+    """``Sender.shouldHandleAuthorizationError`` applies: the Sender's next iteration resets the client."""
+    return c.state is ABORTABLE_ERROR and c.last_error in (TRANSACTIONAL_ID_AUTHORIZATION, CLUSTER_AUTHORIZATION)
+
+
+def sender_handle_authorization_error(c: ClientState) -> tuple[ClientState, ClientOutcome]:
+    """``Sender.shouldHandleAuthorizationError``: after an abortable authorization error the queued requests
+    fail, every batch is aborted and the manager goes back to UNINITIALIZED (``transitionToUninitialized``),
+    so that ``initTransactions`` can be called again. Returns the state unchanged if it does not apply."""
+    if not awaiting_authorization_reset(c):
+        return c, ClientOutcome()
+    c = replace(c, last_error=AUTHENTICATION)  # failPendingRequests: abortableError(AuthenticationException)
+    c = _abort_batches(c)
+    try:
+        c = _transition(c, UNINITIALIZED, sender=True)
+    except _Poisoned as poisoned:
+        return poisoned.state, ClientOutcome()
+    return replace(c, pending_transition=None, last_error=None), ClientOutcome()
+
+
+def _run_once(c: ClientState, config: ClientConfig) -> tuple[ClientState, tuple[TxnRequest | Produce, ...]]:
+    """``Sender.runOnce``: one iteration (see :func:`run_sender`)."""
+    if c.state is FATAL_ERROR:
+        return _abort_batches(c), ()
+    if awaiting_authorization_reset(c):
+        return c, ()
+    if c.in_flight is not None:
+        return c, ()  # while a transactional request is outstanding the Sender only polls
+    if c.state is ABORTABLE_ERROR or c.state is ABORTING_TRANSACTION:
+        c = _abort_undrained_batches(c)
+    c, handler = next_request(c)
+    if handler is not None:
+        kind = handler.coordinator_type
+        known = kind is None or (c.group_coordinator_known if kind is CoordinatorType.GROUP
+                                 else c.txn_coordinator_known)
+        if not known:
+            assert kind is not None
+            c = lookup_coordinator(c, kind, handler.coordinator_key)  # maybeFindCoordinatorAndRetry
+            return _reenqueue(c, handler), ()
+        return replace(c, in_flight=handler), (handler.request,)
+    sent: list[TxnRequest | Produce] = []
+    for partition in dict.fromkeys([*(p for p, _ in c.accumulator), *(b.partition for b in c.retry_batches)]):
+        while True:
+            c, batch = next_produce(c, partition, config)
+            if batch is None:
+                break
+            sent.append(batch)
     return c, tuple(sent)
 
 
-def _next_transactional_request(c: ClientState) -> str | None:
-    wants: str | None = None
-    if c.init_pending:
-        wants = "InitProducerId"
-    elif c.state in (S.IN_TRANSACTION, S.COMMITTING_TRANSACTION) and c.new_partitions:
-        wants = "AddPartitionsToTxn"
-    elif c.offsets_stage == "add":
-        wants = "AddOffsetsToTxn"
-    elif c.offsets_stage == "commit":
-        if not c.group_coordinator_known:
-            return "FindCoordinator:GROUP"
-        return "TxnOffsetCommit"
-    elif c.is_completing and c.end_result is not None:
-        blocked = c.new_partitions or c.pending_partitions or c.produce_in_flight or c.unsent
-        if blocked:
-            return None
-        if not c.transaction_started:
-            return "EndTxn:local"  # nothing was added: the transaction completes without an RPC
-        wants = "EndTxn"
-    if wants is not None and not c.txn_coordinator_known:
-        return "FindCoordinator:TRANSACTION"
-    return wants
+def run_sender(c: ClientState, config: ClientConfig = DEFAULT_CONFIG
+               ) -> tuple[ClientState, tuple[TxnRequest | Produce, ...]]:
+    """Run the Sender until it can send nothing more without a further response."""
+    sent: list[TxnRequest | Produce] = []
+    for _ in range(64):
+        try:
+            after, out = _run_once(c, config)
+        except _Poisoned as poisoned:
+            after, out = poisoned.state, ()
+        sent.extend(out)
+        if after == c:
+            return c, tuple(sent)
+        c = after
+    raise AssertionError("the Sender did not settle")  # pragma: no cover
 
 
-def _reset_transaction_state(c: ClientState) -> ClientState:
-    """``resetTransactionState``: READY, or INITIALIZING with an epoch bump to send first."""
-    bump = c.epoch_bump_required
-    return replace(c, state=S.INITIALIZING if bump else S.READY, last_error=None, epoch_bump_required=False,
-                   transaction_started=False, new_partitions=frozenset(), pending_partitions=frozenset(),
-                   partitions=frozenset(), unsent=(), offsets_stage=None, end_result=None, init_pending=bump)
+def _step(c: ClientState, config: ClientConfig, throws: str | None = None) -> tuple[ClientState, ClientOutcome]:
+    c, sent = run_sender(c, config)
+    return c, ClientOutcome(throws, sent)
 
 
-def _step(c: ClientState, throws: str | None = None) -> tuple[ClientState, Outcome]:
-    c, sends = dispatch(c)
-    return c, Outcome(throws, sends)
+def _call(c: ClientState, effect: ClientState | _Throw, config: ClientConfig) -> tuple[ClientState, ClientOutcome]:
+    if isinstance(effect, _Throw):
+        return c, ClientOutcome(effect.name)
+    return _step(effect, config)
 
 
-# --- API calls (the application thread) ------------------------------------------------------------
+# --- API calls (the application thread) ----------------------------------------------------------------
 
-def init_transactions(c: ClientState) -> tuple[ClientState, Outcome]:
-    """``initTransactions``: INITIALIZING, and InitProducerId (after a coordinator lookup)."""
-    error = maybe_fail_with_error(c) if c.state is S.FATAL_ERROR else None
-    if error:
-        return c, Outcome(error)
-    moved = transition_to(c, S.INITIALIZING)
-    if moved is None:
-        return c, Outcome(ILLEGAL_STATE)
-    return _step(replace(moved, init_pending=True, producer_id=-1, producer_epoch=-1))
+def _cached_call(c: ClientState, target: State, operation: str) -> tuple[bool, ClientState | None]:
+    """``handleCachedTransactionRequestResult``: (True, state) when the pending call's result is returned."""
+    if c.pending_transition is None:
+        return False, None
+    if c.pending_transition[0] is not target:
+        raise _Throw(ILLEGAL_STATE)  # the previous call timed out and must be retried
+    return True, c
 
 
-def begin_transaction(c: ClientState) -> tuple[ClientState, Outcome]:
-    error = maybe_fail_with_error(c)
-    if error:
-        return c, Outcome(error)
-    moved = transition_to(c, S.IN_TRANSACTION)
-    return (c, Outcome(ILLEGAL_STATE)) if moved is None else _step(moved)
+def _initialize_transactions(c: ClientState, epoch_bump: bool, config: ClientConfig) -> ClientState:
+    """``initializeTransactions(producerIdAndEpoch)``; an epoch bump keeps the state (EndTxn moves it)."""
+    _fail_if_error(c)
+    cached, same = _cached_call(c, INITIALIZING, "initTransactions")
+    if cached and same is not None:
+        return same
+    if not epoch_bump:
+        c = _transition(c, INITIALIZING, sender=False)
+    pid, epoch = (c.producer_id, c.producer_epoch) if epoch_bump else (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+    request = InitProducerId(c.transactional_id, config.txn_timeout_ms, pid, epoch)
+    c = _enqueue(c, TxnRequestHandler(request, Priority.EPOCH_BUMP if epoch_bump else Priority.INIT_PRODUCER_ID,
+                                      completes_call=True))
+    return replace(c, pending_transition=(INITIALIZING, "initTransactions"))
 
 
-def send(c: ClientState, partition: str) -> tuple[ClientState, Outcome]:
-    """``KafkaProducer.send`` of one record: ``failIfNotReadyForSend`` then ``maybeAddPartition``."""
-    if c.state in (S.ABORTABLE_ERROR, S.FATAL_ERROR):
-        return c, Outcome(KAFKA)
-    if c.state is not S.IN_TRANSACTION or c.producer_id < 0:
-        return c, Outcome(ILLEGAL_STATE)
+def init_transactions(c: ClientState, config: ClientConfig = DEFAULT_CONFIG) -> tuple[ClientState, ClientOutcome]:
+    """``initTransactions``: INITIALIZING, then InitProducerId (after a coordinator lookup).
+
+    Throws IllegalStateException once initialized (READY -> INITIALIZING is not in the table)."""
+    try:
+        _throw_if_in_prepared_state(c)
+        effect: ClientState | _Throw = _initialize_transactions(c, False, config)
+    except _Throw as thrown:
+        effect = thrown
+    return _call(c, effect, config)
+
+
+def begin_transaction(c: ClientState, config: ClientConfig = DEFAULT_CONFIG) -> tuple[ClientState, ClientOutcome]:
+    """``beginTransaction``: READY -> IN_TRANSACTION; nothing is sent."""
+    try:
+        _throw_if_in_prepared_state(c)
+        _throw_if_pending_state(c)
+        _fail_if_error(c)
+        effect: ClientState | _Throw = _transition(c, IN_TRANSACTION, sender=False)
+    except _Throw as thrown:
+        effect = thrown
+    return _call(c, effect, config)
+
+
+def prepare_transaction(c: ClientState, config: ClientConfig = DEFAULT_CONFIG
+                        ) -> tuple[ClientState, ClientOutcome]:
+    """``prepareTransaction`` (KIP-939): IN_TRANSACTION -> PREPARED_TRANSACTION, remembering (pid, epoch)."""
+    try:
+        _throw_if_pending_state(c)
+        _fail_if_error(c)
+        moved = _transition(c, PREPARED_TRANSACTION, sender=False)
+        effect: ClientState | _Throw = replace(moved, prepared_txn_state=(c.producer_id, c.producer_epoch))
+    except _Throw as thrown:
+        effect = thrown
+    return _call(c, effect, config)
+
+
+def _maybe_add_partition(c: ClientState, partition: str) -> ClientState:
+    """``maybeAddPartition``: TV2 counts the partition at once; TV < 2 queues an AddPartitionsToTxn."""
+    _fail_if_error(c)
+    _throw_if_pending_state(c)
+    if not c.has_producer_id or c.state is not IN_TRANSACTION:
+        raise _Throw(ILLEGAL_STATE)
     if c.tv2:
-        c = replace(c, partitions=c.partitions | {partition}, transaction_started=True)
-    elif partition not in c.partitions | c.pending_partitions:
-        c = replace(c, new_partitions=c.new_partitions | {partition})
-    return _step(replace(c, unsent=(*c.unsent, partition)))
-
-
-def send_offsets_to_transaction(c: ClientState, group_id: str) -> tuple[ClientState, Outcome]:
-    error = maybe_fail_with_error(c)
-    if error:
-        return c, Outcome(error)
-    if c.state is not S.IN_TRANSACTION:
-        return c, Outcome(ILLEGAL_STATE)
-    return _step(replace(c, offsets_stage="commit" if c.tv2 else "add"))
-
-
-def commit_transaction(c: ClientState) -> tuple[ClientState, Outcome]:
-    """``beginCommit``: an error state throws; EndTxn(COMMIT) once the transaction's requests are done."""
-    error = maybe_fail_with_error(c)
-    if error:
-        return c, Outcome(error)
-    moved = transition_to(c, S.COMMITTING_TRANSACTION)
-    return (c, Outcome(ILLEGAL_STATE)) if moved is None else _step(replace(moved, end_result="COMMIT"))
-
-
-def abort_transaction(c: ClientState) -> tuple[ClientState, Outcome]:
-    """``beginAbort``: allowed from an abortable error; partitions not yet added are dropped."""
-    if c.state is not S.ABORTABLE_ERROR:
-        error = maybe_fail_with_error(c)
-        if error:
-            return c, Outcome(error)
-    moved = transition_to(c, S.ABORTING_TRANSACTION)
-    if moved is None:
-        return c, Outcome(ILLEGAL_STATE)
-    return _step(replace(moved, end_result="ABORT", new_partitions=frozenset(), unsent=()))
-
-
-# --- responses (the Sender thread) ---------------------------------------------------------------
-
-def on_response(c: ClientState, request: str, error: Errors, producer_id: int = -1, producer_epoch: int = -1,
-                key_type: str = "TRANSACTION", partition: str | None = None) -> tuple[ClientState, Outcome]:
-    """The response to ``request`` (``FindCoordinator``, ``InitProducerId``, ``AddPartitionsToTxn``,
-    ``AddOffsetsToTxn``, ``TxnOffsetCommit``, ``EndTxn`` or ``Produce`` for ``partition``)."""
-    if request == "Produce":
-        return _step(_on_produce(c, error, partition))
-    if request not in _HANDLERS:
-        raise ValueError(f"unknown response {request!r}")
-    handler = _HANDLERS[request]
-    c = replace(c, in_flight=None)
-    if request == "FindCoordinator":
-        return _step(_on_find_coordinator(c, error, key_type))
-    retry = error in RETRIABLE or (error in COORDINATOR_MOVED and request != "TxnOffsetCommit")
-    if retry:  # the handler re-enqueues its request (after a new lookup when the coordinator moved)
-        if request == "AddPartitionsToTxn":
-            c = replace(c, new_partitions=c.new_partitions | c.pending_partitions, pending_partitions=frozenset())
-        if error in COORDINATOR_MOVED:
-            c = replace(c, txn_coordinator_known=False)
-        return _step(c)
-    assert handler is not None
-    return _step(handler(c, error, producer_id, producer_epoch))
-
-
-def _on_find_coordinator(c: ClientState, error: Errors, key_type: str) -> ClientState:
-    if error is Errors.NONE:
-        return replace(c, group_coordinator_known=True) if key_type == "GROUP" \
-            else replace(c, txn_coordinator_known=True)
-    if error in RETRIABLE or error in COORDINATOR_MOVED:
+        return replace(c, partitions=c.partitions | {partition}, transaction_started=True)
+    if partition in c.partitions or partition in c.new_partitions or partition in c.pending_partitions:
         return c
+    return replace(c, new_partitions=c.new_partitions | {partition})
+
+
+def maybe_transition_to_error_state(c: ClientState, exception: str,
+                                    config: ClientConfig = DEFAULT_CONFIG) -> ClientState:
+    """``maybeTransitionToErrorState`` (a failed send or produce): fatal for the authorization, fencing,
+    version and pid-mapping exceptions, abortable otherwise (retriable ones and InvalidTxnStateException
+    become TransactionAbortableException); a TV < 2 client bumps its epoch on the abort unless the
+    transaction is already completing."""
+    if exception in FATAL_EXCEPTIONS:
+        return _fatal_error(c, exception)
+    retriable = {exception_of(e) for e in RETRIABLE_ERRORS}
+    if exception in retriable or exception == "InvalidTxnStateException":
+        exception = TRANSACTION_ABORTABLE
+    if need_to_trigger_epoch_bump_from_client(c, config) and not c.is_completing:
+        c = replace(c, client_side_epoch_bump_required=True)
+    return _abortable_error(c, exception)
+
+
+def send(c: ClientState, partition: str, config: ClientConfig = DEFAULT_CONFIG) -> tuple[ClientState, ClientOutcome]:
+    """``KafkaProducer.send`` of one record to ``partition``.
+
+    The record is appended to the accumulator, then ``maybeAddPartition`` runs: an ``ApiException`` it
+    throws (ProducerFencedException, InvalidProducerEpochException) goes into the returned future and to
+    ``maybeTransitionToErrorState``; other exceptions (KafkaException, IllegalStateException) are thrown.
+    """
+    try:
+        _throw_if_in_prepared_state(c)
+    except _Throw as thrown:
+        return c, ClientOutcome(thrown.name)
+    accumulator = list(c.accumulator)
+    if accumulator and accumulator[-1][0] == partition:
+        accumulator[-1] = (partition, accumulator[-1][1] + 1)
+    elif any(p == partition for p, _ in accumulator):
+        i = max(i for i, (p, _) in enumerate(accumulator) if p == partition)
+        accumulator[i] = (partition, accumulator[i][1] + 1)
+    else:
+        accumulator.append((partition, 1))
+    appended = replace(c, accumulator=tuple(accumulator))
+    try:
+        added = _maybe_add_partition(appended, partition)
+    except _Throw as thrown:
+        if thrown.name in API_EXCEPTIONS:
+            try:
+                failed = maybe_transition_to_error_state(appended, thrown.name, config)
+            except _Poisoned as poisoned:
+                failed = poisoned.state
+            return _step(failed, config)
+        return _step(appended, config, thrown.name)
+    return _step(added, config)
+
+
+def send_offsets_to_transaction(c: ClientState, group_id: str, offsets: Mapping[str, int] | None = None,
+                                config: ClientConfig = DEFAULT_CONFIG) -> tuple[ClientState, ClientOutcome]:
+    """``sendOffsetsToTransaction``: TV2 sends TxnOffsetCommit directly (the transaction has started);
+    TV < 2 sends AddOffsetsToTxn first, then TxnOffsetCommit."""
+    commit = tuple(sorted((offsets or {}).items()))
+    try:
+        _throw_if_pending_state(c)
+        _fail_if_error(c)
+        if c.state is not IN_TRANSACTION:
+            raise _Throw(ILLEGAL_STATE)
+    except _Throw as thrown:
+        return c, ClientOutcome(thrown.name)
+    if c.tv2:
+        request: TxnRequest = TxnOffsetCommit(c.transactional_id, group_id, c.producer_id, c.producer_epoch, commit)
+        c = replace(c, pending_offsets=tuple(sorted(dict((*c.pending_offsets, *commit)).items())),
+                    transaction_started=True)
+        handler = TxnRequestHandler(request, Priority.ADD_PARTITIONS_OR_OFFSETS)
+    else:
+        request = AddOffsetsToTxn(c.transactional_id, c.producer_id, c.producer_epoch, group_id)
+        handler = TxnRequestHandler(request, Priority.ADD_PARTITIONS_OR_OFFSETS, offsets=commit)
+    return _step(_enqueue(c, handler), config)
+
+
+def _begin_completing_transaction(c: ClientState, result: TransactionResult, config: ClientConfig) -> ClientState:
+    """``beginCompletingTransaction``: flush partition adds, enqueue EndTxn (with the version the transaction
+    started with), then an epoch bump if the client must bump (its result is then the call's)."""
+    if c.new_partitions:
+        c, handler = _add_partitions_handler(c)
+        c = _enqueue(c, handler)
+    end_txn = EndTxn(c.transactional_id, c.producer_id, c.producer_epoch, result, 2 if c.tv2 else 0)
+    c = maybe_update_transaction_v2_enabled(c, on_initialization=False)
+    if c.client_side_epoch_bump_required:
+        c = _enqueue(c, TxnRequestHandler(end_txn, Priority.END_TXN))
+        return _initialize_transactions(c, True, config)
+    return _enqueue(c, TxnRequestHandler(end_txn, Priority.END_TXN, completes_call=True))
+
+
+def commit_transaction(c: ClientState, config: ClientConfig = DEFAULT_CONFIG) -> tuple[ClientState, ClientOutcome]:
+    """``beginCommit``: an error state throws; EndTxn(COMMIT) once every batch and add is done."""
+    try:
+        cached, same = _cached_call(c, COMMITTING_TRANSACTION, "commitTransaction")
+        if cached and same is not None:
+            return _step(same, config)
+        _fail_if_error(c)
+        moved = _transition(c, COMMITTING_TRANSACTION, sender=False)
+        effect: ClientState | _Throw = _begin_completing_transaction(moved, TransactionResult.COMMIT, config)
+    except _Throw as thrown:
+        effect = thrown
+    if isinstance(effect, ClientState):
+        effect = replace(effect, pending_transition=(COMMITTING_TRANSACTION, "commitTransaction"))
+    return _call(c, effect, config)
+
+
+def abort_transaction(c: ClientState, config: ClientConfig = DEFAULT_CONFIG) -> tuple[ClientState, ClientOutcome]:
+    """``beginAbort``: allowed from ABORTABLE_ERROR; partitions not yet added are dropped."""
+    try:
+        cached, same = _cached_call(c, ABORTING_TRANSACTION, "abortTransaction")
+        if cached and same is not None:
+            return _step(same, config)
+        if c.state is not ABORTABLE_ERROR:
+            _fail_if_error(c)
+        moved = replace(_transition(c, ABORTING_TRANSACTION, sender=False), new_partitions=frozenset())
+        effect: ClientState | _Throw = _begin_completing_transaction(moved, TransactionResult.ABORT, config)
+    except _Throw as thrown:
+        effect = thrown
+    if isinstance(effect, ClientState):
+        effect = replace(effect, pending_transition=(ABORTING_TRANSACTION, "abortTransaction"))
+    return _call(c, effect, config)
+
+
+def maybe_update_transaction_v2_enabled(c: ClientState, on_initialization: bool) -> ClientState:
+    """``maybeUpdateTransactionV2Enabled``: adopt the finalized ``transaction.version``; an upgrade to 2
+    outside initialization requires a client epoch bump (the old TV1 epoch is fenced)."""
+    finalized = c.finalized_transaction_version
+    if finalized is None or finalized == c.transaction_version:
+        return c
+    upgraded = not c.tv2 and finalized >= 2
+    c = replace(c, transaction_version=finalized)
+    if upgraded and not on_initialization:
+        c = replace(c, client_side_epoch_bump_required=True)
+    return c
+
+
+def finalized_features_changed(c: ClientState, transaction_version: int) -> ClientState:
+    """The brokers' finalized ``transaction.version`` changed (``ApiVersions``); adopted at the next
+    ``beginCompletingTransaction`` or ``initTransactions``."""
+    return replace(c, finalized_transaction_version=transaction_version)
+
+
+# --- responses (the Sender thread) ---------------------------------------------------------------------
+
+def on_response(c: ClientState, request_name: str, response: Response, request: Produce | None = None,
+                config: ClientConfig = DEFAULT_CONFIG) -> tuple[ClientState, ClientOutcome]:
+    """The response to the transactional request in flight (``request_name``: FindCoordinator,
+    InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn) or to a produce
+    (``Produce``; ``request`` names the batch answered, by default the oldest in flight). The client
+    handles it (``TxnRequestHandler.onComplete`` / ``Sender.completeBatch``), then the Sender runs."""
+    if request_name == "Produce":
+        if not isinstance(response, ProduceResponse):
+            raise TypeError(f"a Produce response must be a ProduceResponse, got {response!r}")
+        try:
+            c = handle_produce_response(c, response, request, config)
+        except _Poisoned as poisoned:
+            c = poisoned.state
+        return _step(c, config)
+    handler = c.in_flight
+    if handler is None or handler.name != request_name:
+        raise ValueError(f"no {request_name} in flight (in flight: {handler.name if handler else None})")
+    c = replace(c, in_flight=None)
+    try:
+        c = _HANDLERS[request_name](c, handler, response, config)
+    except _Poisoned as poisoned:
+        c = poisoned.state
+    return _step(c, config)
+
+
+def on_disconnect(c: ClientState, config: ClientConfig = DEFAULT_CONFIG) -> tuple[ClientState, ClientOutcome]:
+    """``onComplete`` with ``wasDisconnected``: the request in flight is retried, after a new lookup of its
+    coordinator. (A produce lost this way is answered with NETWORK_EXCEPTION through :func:`on_response`.)"""
+    handler = c.in_flight
+    if handler is None:
+        return c, ClientOutcome()
+    c = replace(c, in_flight=None)
+    if handler.coordinator_type is not None:
+        c = lookup_coordinator(c, handler.coordinator_type, handler.coordinator_key)
+    return _step(_reenqueue(c, handler), config)
+
+
+def _done(c: ClientState, handler: TxnRequestHandler) -> ClientState:
+    return _complete_result(c, handler)
+
+
+def _fatal(c: ClientState, handler: TxnRequestHandler, error: str) -> ClientState:
+    """``TxnRequestHandler.fatalError``."""
+    return _fatal_error(_complete_result(c, handler), error)
+
+
+def _abortable(c: ClientState, handler: TxnRequestHandler, error: str) -> ClientState:
+    """``TxnRequestHandler.abortableError``."""
+    return _abortable_error(_complete_result(c, handler), error)
+
+
+def _abortable_if_possible(c: ClientState, handler: TxnRequestHandler, error: str,
+                           config: ClientConfig) -> ClientState:
+    return _abortable_error_if_possible(_complete_result(c, handler), error, config)
+
+
+def handle_find_coordinator_response(c: ClientState, handler: TxnRequestHandler, response: Response,
+                                     config: ClientConfig = DEFAULT_CONFIG) -> ClientState:
+    """``FindCoordinatorHandler.handleResponse``."""
+    assert isinstance(handler.request, FindCoordinator)
+    error = response.error
+    if error is Errors.NONE:
+        if handler.request.key_type is CoordinatorType.GROUP:
+            c = replace(c, group_coordinator_known=True)
+        else:
+            c = replace(c, txn_coordinator_known=True)
+        return _done(c, handler)
+    if error in RETRIABLE_ERRORS:
+        return _reenqueue(c, handler)
     if error is Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
-        return _fatal(c, EXCEPTION_NAMES[error])
-    if error in (Errors.GROUP_AUTHORIZATION_FAILED, Errors.TRANSACTION_ABORTABLE):
-        return _abortable(c, EXCEPTION_NAMES[error])
-    return _fatal(c, KAFKA)
+        return _fatal(c, handler, TRANSACTIONAL_ID_AUTHORIZATION)
+    if error is Errors.GROUP_AUTHORIZATION_FAILED:
+        return _abortable(c, handler, GROUP_AUTHORIZATION)
+    if error is Errors.TRANSACTION_ABORTABLE:
+        return _abortable(c, handler, TRANSACTION_ABORTABLE)
+    return _fatal(c, handler, KAFKA_EXCEPTION)
 
 
-def _fenced_or(c: ClientState, error: Errors) -> ClientState | None:
-    if error in (Errors.PRODUCER_FENCED, Errors.INVALID_PRODUCER_EPOCH):
-        return _fatal(c, FENCED)
-    return None
-
-
-def _on_init_producer_id(c: ClientState, error: Errors, producer_id: int, producer_epoch: int) -> ClientState:
+def handle_init_producer_id_response(c: ClientState, handler: TxnRequestHandler, response: Response,
+                                     config: ClientConfig = DEFAULT_CONFIG) -> ClientState:
+    """``InitProducerIdHandler.handleResponse``: NONE -> READY with the new id/epoch (an epoch bump also
+    restarts every sequence); authorization errors and TRANSACTION_ABORTABLE are abortable; fencing and
+    anything unexpected are fatal."""
+    error = response.error
+    epoch_bump = handler.priority is Priority.EPOCH_BUMP
     if error is Errors.NONE:
-        ready = transition_to(replace(c, init_pending=False), S.READY)
-        if ready is None:
-            return _fatal(c, ILLEGAL_STATE)
-        return replace(ready, producer_id=producer_id, producer_epoch=producer_epoch, epoch_bump_required=False)
-    fenced = _fenced_or(c, error)
-    if fenced is not None:
-        return fenced
-    if error in (Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, Errors.CLUSTER_AUTHORIZATION_FAILED,
-                 Errors.TRANSACTION_ABORTABLE):
-        return _abortable(replace(c, init_pending=False), EXCEPTION_NAMES[error])
-    return _fatal(c, EXCEPTION_NAMES.get(error, KAFKA))
+        assert isinstance(response, InitProducerIdResponse)
+        c = replace(c, producer_id=response.producer_id, producer_epoch=response.producer_epoch)
+        c = _transition(c, READY, sender=True)
+        # an epoch bump restarts every sequence; a first init adopts the finalized transaction version
+        # (KafkaProducer.initTransactions after its await)
+        c = _reset_sequence_numbers(c) if epoch_bump else maybe_update_transaction_v2_enabled(c, True)
+        return _done(c, handler)
+    if error in COORDINATOR_MOVED:
+        c = lookup_coordinator(c, CoordinatorType.TRANSACTION, c.transactional_id)
+        return _reenqueue(c, handler)
+    if error in RETRIABLE_ERRORS:
+        return _reenqueue(c, handler)
+    if error is Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED or error is Errors.CLUSTER_AUTHORIZATION_FAILED:
+        return _abortable(c, handler, exception_of(error))
+    if error in FENCED_ERRORS:
+        return _fatal(c, handler, PRODUCER_FENCED)
+    if error is Errors.TRANSACTION_ABORTABLE:
+        return _abortable(c, handler, TRANSACTION_ABORTABLE)
+    return _fatal(c, handler, KAFKA_EXCEPTION)
 
 
-def _on_add_partitions(c: ClientState, error: Errors, *_: int) -> ClientState:
-    if error is Errors.NONE:
-        return replace(c, partitions=c.partitions | c.pending_partitions, pending_partitions=frozenset(),
-                       transaction_started=True)
-    c = replace(c, pending_partitions=frozenset())
-    fenced = _fenced_or(c, error)
-    if fenced is not None:
-        return fenced
-    if error in (Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, Errors.INVALID_TXN_STATE,
-                 Errors.INVALID_PRODUCER_ID_MAPPING):
-        return _fatal(c, EXCEPTION_NAMES[error])
+def handle_add_partitions_to_txn_response(c: ClientState, handler: TxnRequestHandler, response: Response,
+                                          config: ClientConfig = DEFAULT_CONFIG) -> ClientState:
+    """``AddPartitionsToTxnHandler.handleResponse`` (one error for every partition of the request)."""
+    assert isinstance(handler.request, AddPartitionsToTxn)
+    error = response.error
+    partitions = handler.request.partitions
+    if error in COORDINATOR_MOVED:
+        c = lookup_coordinator(c, CoordinatorType.TRANSACTION, c.transactional_id)
+        return _reenqueue(c, handler)
+    if error in RETRIABLE_ERRORS:  # CONCURRENT_TRANSACTIONS only shortens the back-off
+        return _reenqueue(c, handler)
+    if error in FENCED_ERRORS:
+        return _fatal(c, handler, PRODUCER_FENCED)
+    if error in FATAL_COORDINATOR_ERRORS:
+        return _fatal(c, handler, exception_of(error))
     if error is Errors.UNKNOWN_PRODUCER_ID:
-        return _abortable_or_fatal(c, EXCEPTION_NAMES[error])
-    return _abortable(c, EXCEPTION_NAMES.get(error, KAFKA))
+        return _abortable_if_possible(c, handler, exception_of(error), config)
+    if error is Errors.TRANSACTION_ABORTABLE:
+        return _abortable(c, handler, TRANSACTION_ABORTABLE)
+    c = replace(c, pending_partitions=c.pending_partitions - partitions)
+    if error is Errors.TOPIC_AUTHORIZATION_FAILED:
+        return _abortable(c, handler, TOPIC_AUTHORIZATION)
+    if error is not Errors.NONE:  # OPERATION_NOT_ATTEMPTED or unexpected: "Could not add partitions"
+        return _abortable(c, handler, KAFKA_EXCEPTION)
+    c = replace(c, partitions=c.partitions | partitions, transaction_started=True)
+    return _done(c, handler)
 
 
-def _on_add_offsets(c: ClientState, error: Errors, *_: int) -> ClientState:
+def handle_add_offsets_to_txn_response(c: ClientState, handler: TxnRequestHandler, response: Response,
+                                       config: ClientConfig = DEFAULT_CONFIG) -> ClientState:
+    """``AddOffsetsToTxnHandler.handleResponse``: NONE enqueues the TxnOffsetCommit (same result)."""
+    assert isinstance(handler.request, AddOffsetsToTxn)
+    error = response.error
     if error is Errors.NONE:
-        return replace(c, offsets_stage="commit", transaction_started=True)
-    c = replace(c, offsets_stage=None)
-    fenced = _fenced_or(c, error)
-    if fenced is not None:
-        return fenced
-    if error in (Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, Errors.INVALID_TXN_STATE,
-                 Errors.INVALID_PRODUCER_ID_MAPPING):
-        return _fatal(c, EXCEPTION_NAMES[error])
+        request = TxnOffsetCommit(c.transactional_id, handler.request.group_id, c.producer_id, c.producer_epoch,
+                                  handler.offsets)
+        c = replace(c, pending_offsets=tuple(sorted(dict((*c.pending_offsets, *handler.offsets)).items())),
+                    transaction_started=True)
+        return _enqueue(c, TxnRequestHandler(request, Priority.ADD_PARTITIONS_OR_OFFSETS,
+                                             completes_call=handler.completes_call))
+    if error in COORDINATOR_MOVED:
+        c = lookup_coordinator(c, CoordinatorType.TRANSACTION, c.transactional_id)
+        return _reenqueue(c, handler)
+    if error in RETRIABLE_ERRORS:
+        return _reenqueue(c, handler)
     if error is Errors.UNKNOWN_PRODUCER_ID:
-        return _abortable_or_fatal(c, EXCEPTION_NAMES[error])
-    if error in (Errors.GROUP_AUTHORIZATION_FAILED, Errors.TRANSACTION_ABORTABLE):
-        return _abortable(c, EXCEPTION_NAMES[error])
-    return _fatal(c, KAFKA)
+        return _abortable_if_possible(c, handler, exception_of(error), config)
+    if error in FENCED_ERRORS:
+        return _fatal(c, handler, PRODUCER_FENCED)
+    if error in FATAL_COORDINATOR_ERRORS:
+        return _fatal(c, handler, exception_of(error))
+    if error is Errors.GROUP_AUTHORIZATION_FAILED:
+        return _abortable(c, handler, GROUP_AUTHORIZATION)
+    if error is Errors.TRANSACTION_ABORTABLE:
+        return _abortable(c, handler, TRANSACTION_ABORTABLE)
+    return _fatal(c, handler, KAFKA_EXCEPTION)
 
 
-def _on_txn_offset_commit(c: ClientState, error: Errors, *_: int) -> ClientState:
+def handle_txn_offset_commit_response(c: ClientState, handler: TxnRequestHandler, response: Response,
+                                      config: ClientConfig = DEFAULT_CONFIG) -> ClientState:
+    """``TxnOffsetCommitHandler.handleResponse`` (one error for every partition): the group coordinator is
+    looked up again on COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR / REQUEST_TIMED_OUT; other retriable
+    errors retry; group-membership errors are abortable (CommitFailedException); fencing is fatal."""
+    assert isinstance(handler.request, TxnOffsetCommit)
+    error = response.error
+    committed = {p for p, _ in handler.request.offsets}
     if error is Errors.NONE:
-        return replace(c, offsets_stage=None, transaction_started=True)
+        c = replace(c, pending_offsets=tuple((p, o) for p, o in c.pending_offsets if p not in committed))
+        if not c.pending_offsets:
+            return _done(c, handler)
+        return _reenqueue(c, handler)
     if error in COORDINATOR_MOVED or error is Errors.REQUEST_TIMED_OUT:
-        return replace(c, group_coordinator_known=False)
-    fenced = _fenced_or(c, error)
-    if fenced is not None:
-        return fenced
-    c = replace(c, offsets_stage=None)
-    if error in (Errors.GROUP_AUTHORIZATION_FAILED, Errors.FENCED_INSTANCE_ID, Errors.TRANSACTION_ABORTABLE):
-        return _abortable(c, EXCEPTION_NAMES.get(error, KAFKA))
+        c = lookup_coordinator(c, CoordinatorType.GROUP, handler.request.group_id)
+        return _reenqueue(c, handler)
+    if error in RETRIABLE_ERRORS:
+        return _reenqueue(c, handler)
+    c = replace(c, pending_offsets=())  # the result completed exceptionally
+    if error is Errors.GROUP_AUTHORIZATION_FAILED:
+        return _abortable(c, handler, GROUP_AUTHORIZATION)
+    if error in (Errors.FENCED_INSTANCE_ID, Errors.TRANSACTION_ABORTABLE):
+        return _abortable(c, handler, exception_of(error))
     if error in (Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION, Errors.GROUP_ID_NOT_FOUND,
                  Errors.STALE_MEMBER_EPOCH):
-        return _abortable(c, "CommitFailedException")
-    return _fatal(c, EXCEPTION_NAMES.get(error, KAFKA))
+        return _abortable(c, handler, COMMIT_FAILED)
+    if error in FENCED_ERRORS:
+        return _fatal(c, handler, PRODUCER_FENCED)
+    if error in (Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT):
+        return _fatal(c, handler, exception_of(error))
+    return _fatal(c, handler, KAFKA_EXCEPTION)
 
 
-def _on_end_txn(c: ClientState, error: Errors, producer_id: int, producer_epoch: int) -> ClientState:
+def handle_end_txn_response(c: ClientState, handler: TxnRequestHandler, response: Response,
+                            config: ClientConfig = DEFAULT_CONFIG) -> ClientState:
+    """``EndTxnHandler.handleResponse``: NONE adopts the (pid, epoch) an EndTxn v5+ (TV2) response carries,
+    restarting sequences, and resets the transaction (READY, or INITIALIZING before a client epoch bump).
+    TRANSACTION_ABORTABLE is abortable on a commit but fatal (KafkaException) on an abort."""
+    assert isinstance(handler.request, EndTxn)
+    error = response.error
     if error is Errors.NONE:
-        if c.tv2 and producer_id != -1:
-            c = replace(c, producer_id=producer_id, producer_epoch=producer_epoch)
-        return _reset_transaction_state(c)
-    fenced = _fenced_or(c, error)
-    if fenced is not None:
-        return fenced
-    if error is Errors.TRANSACTION_ABORTABLE:
-        return _abortable(c, EXCEPTION_NAMES[error]) if c.end_result == "COMMIT" else _fatal(c, KAFKA)
+        if isinstance(response, EndTxnResponse) and response.producer_id != NO_PRODUCER_ID:
+            c = _reset_sequence_numbers(replace(c, producer_id=response.producer_id,
+                                                producer_epoch=response.producer_epoch))
+        return _done(reset_transaction_state(c), handler)
+    if error in COORDINATOR_MOVED:
+        c = lookup_coordinator(c, CoordinatorType.TRANSACTION, c.transactional_id)
+        return _reenqueue(c, handler)
+    if error in RETRIABLE_ERRORS:
+        return _reenqueue(c, handler)
+    if error in FENCED_ERRORS:
+        return _fatal(c, handler, PRODUCER_FENCED)
+    if error in FATAL_COORDINATOR_ERRORS:
+        return _fatal(c, handler, exception_of(error))
     if error is Errors.UNKNOWN_PRODUCER_ID:
-        return _abortable_or_fatal(c, EXCEPTION_NAMES[error])
-    return _fatal(c, EXCEPTION_NAMES.get(error, KAFKA))
+        return _abortable_if_possible(c, handler, exception_of(error), config)
+    if error is Errors.TRANSACTION_ABORTABLE:
+        if handler.request.result is TransactionResult.ABORT:
+            return _fatal(c, handler, KAFKA_EXCEPTION)  # "Failed to abort transaction"
+        return _abortable(c, handler, TRANSACTION_ABORTABLE)
+    return _fatal(c, handler, KAFKA_EXCEPTION)
 
 
-def _on_produce(c: ClientState, error: Errors, partition: str | None) -> ClientState:
-    """The answer to one produce; an error goes through ``maybeTransitionToErrorState``."""
-    answered = partition if partition is not None else min(c.produce_in_flight, default=None)
-    c = replace(c, produce_in_flight=c.produce_in_flight - {answered} if answered else c.produce_in_flight)
+def _produce_exception(error: Errors) -> str:
+    """``Sender.failBatch``'s top-level exception for a produce error."""
+    return exception_of(error)
+
+
+def can_retry_produce(c: ClientState, error: Errors) -> bool:
+    """``Sender.canRetry`` with ``TransactionManager.canRetry`` for a transactional producer (unlimited
+    retries, no delivery timeout): retriable errors retry; UNKNOWN_PRODUCER_ID and
+    OUT_OF_ORDER_SEQUENCE_NUMBER fail the batch (see the module's assumptions)."""
+    return error in RETRIABLE_ERRORS
+
+
+def handle_produce_response(c: ClientState, response: ProduceResponse, request: Produce | None = None,
+                            config: ClientConfig = DEFAULT_CONFIG) -> ClientState:
+    """``Sender.completeBatch``: success (or DUPLICATE_SEQUENCE_NUMBER) completes the batch; a retriable
+    error re-enqueues it with its sequence; any other error fails it (``handleFailedBatch``): the
+    manager's error state follows ``maybeTransitionToErrorState``; UNKNOWN_PRODUCER_ID restarts the
+    partition's sequence at 0, other errors give the batch's sequence numbers back."""
+    batch = request if request is not None else (c.in_flight_batches[0] if c.in_flight_batches else None)
+    if batch is None or batch not in c.in_flight_batches:
+        return c  # the batch was already aborted or answered: nothing to complete
+    remaining = list(c.in_flight_batches)
+    remaining.remove(batch)
+    c = replace(c, in_flight_batches=tuple(remaining))
+    error = response.error
     if error is Errors.NONE:
         return c
-    if error in PRODUCE_FATAL:
-        return _fatal(c, EXCEPTION_NAMES.get(error, KAFKA))
-    bump = c.coordinator_supports_epoch_bump and not c.tv2 and not c.is_completing
-    return _abortable(c, EXCEPTION_NAMES.get(error, KAFKA), bump=bump)
+    if can_retry_produce(c, error):
+        return replace(c, retry_batches=(batch, *c.retry_batches))
+    if error is Errors.DUPLICATE_SEQUENCE_NUMBER:
+        return c
+    # failBatch -> handleFailedBatch(batch, exception, adjustSequenceNumbers=True)
+    c = maybe_transition_to_error_state(c, _produce_exception(error), config)
+    if c.state is FATAL_ERROR:
+        return c
+    if error is Errors.UNKNOWN_PRODUCER_ID:
+        return replace(c, sequences=_set_pair(c.sequences, batch.partition, None))
+    if (batch.producer_id, batch.producer_epoch) == (c.producer_id, c.producer_epoch) \
+            and any(p == batch.partition for p, _ in c.sequences):
+        seq = decrement_sequence(c.next_sequence(batch.partition), batch.record_count, config.max_sequence)
+        c = replace(c, sequences=_set_pair(c.sequences, batch.partition, seq))
+    return c
 
 
-_HANDLERS: dict[str, Callable[[ClientState, Errors, int, int], ClientState] | None] = {
-    "FindCoordinator": None, "InitProducerId": _on_init_producer_id, "AddPartitionsToTxn": _on_add_partitions,
-    "AddOffsetsToTxn": _on_add_offsets, "TxnOffsetCommit": _on_txn_offset_commit, "EndTxn": _on_end_txn,
+_Handler: TypeAlias = Callable[[ClientState, TxnRequestHandler, Response, ClientConfig], ClientState]
+_HANDLERS: Mapping[str, _Handler] = {
+    "FindCoordinator": handle_find_coordinator_response,
+    "InitProducerId": handle_init_producer_id_response,
+    "AddPartitionsToTxn": handle_add_partitions_to_txn_response,
+    "AddOffsetsToTxn": handle_add_offsets_to_txn_response,
+    "TxnOffsetCommit": handle_txn_offset_commit_response,
+    "EndTxn": handle_end_txn_response,
 }
+
+__all__ = [
+    "DEFAULT_CONFIG", "VALID_PREVIOUS_STATES", "ClientConfig", "ClientOutcome", "ClientState", "Priority", "State",
+    "TxnRequestHandler", "abort_transaction", "awaiting_authorization_reset", "begin_transaction",
+    "commit_transaction", "decrement_sequence", "exception_of", "finalized_features_changed", "increment_sequence",
+    "init_transactions", "is_transition_valid", "maybe_fail_with_error", "maybe_transition_to_error_state",
+    "next_produce", "next_request", "on_disconnect", "on_response", "prepare_transaction", "run_sender", "send",
+    "send_offsets_to_transaction", "sender_handle_authorization_error",
+]

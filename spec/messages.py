@@ -116,6 +116,24 @@ class Fetch:
     isolation: IsolationLevel
 
 
+class CoordinatorType(enum.StrEnum):
+    """``FindCoordinatorRequest.CoordinatorType``."""
+
+    GROUP = "GROUP"
+    TRANSACTION = "TRANSACTION"
+
+
+@dataclass(frozen=True, slots=True)
+class FindCoordinator:
+    """``FindCoordinatorRequest`` for one key: the transactional id (TRANSACTION) or the group id (GROUP).
+
+    Its response is an :class:`ErrorResponse` (the coordinator's node is not modelled).
+    """
+
+    key_type: CoordinatorType
+    key: str
+
+
 # --- responses -----------------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
