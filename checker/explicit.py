@@ -16,7 +16,9 @@ How
     ``array('i')`` and the action of each parent edge a list, both indexed by id, which is all a
     shortest path needs. The hot loop is a plain dict-and-list BFS with the invariants checked inline;
     it is specialised for the common case (no symmetry, no edges), so a safety check costs little more
-    than the successor function itself. The state graph's edges are recorded (compact integer arrays)
+    than the successor function itself. The cyclic garbage collector is paused during the search
+    (states are immutable and form no cycles; a model whose successor function makes cyclic garbage
+    gets it collected after the search). The state graph's edges are recorded (compact integer arrays)
     only when a ``leads_to`` property or ``build_graph=True`` needs them; the networkx graph is built
     from those after the search, never inside it.
 
@@ -33,6 +35,7 @@ Left out
 
 from __future__ import annotations
 
+import gc
 import sys
 import time
 from array import array
@@ -191,13 +194,20 @@ class _Search:
         self.seconds = 0.0
 
     def run(self) -> None:
+        # The cyclic garbage collector would repeatedly traverse every stored state (immutable values
+        # that form no cycles) as the search allocates; it is paused for the search and restored after.
+        collecting = gc.isenabled()
+        gc.disable()
         started = time.perf_counter()
         try:
             self._add_initial_states()
             self._explore(started)
         except _Stop as stop:
             self.stop_reason = stop.reason
-        self.seconds = time.perf_counter() - started
+        finally:
+            self.seconds = time.perf_counter() - started
+            if collecting:
+                gc.enable()
 
     def _add_initial_states(self) -> None:
         judge = self.judge
@@ -241,6 +251,8 @@ class _Search:
                 now = time.perf_counter()
                 next_look = now + 1.0
                 self.report(len(states), self.level, len(states) / max(now - started, 1e-9))
+        if self.report is not None:  # the last word: the final counts
+            self.report(len(states), self.level, len(states) / max(time.perf_counter() - started, 1e-9))
 
     def _expand_plain(self, start: int, stop: int) -> None:
         """The hot loop without symmetry or edges: as close to a bare set-and-list BFS as Python allows."""
