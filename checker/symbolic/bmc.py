@@ -72,7 +72,7 @@ def bmc(model: SymbolicModel, invariants: Sequence[AnyInvariant], depth: int, *,
 
 def _violated(m: z3.ModelRef, inv: AnyInvariant, frames: list[dict[str, Any]], d: int) -> bool:
     if isinstance(inv, Invariant):
-        return z3.is_false(m.eval(inv.formula(frames[d]), model_completion=True))
+        return bool(z3.is_false(m.eval(inv.formula(frames[d]), model_completion=True)))
     if d == 0:
         return False
-    return z3.is_false(m.eval(inv.formula(frames[d - 1], frames[d]), model_completion=True))
+    return bool(z3.is_false(m.eval(inv.formula(frames[d - 1], frames[d]), model_completion=True)))

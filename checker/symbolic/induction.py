@@ -129,11 +129,11 @@ def check_inductive(model: SymbolicModel, invariants: Sequence[AnyInvariant],
             answer = solver.check()
             result.checks += 1
             if answer != z3.unsat:
-                states: tuple[dict[str, Any], ...] = ()
+                pair: tuple[dict[str, Any], ...] = ()
                 if answer == z3.sat:
                     m = solver.model()
-                    states = tuple(model.decoder(m, f) for f in frames[-2:])
-                result.failures.append(Failure("step", inv.name, t.name, _status(answer), states,
+                    pair = tuple(model.decoder(m, f) for f in frames[-2:])
+                result.failures.append(Failure("step", inv.name, t.name, _status(answer), pair,
                                                solver.reason_unknown() if answer == z3.unknown else ""))
             solver.pop()
             result.timings[f"{inv.name}/{t.name}"] = time.perf_counter() - t0
