@@ -11,16 +11,17 @@ What is modelled
     (:mod:`txnspec.checker.liveness`).
 
 How
-    Visited states live in one dict from state (or, with symmetry, its canonical representative) to a
-    dense integer id; the list of stored states doubles as the breadth-first queue; parents are an
-    ``array('i')`` and the action of each parent edge a list, both indexed by id, which is all a
-    shortest path needs. The hot loop is a plain dict-and-list BFS with the invariants checked inline;
-    it is specialised for the common case (no symmetry, no edges), so a safety check costs little more
-    than the successor function itself. The cyclic garbage collector is paused during the search
-    (states are immutable and form no cycles; a model whose successor function makes cyclic garbage
-    gets it collected after the search). The state graph's edges are recorded (compact integer arrays)
-    only when a ``leads_to`` property or ``build_graph=True`` needs them; the networkx graph is built
-    from those after the search, never inside it.
+    Visited states (or, with symmetry, their canonical representatives) live in a ``set``; a new
+    state's id is its position in the list of stored states, which doubles as the breadth-first
+    queue. A dict from state to id replaces the set only when edges to already-visited states must be
+    recorded. Parents are an ``array('i')`` and the action of each parent edge a list, both indexed by
+    id, which is all a shortest path needs. The hot loop is a plain set-and-list BFS with the
+    invariants checked inline; it is specialised for the common case (no symmetry, no edges), so a
+    safety check costs little more than the successor function itself. The cyclic garbage collector
+    is paused during the search (states are immutable and form no cycles; a model whose successor
+    function makes cyclic garbage gets it collected after the search). The state graph's edges are
+    recorded (compact integer arrays) only when a ``leads_to`` property or ``build_graph=True`` needs
+    them; the networkx graph is built from those after the search, never inside it.
 
 Assumptions
     States are hashable and never mutated (the model contract). With symmetry, the stored state of a
@@ -177,6 +178,9 @@ class _Search:
         self.state_cap = state_cap
         self.depth_cap = depth_cap
         self.report = report
+        # visited keys: a set when only new states need ids (their id is their position in ``states``),
+        # a dict from key to id when edges to already-visited states must be recorded as well
+        self.seen: set[Hashable] = set()
         self.ids: dict[Hashable, int] = {}
         self.states: list[Any] = []
         self.parents = array("i")
@@ -215,12 +219,15 @@ class _Search:
         sometimes_conds = tuple(p.condition for p in judge.sometimes)
         for state in self.model.init_states():
             key = self.canonical(state) if self.canonical is not None else state
-            if key in self.ids:
+            if key in self.ids or key in self.seen:
                 continue
             if len(self.states) >= self.state_cap:
                 raise _Stop(f"the state cap ({self.state_cap:,}) was reached")
             new_id = len(self.states)
-            self.ids[key] = new_id
+            if self.canonical is None and not self.record_edges:
+                self.seen.add(key)
+            else:
+                self.ids[key] = new_id
             self.states.append(state)
             self.parents.append(-1)
             self.via.append(None)
@@ -256,7 +263,8 @@ class _Search:
 
     def _expand_plain(self, start: int, stop: int) -> None:
         """The hot loop without symmetry or edges: as close to a bare set-and-list BFS as Python allows."""
-        ids = self.ids
+        seen = self.seen
+        mark_seen = seen.add
         states = self.states
         add_state = states.append
         add_parent = self.parents.append
@@ -283,11 +291,11 @@ class _Search:
                 transitions += len(successors)
                 for action, successor in successors:
                     labels[action] = count_of(action, 0) + 1
-                    if successor in ids:
+                    if successor in seen:
                         continue
                     if next_id >= state_cap:
                         raise _Stop(f"the state cap ({state_cap:,}) was reached")
-                    ids[successor] = next_id
+                    mark_seen(successor)
                     add_state(successor)
                     add_parent(state_id)
                     add_via(action)
