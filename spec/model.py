@@ -12,6 +12,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from txnspec.checker.model import Model
+from txnspec.spec import partition as partition_mod
 from txnspec.spec import properties as props
 from txnspec.spec import system as sysm
 from txnspec.spec.scenarios import Scenario, scenario_named
@@ -37,7 +38,7 @@ def describe_state(state: sysm.SystemState) -> str:
         lines.append(f"producer-{p.index}: {p.phase.value} pid={p.producer_id} epoch={p.producer_epoch} "
                      f"txn={p.txn_no}")
     for name, pstate in state.partitions:
-        lines.append(f"{name}: {sysm.partition_mod.describe(pstate)}")
+        lines.append(f"{name}: {partition_mod.describe(pstate)}")
     if state.network:
         lines.append("in flight: " + "; ".join(str(e) for e in state.network))
     return "\n".join(lines)

@@ -16,7 +16,7 @@ from txnspec.spec import coordinator as coord
 from txnspec.spec import group as group_mod
 from txnspec.spec import partition as partition_mod
 from txnspec.spec.errors import Errors
-from txnspec.spec.messages import AddPartitionsToTxn, InitProducerIdResponse
+from txnspec.spec.messages import AddPartitionsToTxn, ErrorResponse, InitProducerIdResponse
 from txnspec.spec.protocol import CURRENT, Protocol
 from txnspec.spec.scenarios import SCENARIOS, Scenario
 from txnspec.spec.txn_state import PREPARE_STATES
@@ -48,7 +48,7 @@ def _add_partitions_while_preparing(cs: coord.CoordinatorState, request: AddPart
         cs2, pending = coord.prepare_transition_to(coord.with_metadata(cs, md2, md.transactional_id), md2,
                                                    transit, config)
         error = Errors.NONE if pending else Errors.UNKNOWN_SERVER_ERROR
-        return coord.CoordinatorResult(cs2, coord.ErrorResponse(error))
+        return coord.CoordinatorResult(cs2, ErrorResponse(error))
     return coord.handle_add_partitions_to_txn(cs, request, **kw)
 
 
@@ -110,8 +110,10 @@ def _marker_keeps_transaction_open(state: Any, producer_id: int, *args: Any, **k
     """The marker is written but the producer's open transaction is not closed."""
     entry = state.entry(producer_id)
     new_state, reply = partition_mod.append_end_txn_marker(state, producer_id, *args, **kw)
-    if entry is not None and entry.current_txn_first_offset != -1 and reply.error is Errors.NONE:
-        reopened = replace(new_state.entry(producer_id), current_txn_first_offset=entry.current_txn_first_offset)
+    closed = new_state.entry(producer_id)
+    if entry is not None and closed is not None and entry.current_txn_first_offset != -1 \
+            and reply.error is Errors.NONE:
+        reopened = replace(closed, current_txn_first_offset=entry.current_txn_first_offset)
         new_state = replace(partition_mod._with_entry(new_state, producer_id, reopened),
                             ongoing=tuple(sorted((*new_state.ongoing, (entry.current_txn_first_offset, producer_id)))))
     return new_state, reply

@@ -405,13 +405,14 @@ def dispatch(system: System, p: Producer, used: frozenset[Any] = frozenset()) ->
         produce_pending = bool(p.in_flight) and system.protocol.client_waits_for_produce_before_end_txn
         offsets_pending = p.offsets in ("add", "commit") and p.phase is COMMITTING
         if not p.to_add and not p.unsent and not produce_pending and not offsets_pending:
+            result = p.end_result
             if p.started or p.offsets == "done":
                 p = _next_correlation(p, "EndTxn", used)
                 out.append(Envelope(src, COORDINATOR, EndTxn(
-                    tid, p.producer_id, p.producer_epoch, p.end_result, system.scenario.transaction_version),
+                    tid, p.producer_id, p.producer_epoch, result, system.scenario.transaction_version),
                     _awaited(p), p.tag))
             else:  # nothing was added: the transaction completes locally (no EndTxn)
-                p = _transaction_completed(system, p, p.end_result)
+                p = _transaction_completed(system, p, result)
                 p, more = dispatch(system, p, used)
                 return p, (*out, *more)
     return p, tuple(out)

@@ -19,7 +19,9 @@ from txnspec.spec.messages import (
     AddOffsetsToTxn,
     AddPartitionsToTxn,
     EndTxn,
+    EndTxnResponse,
     InitProducerId,
+    InitProducerIdResponse,
     TransactionResult,
 )
 from txnspec.spec.txn_state import TxnState
@@ -101,14 +103,15 @@ class CoordinatorSession:
 
     def apply(self, when: Mapping[str, Any]) -> dict[str, Any]:
         append_error, self.next_append_error = self.next_append_error, Errors.NONE
+        result: coord.CoordinatorResult | None
         if "request" in when:
             result = self._request(when, append_error)
         elif "event" in when:
             result = self._event(when, append_error)
-            if result is None:
-                return {}
         else:
             raise CaseInputError(f"a coordinator step needs 'request' or 'event': {dict(when)!r}")
+        if result is None:
+            return {}
         self.state = result.state
         observation: dict[str, Any] = {
             "log_append": transit_view(result.appended[0][1]) if result.appended else None,
@@ -116,7 +119,7 @@ class CoordinatorSession:
         }
         if result.response is not None:
             observation["error"] = result.response.error.value
-            if hasattr(result.response, "producer_id"):
+            if isinstance(result.response, InitProducerIdResponse | EndTxnResponse):
                 observation["producer_id"] = result.response.producer_id
                 observation["producer_epoch"] = result.response.producer_epoch
         return observation
@@ -125,38 +128,42 @@ class CoordinatorSession:
         name = when["request"]
         if name not in ("InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn"):
             raise CaseInputError(f"unknown coordinator request {name!r}")
-        kw = {"config": self.config, "append_error": append_error}
+        config = self.config
         if name == "InitProducerId":
             request = InitProducerId(get_str(when, "transactional_id", nullable=True),
                                      get_int(when, "txn_timeout_ms"), get_int(when, "producer_id", -1),
                                      get_int(when, "producer_epoch", -1))
-            return coord.handle_init_producer_id(self.state, request, **kw)
+            return coord.handle_init_producer_id(self.state, request, config=config, append_error=append_error)
         tid = get_str(when, "transactional_id", nullable=True) or ""
         pid, epoch = get_int(when, "producer_id"), get_int(when, "producer_epoch")
         if name == "AddPartitionsToTxn":
             tv = get_int(when, "transaction_version", 0)
             partitions = frozenset(get_str_list(when, "partitions"))
             return coord.handle_add_partitions_to_txn(self.state, AddPartitionsToTxn(tid, pid, epoch, partitions, tv),
-                                                      **kw)
+                                                      config=config, append_error=append_error)
         if name == "AddOffsetsToTxn":
             return coord.handle_add_offsets_to_txn(
-                self.state, AddOffsetsToTxn(tid, pid, epoch, get_str(when, "group_id")), **kw)
+                self.state, AddOffsetsToTxn(tid, pid, epoch, get_str(when, "group_id")), config=config,
+                append_error=append_error)
         if name == "EndTxn":
             result = TransactionResult(get_choice(when, "result", ("COMMIT", "ABORT")))
             tv = get_int(when, "transaction_version", 0)
-            return coord.handle_end_txn(self.state, EndTxn(tid, pid, epoch, result, tv), **kw)
+            return coord.handle_end_txn(self.state, EndTxn(tid, pid, epoch, result, tv), config=config,
+                                        append_error=append_error)
         raise CaseInputError(f"unknown coordinator request {name!r}")
 
     def _event(self, when: Mapping[str, Any], append_error: Errors) -> coord.CoordinatorResult | None:
         name = when["event"]
-        kw = {"config": self.config, "append_error": append_error}
+        config = self.config
         if name == "AbortTimedOutTransactions":
-            return coord.abort_timed_out_transactions(self.state, get_int(when, "now_ms", minimum=0), **kw)
+            return coord.abort_timed_out_transactions(self.state, get_int(when, "now_ms", minimum=0), config=config,
+                                                      append_error=append_error)
         if name == "ExpireTransactionalIds":
             return coord.expire_transactional_ids(self.state, get_int(when, "now_ms", minimum=0),
-                                                  get_int(when, "expiration_ms", minimum=0), **kw)
+                                                  get_int(when, "expiration_ms", minimum=0), config=config,
+                                                  append_error=append_error)
         if name == "MarkersWritten":
-            return coord.markers_written(self.state, self.tid, **kw)
+            return coord.markers_written(self.state, self.tid, config=config, append_error=append_error)
         if name == "CoordinatorLoad":
             return coord.coordinator_failover(self.state, config=self.config)
         if name == "LogAppendFails":
