@@ -1,0 +1,156 @@
+"""The spec as a replay adapter, and what an observation and an abstract state are.
+
+Observation (after one step; every implementation adapter must produce the same shape)
+    ``sent``
+        The messages the step put in flight, as text (``"p0->producer-0: ProduceResponse(NONE, offset=0)"``),
+        sorted. A delivery that answers shows the response here, with its error code.
+    ``errors``
+        The error codes (other than ``NONE``) of the responses in ``sent``, sorted.
+    ``visible``
+        Per partition, the offsets of the records a consumer application sees from offset 0 at
+        ``read_committed`` and at ``read_uncommitted`` (:func:`txnspec.spec.partition.fetch`).
+    ``offsets``
+        The committed consumer-group offsets, ``{"group/partition": offset}``.
+
+Abstract state
+    ``coordinator``: per transactional id its state, pending state, producer id and epoch, partitions;
+    ``producers``: per producer its client phase, producer id, epoch and transaction number;
+    ``partitions``: per partition its log end offset, high watermark and last stable offset.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from txnspec.spec import partition as partition_mod
+from txnspec.spec import system as sysm
+from txnspec.spec.messages import IsolationLevel
+
+MUTATIONS = ("read-committed-leak", "lost-offsets", "stale-lso")
+
+
+def observation(prev: sysm.SystemState, state: sysm.SystemState) -> dict[str, Any]:
+    """What an outside observer sees after the step from ``prev`` to ``state``."""
+    added = Counter(state.network)
+    added.subtract(Counter(prev.network))
+    sent = sorted((env for env, n in added.items() if n > 0 for _ in range(n)), key=str)
+    errors = sorted(str(env.body.error) for env in sent
+                    if type(env.body).__name__.endswith("Response") and str(env.body.error) != "NONE")
+    visible: dict[str, Any] = {}
+    for name, pstate in state.partitions:
+        visible[name] = {
+            "read_committed": list(partition_mod.fetch(pstate, 0, IsolationLevel.READ_COMMITTED).records),
+            "read_uncommitted": list(partition_mod.fetch(pstate, 0, IsolationLevel.READ_UNCOMMITTED).records)}
+    offsets = {f"{group}/{p}": offset for (group, p), offset in state.group.committed}
+    return {"sent": [str(e) for e in sent], "errors": errors, "visible": visible, "offsets": offsets}
+
+
+def abstract_state(state: sysm.SystemState) -> dict[str, Any]:
+    coordinator = {tid: _coordinator_view(md) for tid, md in state.coordinator.cache}
+    producers = {sysm.producer_address(p): {"phase": p.phase.value, "producer_id": p.producer_id,
+                                            "epoch": p.producer_epoch, "txn": p.txn_no}
+                 for p in state.producers}
+    partitions = {name: {"log_end": ps.log_end_offset, "hw": ps.hw, "lso": ps.last_stable_offset}
+                  for name, ps in state.partitions}
+    return {"coordinator": coordinator, "producers": producers, "partitions": partitions}
+
+
+def coordinator_transitions(prev: sysm.SystemState, state: sysm.SystemState) -> list[str]:
+    """The coordinator transitions of one step: ``"Empty->Ongoing"`` per transactional id whose metadata
+    changed (``"-"`` for an id the coordinator does not know)."""
+    before = {tid: _coordinator_view(md) for tid, md in prev.coordinator.cache}
+    after = {tid: _coordinator_view(md) for tid, md in state.coordinator.cache}
+    return transitions_between(before, after)
+
+
+def _coordinator_view(md: Any) -> dict[str, Any]:
+    return {"state": str(md.state), "pending": None if md.pending_state is None else str(md.pending_state),
+            "producer_id": md.producer_id, "epoch": md.producer_epoch, "partitions": sorted(md.partitions)}
+
+
+def transitions_between(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """Coordinator transitions between two ``abstract_state()["coordinator"]`` views: ``"Empty->Ongoing"``
+    for each transactional id whose entry changed (``"-"`` for an id the coordinator does not know)."""
+    out = []
+    for tid in sorted(set(before) | set(after)):
+        a, b = before.get(tid), after.get(tid)
+        if a != b:
+            out.append(f"{'-' if a is None else a['state']}->{'-' if b is None else b['state']}")
+    return out
+
+
+class StepNotEnabledError(Exception):
+    """The step's action is not enabled in the current state (``enabled`` lists what is)."""
+
+    def __init__(self, action: str, enabled: list[str]) -> None:
+        self.action, self.enabled = action, enabled
+        shown = "; ".join(enabled[:8]) + (" ..." if len(enabled) > 8 else "")
+        super().__init__(f"action {action!r} is not enabled (enabled: {shown or 'nothing'})")
+
+
+def successors(system: sysm.System, state: sysm.SystemState) -> list[tuple[sysm.Action, sysm.SystemState]]:
+    return list(sysm.next_steps(system, state))
+
+
+def pick(steps: list[tuple[sysm.Action, sysm.SystemState]], action: str, occurrence: int = 0
+         ) -> tuple[sysm.Action, sysm.SystemState]:
+    seen = 0
+    for a, s in steps:
+        if a.text == action:
+            if seen == occurrence:
+                return a, s
+            seen += 1
+    raise StepNotEnabledError(action, [a.text for a, _ in steps])
+
+
+class SpecAdapter:
+    """Replays a trace on the spec's system model.
+
+    ``mutation`` (one of :data:`MUTATIONS`) makes the adapter misreport on purpose, to show that replay
+    catches a wrong implementation and shrinks its trace: ``read-committed-leak`` reports uncommitted
+    records at ``read_committed``, ``lost-offsets`` never reports committed offsets, ``stale-lso`` reports
+    the last stable offset as the high watermark.
+    """
+
+    def __init__(self, mutation: str | None = None) -> None:
+        if mutation is not None and mutation not in MUTATIONS:
+            raise ValueError(f"unknown mutation {mutation!r}; known: {', '.join(MUTATIONS)}")
+        self.mutation = mutation
+        self.system: sysm.System | None = None
+        self.state: sysm.SystemState | None = None
+
+    def reset(self, scenario: str, variant: str = "current") -> None:
+        from txnspec.spec.model import build_system
+
+        self.system = build_system(scenario, variant)
+        self.state = sysm.initial_state(self.system)
+
+    def _require(self) -> tuple[sysm.System, sysm.SystemState]:
+        if self.system is None or self.state is None:
+            raise RuntimeError("reset() the adapter before applying steps")
+        return self.system, self.state
+
+    def enabled(self) -> list[str]:
+        system, state = self._require()
+        return [a.text for a, _ in successors(system, state)]
+
+    def apply(self, step: Any) -> dict[str, Any]:
+        system, state = self._require()
+        _, nxt = pick(successors(system, state), step.action, getattr(step, "occurrence", 0))
+        self.state = nxt
+        obs = observation(state, nxt)
+        if self.mutation == "read-committed-leak":
+            for view in obs["visible"].values():
+                view["read_committed"] = list(view["read_uncommitted"])
+        elif self.mutation == "lost-offsets":
+            obs["offsets"] = {}
+        return obs
+
+    def abstract_state(self) -> dict[str, Any]:
+        _, state = self._require()
+        out = abstract_state(state)
+        if self.mutation == "stale-lso":
+            for view in out["partitions"].values():
+                view["lso"] = view["hw"]
+        return out

@@ -1,0 +1,193 @@
+"""Replay a trace against a system under test, report the first divergence, shrink it.
+
+The adapter contract
+    An adapter drives one system under test (the spec, the reference implementation, your own
+    Kafka-compatible broker) in lock step with a trace:
+
+    ``reset(scenario, variant="current")``
+        Start afresh in the initial state of the named scenario (``txnspec.spec.scenarios``).
+    ``apply(step) -> dict``
+        Perform ``step`` (``step.action`` is the spec's action text, ``step.kind`` its kind,
+        ``step.source``/``step.target`` its lifelines) and return the observation it produced, in the
+        shape of :func:`txnspec.conformance.adapters.spec_adapter.observation` (``sent``, ``errors``,
+        ``visible``, ``offsets``). Raise :class:`StepNotEnabledError` if the system cannot take it now.
+    ``abstract_state() -> dict``
+        The system's state mapped onto the spec's abstraction
+        (:func:`~txnspec.conformance.adapters.spec_adapter.abstract_state`); return ``{}`` to skip the
+        comparison of abstract states.
+
+Writing an adapter for your implementation (example)::
+
+    from txnspec.conformance.replay import StepNotEnabledError, replay
+    from txnspec.conformance.generate import random_walk
+
+    class MyBrokerAdapter:
+        def reset(self, scenario, variant="current"):
+            self.cluster = MyCluster.start(partitions=["p0"], transactional_ids=["t1"])
+        def apply(self, step):
+            if step.kind == "initTransactions":
+                self.cluster.producer(0).init_transactions()      # queues InitProducerId
+            elif step.kind.startswith("deliver "):
+                if not self.cluster.deliver(step.action.removeprefix("deliver ")):
+                    raise StepNotEnabledError(step.action, self.cluster.pending_messages())
+            ...                                                  # one branch per action kind
+            return {"sent": self.cluster.sent_since_last_step(), "errors": ..., "visible": ...,
+                    "offsets": ...}
+        def abstract_state(self):
+            return {}                                            # or the spec's abstraction
+
+    verdict = replay(random_walk("tiny", seed=1), MyBrokerAdapter())
+    assert verdict.ok, verdict.detail
+
+Divergence
+    Step ``i`` diverges when the adapter cannot take it, when its observation differs from the trace's
+    (the differing keys are reported), or when its abstract state (if the adapter returns one and the
+    trace records one) differs. :func:`shrink` reduces a diverging trace by delta debugging over its
+    steps: first the prefix up to the divergence, then removal of chunks of steps, keeping only
+    candidates the spec enables (their expected observations recomputed on the spec, or, with
+    ``recompute=False``, the trace's own) that still diverge.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
+
+from txnspec.conformance.adapters.spec_adapter import StepNotEnabledError
+from txnspec.conformance.traces import Step, Trace, TraceError
+
+__all__ = ["Adapter", "StepNotEnabledError", "Verdict", "replay", "shrink"]
+
+
+class Adapter(Protocol):
+    def reset(self, scenario: str, variant: str = "current") -> None: ...
+
+    def apply(self, step: Step) -> dict[str, Any]: ...
+
+    def abstract_state(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    divergence_step: int | None = None
+    detail: str = ""
+    steps_run: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "divergence_step": self.divergence_step, "detail": self.detail,
+                "steps_run": self.steps_run}
+
+
+def _diff(expected: dict[str, Any], actual: dict[str, Any], what: str) -> str | None:
+    if expected == actual:
+        return None
+    keys = sorted(set(expected) | set(actual))
+    parts = []
+    for k in keys:
+        if expected.get(k) != actual.get(k):
+            parts.append(f"{what}.{k}: expected {json.dumps(expected.get(k), sort_keys=True)}, "
+                         f"got {json.dumps(actual.get(k), sort_keys=True)}")
+    return "; ".join(parts)
+
+
+def replay(trace: Trace, adapter: Adapter, *, compare_abstract: bool = True) -> Verdict:
+    """Replay ``trace`` on ``adapter``; the first mismatch is the divergence."""
+    try:
+        adapter.reset(trace.scenario, trace.variant)
+    except (KeyError, ValueError) as exc:
+        return Verdict(False, None, f"trace {trace.id!r}: cannot reset to scenario {trace.scenario!r}: {exc}")
+    for i, step in enumerate(trace.steps):
+        try:
+            observed = adapter.apply(step)
+        except StepNotEnabledError as exc:
+            return Verdict(False, i, f"trace {trace.id!r}, step {i}: {exc}", i)
+        problem = _diff(step.observation, observed, "observation")
+        if problem is None and compare_abstract and step.abstract is not None:
+            actual = adapter.abstract_state()
+            if actual:
+                problem = _diff(step.abstract, actual, "abstract")
+        if problem is not None:
+            return Verdict(False, i, f"trace {trace.id!r}, step {i} ({step.action}): {problem}", i + 1)
+    return Verdict(True, None, "", len(trace.steps))
+
+
+def _spec_realize(trace: Trace, steps: list[Step]) -> Trace | None:
+    """The spec's own trace of these actions, or None if the spec does not enable them in this order."""
+    from txnspec.conformance.generate import realize
+
+    try:
+        return realize(trace.scenario, trace.variant, [(s.action, s.occurrence) for s in steps],
+                       trace_id=trace.id + "/shrunk", seed=trace.seed, strategy="shrunk")
+    except TraceError:
+        return None
+
+
+def shrink(trace: Trace, adapter: Adapter | Callable[[], Adapter], *, recompute: bool = True,
+           max_replays: int = 2_000) -> tuple[Trace, Verdict]:
+    """A minimal diverging trace (1-minimal under removal of steps) and its verdict.
+
+    ``adapter`` may be a factory (called once per replay) or one adapter (reset before each replay).
+    With ``recompute`` the expected observations of each candidate are recomputed on the spec (for a
+    system under test that misbehaves); without, the trace's own expectations are kept (for a trace
+    whose expectations are wrong).
+    """
+    def make() -> Adapter:
+        if isinstance(adapter, type) or not hasattr(adapter, "apply"):
+            return cast(Callable[[], Adapter], adapter)()
+        return cast(Adapter, adapter)
+
+    budget = [max_replays]
+
+    def candidate(steps: list[Step]) -> tuple[Trace, Verdict] | None:
+        if not steps or budget[0] <= 0:
+            return None
+        budget[0] -= 1
+        if recompute:
+            realized = _spec_realize(trace, steps)
+            if realized is None:
+                return None
+        else:
+            if _spec_realize(trace, steps) is None:
+                return None
+            realized = trace.with_steps(steps, id=trace.id + "/shrunk", strategy="shrunk")
+        verdict = replay(realized, make())
+        return None if verdict.ok else (realized, verdict)
+
+    verdict = replay(trace, make())
+    if verdict.ok:
+        return trace, verdict
+    steps = list(trace.steps)
+    if verdict.divergence_step is not None:
+        steps = steps[:verdict.divergence_step + 1]
+    best = candidate(steps)
+    if best is None:  # the prefix alone no longer diverges (or is not enabled): keep the whole trace
+        best = (trace, verdict)
+        steps = list(trace.steps)
+    else:
+        steps = list(best[0].steps)
+        best = (best[0].with_steps(steps), best[1])
+    n = 2
+    while len(steps) >= 2:
+        chunk = max(1, len(steps) // n)
+        reduced = False
+        for start in range(0, len(steps), chunk):
+            kept = steps[:start] + steps[start + chunk:]
+            found = candidate(kept)
+            if found is not None:
+                steps = list(found[0].steps)
+                if found[1].divergence_step is not None:
+                    steps = steps[:found[1].divergence_step + 1]
+                best = (found[0].with_steps(steps), found[1])
+                n = max(n - 1, 2)
+                reduced = True
+                break
+        if not reduced:
+            if chunk == 1:
+                break
+            n = min(n * 2, len(steps))
+        if budget[0] <= 0:
+            break
+    return best
