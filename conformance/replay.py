@@ -132,7 +132,8 @@ def shrink(trace: Trace, adapter: Adapter | Callable[[], Adapter], *, recompute:
     ``adapter`` may be a factory (called once per replay) or one adapter (reset before each replay).
     With ``recompute`` the expected observations of each candidate are recomputed on the spec (for a
     system under test that misbehaves); without, the trace's own expectations are kept (for a trace
-    whose expectations are wrong).
+    whose expectations are wrong; a candidate then counts only if it diverges at the originally failing
+    step, the usual "same failure" rule of delta debugging).
     """
     def make() -> Adapter:
         if isinstance(adapter, type) or not hasattr(adapter, "apply"):
@@ -140,6 +141,7 @@ def shrink(trace: Trace, adapter: Adapter | Callable[[], Adapter], *, recompute:
         return cast(Adapter, adapter)
 
     budget = [max_replays]
+    failing: Step | None = None
 
     def candidate(steps: list[Step]) -> tuple[Trace, Verdict] | None:
         if not steps or budget[0] <= 0:
@@ -154,11 +156,17 @@ def shrink(trace: Trace, adapter: Adapter | Callable[[], Adapter], *, recompute:
                 return None
             realized = trace.with_steps(steps, id=trace.id + "/shrunk", strategy="shrunk")
         verdict = replay(realized, make())
-        return None if verdict.ok else (realized, verdict)
+        if verdict.ok:
+            return None
+        if not recompute and (verdict.divergence_step is None or failing is None
+                              or steps[verdict.divergence_step] is not failing):
+            return None  # a different failure: the kept expectations no longer fit the shortened context
+        return realized, verdict
 
     verdict = replay(trace, make())
     if verdict.ok:
         return trace, verdict
+    failing = trace.steps[verdict.divergence_step] if verdict.divergence_step is not None else None
     steps = list(trace.steps)
     if verdict.divergence_step is not None:
         steps = steps[:verdict.divergence_step + 1]

@@ -1,0 +1,66 @@
+"""Trace format: JSON Lines and ITF round trips, and clear errors for malformed input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from txnspec.conformance import traces as tr
+from txnspec.conformance.adapters.spec_adapter import SpecAdapter
+from txnspec.conformance.generate import random_walk
+from txnspec.conformance.replay import replay
+
+
+@pytest.fixture(scope="module")
+def sample() -> list[tr.Trace]:
+    return [random_walk("tiny", seed) for seed in range(3)] + [random_walk("offsets", 5)]
+
+
+def test_jsonl_round_trip(sample: list[tr.Trace], tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    assert tr.write_jsonl(sample, path) == len(sample)
+    loaded = tr.load_jsonl(path)
+    assert loaded.errors == ()
+    assert list(loaded.traces) == sample
+    # canonical: writing again gives the same bytes
+    assert tr.dumps_jsonl(loaded.traces) == path.read_text(encoding="utf-8")
+    first = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
+    assert first["format"] == "txnspec-trace/1"
+
+
+def test_itf_round_trip(sample: list[tr.Trace], tmp_path: Path) -> None:
+    for trace in sample:
+        path = tmp_path / "t.itf.json"
+        tr.write_itf(trace, path)
+        document = json.loads(path.read_text(encoding="utf-8"))
+        assert document["states"][0]["mbt::actionTaken"] == "init"
+        assert [s["mbt::actionTaken"] for s in document["states"][1:]] == [s.kind for s in trace.steps]
+        assert tr.read_itf(path) == trace
+
+
+def test_malformed_lines_are_reported_and_the_others_load(sample: list[tr.Trace]) -> None:
+    good = sample[0].to_line()
+    unknown_version = json.dumps({**sample[1].to_json(), "format": "txnspec-trace/9"})
+    missing_kind = sample[2].to_json()
+    del missing_kind["steps"][3]["kind"]
+    text = "\n".join([good, "{not json", unknown_version, json.dumps(missing_kind), '{"format": "x"}'])
+    loaded = tr.loads_jsonl(text, "in.jsonl")
+    assert loaded.traces == (sample[0],)
+    messages = [str(e) for e in loaded.errors]
+    assert len(messages) == 4
+    assert "in.jsonl:2" in messages[0] and "bad JSON" in messages[0]
+    assert sample[1].id in messages[1] and "unknown format version" in messages[1]
+    assert sample[2].id in messages[2] and "step 3" in messages[2] and "kind" in messages[2]
+    assert loaded.errors[2].step == 3
+    assert "missing or empty 'id'" in messages[3]
+
+
+def test_a_step_that_is_not_enabled_names_trace_and_step(sample: list[tr.Trace]) -> None:
+    trace = sample[0]
+    steps = list(trace.steps)
+    steps[2] = tr.Step("producer-0.commitTransaction()", "commitTransaction", observation={})
+    verdict = replay(trace.with_steps(steps), SpecAdapter())
+    assert not verdict.ok and verdict.divergence_step == 2
+    assert trace.id in verdict.detail and "step 2" in verdict.detail and "not enabled" in verdict.detail
