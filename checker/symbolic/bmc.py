@@ -1,6 +1,6 @@
 """Bounded model checking: unroll the transition relation from the initial states to depth k.
 
-Depth by depth (incrementally, one solver), ask whether some invariant fails in the last state (or, for
+Depth by depth, ask whether some invariant fails in the last state (or, for
 a :class:`StepInvariant`, on the last step); the first depth that answers ``sat`` gives the shortest
 violating path, decoded with the model's decoder as ``[("init", s0), (transition, s1), ...]``. A
 per-step integer ``action@j`` records which transition was taken.
@@ -33,21 +33,32 @@ class BmcResult:
 
 
 def bmc(model: SymbolicModel, invariants: Sequence[AnyInvariant], depth: int, *,
-        timeout_ms: int = 60_000) -> BmcResult:
-    """The shortest path (at most ``depth`` steps) from an initial state to a violation, or ``ok``."""
+        timeout_ms: int = 60_000, logic: str | None = None, lemmas: Sequence[Invariant] = (),
+        trace: bool = False) -> BmcResult:
+    """The shortest path (at most ``depth`` steps) from an initial state to a violation, or ``ok``.
+
+    Each depth is one fresh solver over the unrolling (``logic``, e.g. ``"QF_LIA"``, picks z3's solver
+    for that logic: on these problems a fresh non-incremental solver is much faster than push/pop).
+    ``lemmas`` are invariants already *proved* for this model (by :func:`check_inductive`); they are
+    assumed in every state of the unrolling, which prunes paths through unreachable states. Passing an
+    unproved lemma makes the answer unsound.
+    """
     started = time.perf_counter()
-    solver = z3.Solver()
-    solver.set("timeout", timeout_ms)
     frames = [model.frame(0)]
     actions: list[Any] = []
-    solver.add(model.init(frames[0]), model.domain(frames[0]))
+    unrolling: list[Any] = [model.init(frames[0]), model.domain(frames[0]),
+                            *(lemma.formula(frames[0]) for lemma in lemmas)]
     for d in range(depth + 1):
         bad = [z3.Not(i.formula(frames[d])) for i in invariants if isinstance(i, Invariant)]
         if d > 0:
             bad += [z3.Not(i.formula(frames[d - 1], frames[d])) for i in invariants if isinstance(i, StepInvariant)]
-        solver.push()
+        solver = z3.SolverFor(logic) if logic else z3.Solver()
+        solver.set("timeout", timeout_ms)
+        solver.add(*unrolling)
         solver.add(z3.Or(*bad) if bad else z3.BoolVal(False))
         answer = solver.check()
+        if trace:
+            print(f"bmc depth {d}: {answer} at {time.perf_counter() - started:.2f}s")
         if answer == z3.sat:
             m = solver.model()
             states = [model.decoder(m, f) for f in frames]
@@ -57,14 +68,13 @@ def bmc(model: SymbolicModel, invariants: Sequence[AnyInvariant], depth: int, *,
                              time.perf_counter() - started)
         if answer == z3.unknown:
             return BmcResult(d, "unknown", None, [], time.perf_counter() - started, solver.reason_unknown())
-        solver.pop()
         if d == depth:
             break
         nxt = model.frame(d + 1)
         act = z3.Int(f"action@{d}")
         choices = [z3.And(act == j, model.step(t, frames[d], nxt, model.params(t, d)))
                    for j, t in enumerate(model.transitions)]
-        solver.add(z3.Or(*choices), model.domain(nxt))
+        unrolling += [z3.Or(*choices), model.domain(nxt), *(lemma.formula(nxt) for lemma in lemmas)]
         frames.append(nxt)
         actions.append(act)
     return BmcResult(depth, "ok", seconds=time.perf_counter() - started)

@@ -119,13 +119,13 @@ def check_inductive(model: SymbolicModel, invariants: Sequence[AnyInvariant],
         params = model.params(t, "step")
         solver.push()
         solver.add(model.step(t, frames[k - 1], frames[k], params))
-        for inv in goals:
+        for goal in goals:
             t0 = time.perf_counter()
             solver.push()
-            if isinstance(inv, StepInvariant):
-                solver.add(z3.Not(inv.formula(frames[k - 1], frames[k])))
+            if isinstance(goal, StepInvariant):
+                solver.add(z3.Not(goal.formula(frames[k - 1], frames[k])))
             else:
-                solver.add(z3.Not(inv.formula(frames[k])))
+                solver.add(z3.Not(goal.formula(frames[k])))
             answer = solver.check()
             result.checks += 1
             if answer != z3.unsat:
@@ -133,10 +133,10 @@ def check_inductive(model: SymbolicModel, invariants: Sequence[AnyInvariant],
                 if answer == z3.sat:
                     m = solver.model()
                     pair = tuple(model.decoder(m, f) for f in frames[-2:])
-                result.failures.append(Failure("step", inv.name, t.name, _status(answer), pair,
+                result.failures.append(Failure("step", goal.name, t.name, _status(answer), pair,
                                                solver.reason_unknown() if answer == z3.unknown else ""))
             solver.pop()
-            result.timings[f"{inv.name}/{t.name}"] = time.perf_counter() - t0
+            result.timings[f"{goal.name}/{t.name}"] = time.perf_counter() - t0
         solver.pop()
     solver.pop()
     result.seconds = time.perf_counter() - started
