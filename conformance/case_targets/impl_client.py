@@ -1,0 +1,130 @@
+"""Client cases on the implementation: a sans-I/O :class:`Producer` driven call by call and response by response.
+
+How ``given`` becomes a producer (CONVENTIONS.md): an initialized client (any state but UNINITIALIZED /
+INITIALIZING) has its pid/epoch and knows its transaction coordinator; a given INITIALIZING client has
+called ``initTransactions`` and its coordinator lookup is in flight; a given ABORTABLE_ERROR / FATAL_ERROR
+client has a generic ``KafkaException`` as last error. After each step the adapter polls the producer
+(dispatching every request it can send) and acknowledges every completed call result, as Kafka's tests
+do with ``runUntil(result::isCompleted)`` / ``await``. A response step answers the request in flight of
+that name; one answering another request while a coordinator lookup is in flight completes the lookup
+first. ``sends`` is the first request dispatched during the step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from txnspec.conformance.case_targets.case_values import get_choice, get_int, get_str
+from txnspec.conformance.cases import CaseInputError
+from txnspec.impl.client import Producer, State, TransactionalRequestResult
+from txnspec.impl.errors import Errors, InvalidRequestError, KafkaException
+from txnspec.impl.messages import CoordinatorType, FindCoordinator, Produce, Response, request_name
+
+CALLS = ("initTransactions", "beginTransaction", "commitTransaction", "abortTransaction", "send",
+         "sendOffsetsToTransaction")
+RESPONSES = ("FindCoordinator", "InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit",
+             "EndTxn", "Produce")
+
+
+class ClientSession:
+    def __init__(self, given: Mapping[str, Any]) -> None:
+        try:
+            state = State(get_str(given, "state"))
+        except ValueError:
+            raise CaseInputError(f"unknown client state {given.get('state')!r}") from None
+        tv = get_int(given, "transaction_version", 0)
+        if tv not in (0, 1, 2):
+            raise CaseInputError(f"'transaction_version' must be 0, 1 or 2, got {tv}")
+        try:
+            self.producer = Producer(get_str(given, "transactional_id"), transaction_version=tv)
+        except InvalidRequestError as exc:
+            raise CaseInputError(str(exc)) from None
+        tm = self.producer.tm
+        self.results: list[TransactionalRequestResult] = []
+        if state is State.INITIALIZING:
+            self.results.append(self.producer.init_transactions())
+            self.producer.poll()
+        elif state is not State.UNINITIALIZED:
+            tm.state = state
+            tm.producer_id = get_int(given, "producer_id", -1)
+            tm.producer_epoch = get_int(given, "producer_epoch", -1)
+            tm.coordinators.add((CoordinatorType.TRANSACTION, tm.transactional_id or ""))
+            if state in (State.ABORTABLE_ERROR, State.FATAL_ERROR):
+                tm.last_error = KafkaException("injected by the test")
+
+    def apply(self, when: Mapping[str, Any]) -> dict[str, Any]:
+        throws = None
+        if "call" in when:
+            try:
+                self._call(when)
+            except InvalidRequestError as exc:
+                raise CaseInputError(str(exc)) from None
+            except KafkaException as exc:
+                throws = type(exc).__name__
+        elif "response" in when:
+            self._respond(when)
+        else:
+            raise CaseInputError(f"a client step needs 'call' or 'response': {dict(when)!r}")
+        sent = self.producer.poll()
+        tm = self.producer.tm
+        if tm.pending_transition is not None and tm.pending_transition[0].completed:
+            tm.pending_transition[0].acked = True
+        return {"state": tm.state.value, "throws": throws, "fatal": tm.state is State.FATAL_ERROR,
+                "sends": request_name(sent[0]) if sent else None,
+                "producer_id": tm.producer_id, "producer_epoch": tm.producer_epoch}
+
+    def _call(self, when: Mapping[str, Any]) -> None:
+        p = self.producer
+        call = get_choice(when, "call", CALLS)
+        if call == "initTransactions":
+            p.init_transactions()
+        elif call == "beginTransaction":
+            p.begin_transaction()
+        elif call == "commitTransaction":
+            p.commit_transaction()
+        elif call == "abortTransaction":
+            p.abort_transaction()
+        elif call == "send":
+            future = p.send(get_str(when, "partition"))
+            if future.completed and future.error is not None and not isinstance(future.error, KafkaException):
+                raise future.error
+        else:
+            offsets = when.get("offsets", {})
+            if not isinstance(offsets, Mapping):
+                raise CaseInputError("'offsets' must be an object of partition -> offset")
+            p.send_offsets_to_transaction(dict(offsets), get_str(when, "group_id"))
+
+    def _respond(self, when: Mapping[str, Any]) -> None:
+        p = self.producer
+        name = get_choice(when, "response", RESPONSES)
+        try:
+            error = Errors.named(get_str(when, "error"))
+        except InvalidRequestError as exc:
+            raise CaseInputError(str(exc)) from None
+        response = Response(error, get_int(when, "producer_id", -1), get_int(when, "producer_epoch", -1),
+                            base_offset=0)
+        if name == "Produce":
+            produces = [r for r in p.in_flight_requests() if isinstance(r, Produce)]
+            if not produces:
+                raise CaseInputError("a Produce response, but no Produce is in flight")
+            p.on_response(produces[0], response)
+            return
+        in_flight = p.in_flight_txn[0] if p.in_flight_txn is not None else None
+        if isinstance(in_flight, FindCoordinator) and name != "FindCoordinator":
+            p.on_response(in_flight, Response(Errors.NONE))
+            p.poll()
+            in_flight = p.in_flight_txn[0] if p.in_flight_txn is not None else None
+        if in_flight is None or request_name(in_flight) != name:
+            raise CaseInputError(f"a {name} response, but the request in flight is "
+                                 f"{request_name(in_flight) if in_flight is not None else None}")
+        if isinstance(in_flight, FindCoordinator):
+            key_type = get_choice(when, "key_type", ("TRANSACTION", "GROUP"), in_flight.key_type.value)
+            if key_type != in_flight.key_type.value:
+                raise CaseInputError(f"a FindCoordinator({key_type}) response, but the lookup in flight is for "
+                                     f"{in_flight.key_type.value}")
+        p.on_response(in_flight, response)
+
+
+def session(given: Mapping[str, Any]) -> ClientSession:
+    return ClientSession(given)
