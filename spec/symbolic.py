@@ -673,13 +673,15 @@ def from_explicit(cs: CoordinatorState, partitions: dict[str, PartitionState], n
 ENCODED_FIELDS: tuple[str, ...] = (*COORDINATOR_VARS, *(_pv(x, i) for i in range(2) for x in PARTITION_VARS))
 
 
-def describe_path(path: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
-    """One line per step of a decoded path: the action and the fields that changed."""
+def describe_path(path: Sequence[tuple[str, dict[str, Any]]],
+                  params: Sequence[dict[str, Any]] = ()) -> list[str]:
+    """One line per step of a decoded path: the action, its parameters and the fields that changed."""
     lines: list[str] = []
     prev: dict[str, Any] | None = None
-    for name, state in path:
+    for j, (name, state) in enumerate(path):
         changed = state if prev is None else {k: v for k, v in state.items() if prev.get(k) != v}
         shown = ", ".join(f"{k}={v}" for k, v in changed.items())
-        lines.append(f"{name}: {shown}")
+        args = ", ".join(f"{k}={v}" for k, v in params[j].items()) if j < len(params) else ""
+        lines.append(f"{name}({args}): {shown}")
         prev = state
     return lines

@@ -15,7 +15,7 @@ from typing import Any
 
 import z3
 
-from txnspec.checker.symbolic.transition import AnyInvariant, Invariant, StepInvariant, SymbolicModel
+from txnspec.checker.symbolic.transition import AnyInvariant, Invariant, StepInvariant, SymbolicModel, decode_frame
 
 
 @dataclass
@@ -26,6 +26,7 @@ class BmcResult:
     path: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     seconds: float = 0.0
     reason: str = ""
+    params: list[dict[str, Any]] = field(default_factory=list)  # the parameters of each step's transition
 
     @property
     def ok(self) -> bool:
@@ -62,10 +63,12 @@ def bmc(model: SymbolicModel, invariants: Sequence[AnyInvariant], depth: int, *,
         if answer == z3.sat:
             m = solver.model()
             states = [model.decoder(m, f) for f in frames]
-            names = ["init"] + [model.transitions[m.eval(a, model_completion=True).as_long()].name for a in actions]
+            taken = [model.transitions[m.eval(a, model_completion=True).as_long()] for a in actions]
+            names = ["init"] + [t.name for t in taken]
+            params = [{}] + [decode_frame(m, model.params(t, j)) for j, t in enumerate(taken)]
             failed = next(i.name for i in invariants if _violated(m, i, frames, d))
             return BmcResult(d, "violated", failed, list(zip(names, states, strict=True)),
-                             time.perf_counter() - started)
+                             time.perf_counter() - started, params=params)
         if answer == z3.unknown:
             return BmcResult(d, "unknown", None, [], time.perf_counter() - started, solver.reason_unknown())
         if d == depth:
