@@ -65,7 +65,7 @@ def bmc(model: SymbolicModel, invariants: Sequence[AnyInvariant], depth: int, *,
             states = [model.decoder(m, f) for f in frames]
             taken = [model.transitions[m.eval(a, model_completion=True).as_long()] for a in actions]
             names = ["init"] + [t.name for t in taken]
-            params = [{}] + [decode_frame(m, model.params(t, j)) for j, t in enumerate(taken)]
+            params: list[dict[str, Any]] = [{}] + [decode_frame(m, model.params(t, j)) for j, t in enumerate(taken)]
             failed = next(i.name for i in invariants if _violated(m, i, frames, d))
             return BmcResult(d, "violated", failed, list(zip(names, states, strict=True)),
                              time.perf_counter() - started, params=params)
