@@ -843,17 +843,18 @@ class Producer:
             if v is not None and not isinstance(v, str | bytes):
                 raise InvalidRequestError(f"{name} must be bytes, str or None, got {type(v).__name__}")
         future = RecordFuture(partition)
-        try:
-            self.tm.maybe_add_partition(partition)
-        except ApiException as e:
-            self.tm.maybe_transition_to_error_state(e)
-            future._fail(e)
-            return future
+        # As KafkaProducer.doSend: the record is appended to the accumulator first, then the partition is
+        # added to the transaction (which may throw, leaving the record behind until an abort drops it).
         queue = self.accumulator.setdefault(partition, deque())
         if not queue or queue[-1].base_sequence != -1 or len(queue[-1].records) >= self.batch_records:
             queue.append(ProducerBatch(partition))
         queue[-1].records.append(Record(key, value, timestamp))
         queue[-1].futures.append(future)
+        try:
+            self.tm.maybe_add_partition(partition)
+        except ApiException as e:
+            self.tm.maybe_transition_to_error_state(e)
+            future._fail(e)
         return future
 
     def send_offsets_to_transaction(self, offsets: Mapping[str, int], group_id: str) -> TransactionalRequestResult:
@@ -924,7 +925,11 @@ class Producer:
                     "Failing batch since transaction was aborted"))
             tm._on_sender_thread = True
             try:
-                handler = tm.next_request(self.has_incomplete_batches())
+                while True:  # a handler failed by the error state is dropped; look at the next one
+                    before = len(tm.pending_requests)
+                    handler = tm.next_request(self.has_incomplete_batches())
+                    if handler is not None or len(tm.pending_requests) >= before or not tm.pending_requests:
+                        break
             except IllegalStateException:
                 return []
             finally:

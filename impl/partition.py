@@ -256,8 +256,9 @@ class Partition:
         batches = self.log.read(fetch_offset, max_offset, max_batches)
         aborted = None
         if committed:
-            upper = self.log.batch_after(batches[-1].next_offset) if batches else self.log.batch_after(fetch_offset)
-            aborted = tuple(self.txn_index.collect_aborted_txns(fetch_offset, upper))
+            # Nothing readable (fetch offset at or past the LSO): an empty list, as LocalLog.emptyFetchDataInfo.
+            aborted = tuple(self.txn_index.collect_aborted_txns(
+                fetch_offset, self.log.batch_after(batches[-1].next_offset))) if batches else ()
         return FetchResult(Errors.NONE, tuple(batches), self.high_watermark, self.last_stable_offset,
                            self.log_start_offset, aborted)
 

@@ -37,7 +37,8 @@ class ClientSession:
         if tv not in (0, 1, 2):
             raise CaseInputError(f"'transaction_version' must be 0, 1 or 2, got {tv}")
         try:
-            self.producer = Producer(get_str(given, "transactional_id"), transaction_version=tv)
+            # TransactionManagerTest's Sender guarantees message order: one Produce in flight per partition.
+            self.producer = Producer(get_str(given, "transactional_id"), transaction_version=tv, max_in_flight=1)
         except InvalidRequestError as exc:
             raise CaseInputError(str(exc)) from None
         tm = self.producer.tm
