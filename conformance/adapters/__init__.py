@@ -3,3 +3,28 @@
 An adapter drives one system under test through a trace; the contract is
 :class:`txnspec.conformance.replay.Adapter`.
 """
+
+from __future__ import annotations
+
+from typing import Any
+
+ADAPTERS = ("spec", "spec-mutant:<mutation>", "impl")
+
+
+def make_adapter(name: str) -> Any:
+    """The adapter called ``name``: ``spec``, ``spec-mutant:<mutation>`` (a deliberately wrong spec, for
+    testing the suite) or ``impl`` (the reference implementation, once its adapter exists)."""
+    from txnspec.conformance.adapters.spec_adapter import SpecAdapter
+
+    if name == "spec":
+        return SpecAdapter()
+    if name.startswith("spec-mutant:"):
+        return SpecAdapter(name.removeprefix("spec-mutant:"))
+    if name == "impl":
+        try:
+            from txnspec.conformance.adapters.impl_adapter import ImplAdapter  # type: ignore[import-not-found]
+        except ModuleNotFoundError:
+            raise ValueError("the implementation's adapter is not built yet "
+                             "(txnspec.conformance.adapters.impl_adapter)") from None
+        return ImplAdapter()
+    raise ValueError(f"unknown adapter {name!r}; known: {', '.join(ADAPTERS)}")
