@@ -179,8 +179,9 @@ class Partition:
     # --- appends ---
 
     def append_records(self, producer_id: int, producer_epoch: int, base_sequence: int, records: Sequence[Record],
-                       is_transactional: bool = False, *, now_ms: int = 0) -> ProduceResult:
-        """A client's produce of one batch (``appendAsLeader`` with origin CLIENT)."""
+                       is_transactional: bool = False, *, now_ms: int = 0,
+                       origin: AppendOrigin = AppendOrigin.CLIENT) -> ProduceResult:
+        """A produce of one batch (``appendAsLeader``; origin CLIENT, or COORDINATOR for group offsets)."""
         bad = _validate_batch(producer_id, producer_epoch, base_sequence, records, is_transactional)
         if bad:
             return ProduceResult(Errors.INVALID_RECORD, message=bad, log_start_offset=self.log_start_offset)
@@ -193,7 +194,7 @@ class Partition:
         info: ProducerAppendInfo | None = None
         if batch.has_producer_id:
             entry = self.producer_state.last_entry(producer_id)
-            if entry is not None:
+            if entry is not None and origin is AppendOrigin.CLIENT:
                 dup = entry.find_duplicate_batch(producer_epoch, base_sequence, batch.last_sequence)
                 if dup is not None:
                     return ProduceResult(Errors.NONE, dup.first_offset, dup.last_offset, True, self.log_start_offset)
@@ -201,7 +202,7 @@ class Partition:
                     and entry is not None and producer_epoch < entry.producer_epoch:
                 return ProduceResult(Errors.INVALID_PRODUCER_EPOCH, log_start_offset=self.log_start_offset,
                                      message=f"epoch {producer_epoch} is older than {entry.producer_epoch}")
-            info = self.producer_state.prepare_update(producer_id, AppendOrigin.CLIENT)
+            info = self.producer_state.prepare_update(producer_id, origin)
             first = self.log_end_offset
             try:
                 info.append_data_batch(producer_epoch, base_sequence, batch.last_sequence, now_ms, first,

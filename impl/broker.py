@@ -1,0 +1,284 @@
+"""One broker: partition leaders, the transaction coordinator and the group coordinator, answering requests.
+
+Follows Kafka's ``KafkaApis`` request dispatch for the exactly-once RPCs and ``ReplicaManager.appendRecords``
+/ ``AddPartitionsToTxnManager`` for transactional produce (KIP-890): with transaction version 2 the leader
+adds the partition to the transaction itself (``AddPartitionsToTxn`` with ``verifyOnly=false``); with TV
+0/1 and ``transaction.partition.verification.enable`` it verifies that the partition was added
+(``handleVerifyPartitionsInTransaction``), mapping coordinator answers as the broker does
+(``PRODUCER_FENCED → INVALID_PRODUCER_EPOCH``, ``TRANSACTION_ABORTABLE → INVALID_TXN_STATE`` for old
+clients, coordinator unavailability and TV<2 ``CONCURRENT_TRANSACTIONS`` → ``NOT_ENOUGH_REPLICAS``).
+
+Sans-I/O: :meth:`Broker.handle` takes a request and ``now_ms`` and returns the response; markers the
+coordinator wants written come out of :meth:`Broker.deliver_markers`, which writes them to the partitions
+(or the group coordinator) and feeds the answers back. Durable mode: with ``data_dir`` every partition is
+an append-only segment file (:mod:`txnspec.impl.storage`); constructing a broker on an existing directory
+recovers it (torn tail truncated, producer state rebuilt from the snapshot and the log, transaction log
+loaded and Prepare* transactions completed by re-sending their markers).
+
+Left out: more than one broker, replication, ACLs, quotas, topic management (a partition ``topic-N``
+exists as soon as it is used).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from txnspec.impl.coordinator import (
+    GROUP_METADATA_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    CoordinatorConfig,
+    ProducerIdManager,
+    TransactionCoordinator,
+    TxnMarker,
+)
+from txnspec.impl.errors import Errors
+from txnspec.impl.group import GroupCoordinator
+from txnspec.impl.log import ControlType
+from txnspec.impl.messages import (
+    AddOffsetsToTxn,
+    AddPartitionsToTxn,
+    EndTxn,
+    Fetch,
+    FindCoordinator,
+    InitProducerId,
+    OffsetFetch,
+    Produce,
+    Request,
+    Response,
+    TxnOffsetCommit,
+)
+from txnspec.impl.partition import Partition
+from txnspec.impl.txn_metadata import TV_2, TransactionState
+
+
+@dataclass
+class BrokerConfig:
+    transaction_version: int = TV_2
+    txn_max_timeout_ms: int = 900_000
+    transactional_id_expiration_ms: int = 604_800_000
+    producer_id_expiration_ms: int = 86_400_000
+    num_txn_log_partitions: int = 1
+    num_offsets_partitions: int = 50
+    partition_verification: bool = True
+    max_message_bytes: int = 1_048_588
+    snapshot_every_appends: int = 50
+
+
+class Broker:
+    """A single-broker cluster's only broker (see the module docstring)."""
+
+    def __init__(self, config: BrokerConfig | None = None, *, data_dir: str | None = None, now_ms: int = 0,
+                 coordinator_epoch: int = 0) -> None:
+        self.config = config or BrokerConfig()
+        self.data_dir = data_dir
+        self.partitions: dict[str, Partition] = {}
+        self._appends_since_snapshot = 0
+        next_pid = 0
+        persist = None
+        if data_dir is not None:
+            from txnspec.impl import storage
+            os.makedirs(data_dir, exist_ok=True)
+            self._pid_block = storage.ProducerIdBlockFile(os.path.join(data_dir, "producer_ids"))
+            next_pid = self._pid_block.start()
+            persist = self._pid_block.reserve
+            for name in storage.partition_dirs(data_dir):
+                self.partitions[name] = storage.open_partition(data_dir, name, self._partition_kwargs())
+        txn_parts = [self.partition(f"{TRANSACTION_STATE_TOPIC}-{i}")
+                     for i in range(self.config.num_txn_log_partitions)]
+        self.coordinator_config = CoordinatorConfig(
+            txn_max_timeout_ms=self.config.txn_max_timeout_ms,
+            transactional_id_expiration_ms=self.config.transactional_id_expiration_ms,
+            transaction_version=self.config.transaction_version,
+            num_txn_log_partitions=self.config.num_txn_log_partitions,
+            num_offsets_partitions=self.config.num_offsets_partitions)
+        self.producer_ids = ProducerIdManager(next_pid, persist)
+        self.txn_coordinator = TransactionCoordinator(txn_parts, self.producer_ids, self.coordinator_config,
+                                                      coordinator_epoch=coordinator_epoch, now_ms=now_ms)
+        offsets = {f"{GROUP_METADATA_TOPIC}-{i}": self.partition(f"{GROUP_METADATA_TOPIC}-{i}")
+                   for i in range(self.config.num_offsets_partitions)}
+        self.group_coordinator = GroupCoordinator(offsets, self.config.num_offsets_partitions)
+        self.group_coordinator.load()
+
+    def _partition_kwargs(self) -> dict[str, int]:
+        return {"producer_id_expiration_ms": self.config.producer_id_expiration_ms,
+                "max_message_bytes": self.config.max_message_bytes}
+
+    def partition(self, name: str) -> Partition:
+        """The partition called ``name`` (created empty on first use)."""
+        p = self.partitions.get(name)
+        if p is None:
+            if self.data_dir is not None:
+                from txnspec.impl import storage
+                p = storage.open_partition(self.data_dir, name, self._partition_kwargs())
+            else:
+                p = Partition(name, **self._partition_kwargs())  # type: ignore[arg-type]
+            self.partitions[name] = p
+        return p
+
+    # --- failover of the coordinators ---
+
+    def crash_coordinators(self) -> None:
+        self.txn_coordinator.resign()
+        self.group_coordinator.active = False
+
+    def restart_coordinators(self, now_ms: int) -> None:
+        """A new coordinator epoch loads the transaction and offsets logs (``onElection``)."""
+        self.txn_coordinator.load(self.txn_coordinator.coordinator_epoch + 1, now_ms)
+        self.group_coordinator.load()
+
+    # --- requests ---
+
+    def handle(self, request: Request, now_ms: int) -> Response:
+        """Answer one request (``KafkaApis.handle``)."""
+        tc = self.txn_coordinator
+        rid = getattr(request, "correlation_id", 0)
+        if isinstance(request, FindCoordinator):
+            ok = tc.txn_manager.active if request.key_type.value == "TRANSACTION" else self.group_coordinator.active
+            return Response(Errors.NONE if ok else Errors.COORDINATOR_NOT_AVAILABLE, correlation_id=rid)
+        if isinstance(request, InitProducerId):
+            r = tc.handle_init_producer_id(request.transactional_id, request.transaction_timeout_ms,
+                                           request.producer_id, request.producer_epoch, now_ms=now_ms)
+            return Response(r.error, r.producer_id, r.producer_epoch, correlation_id=rid)
+        if isinstance(request, AddPartitionsToTxn):
+            err = tc.handle_add_partitions_to_txn(request.transactional_id, request.producer_id,
+                                                  request.producer_epoch, request.partitions, 0, now_ms=now_ms)
+            return Response(err, partition_errors=tuple((p, err) for p in request.partitions), correlation_id=rid)
+        if isinstance(request, AddOffsetsToTxn):
+            err = tc.handle_add_offsets_to_txn(request.transactional_id, request.producer_id, request.producer_epoch,
+                                               request.group_id, now_ms=now_ms)
+            return Response(err, correlation_id=rid)
+        if isinstance(request, EndTxn):
+            e = tc.handle_end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
+                                  request.result, request.transaction_version, now_ms=now_ms)
+            return Response(e.error, e.producer_id, e.producer_epoch, correlation_id=rid)
+        if isinstance(request, TxnOffsetCommit):
+            return self._txn_offset_commit(request, now_ms)
+        if isinstance(request, Produce):
+            return self._produce(request, now_ms)
+        if isinstance(request, Fetch):
+            f = self.partition(request.partition).read(request.offset, request.isolation, request.max_batches)
+            return Response(f.error, base_offset=f.high_watermark, extra={"fetch": f}, correlation_id=rid)
+        if isinstance(request, OffsetFetch):
+            err, offsets = self.group_coordinator.fetch_offsets(request.group_id, request.partitions,
+                                                                request.require_stable)
+            return Response(err, offsets=tuple(sorted(offsets.items())), correlation_id=rid)
+        return Response(Errors.INVALID_REQUEST, correlation_id=rid)
+
+    def _txn_offset_commit(self, request: TxnOffsetCommit, now_ms: int) -> Response:
+        rid = request.correlation_id
+        partition = self.group_coordinator.partition_for(request.group_id)
+        if self.config.transaction_version >= TV_2:
+            err = self.txn_coordinator.handle_add_partitions_to_txn(
+                request.transactional_id, request.producer_id, request.producer_epoch, [partition], TV_2,
+                now_ms=now_ms)
+            if err is not Errors.NONE:
+                mapped = _verification_error(err, TV_2)
+                return Response(mapped, partition_errors=tuple((tp, mapped) for tp, _ in request.offsets),
+                                correlation_id=rid)
+        errors = self.group_coordinator.handle_txn_offset_commit(request.group_id, request.producer_id,
+                                                                 request.producer_epoch, dict(request.offsets),
+                                                                 now_ms=now_ms)
+        first = next(iter(errors.values()), Errors.NONE)
+        return Response(first, partition_errors=tuple(sorted(errors.items())), correlation_id=rid)
+
+    def _produce(self, request: Produce, now_ms: int) -> Response:
+        rid = request.correlation_id
+        if request.partition.startswith(("__transaction_state-", "__consumer_offsets-")):
+            return Response(Errors.INVALID_REQUEST, correlation_id=rid)  # internal topics are not produced to
+        p = self.partition(request.partition)
+        if request.is_transactional and request.transactional_id:
+            err = self._verify_or_add(request, now_ms)
+            if err is not Errors.NONE:
+                return Response(err, correlation_id=rid)
+        r = p.append_records(request.producer_id, request.producer_epoch, request.base_sequence, request.records,
+                             request.is_transactional, now_ms=now_ms)
+        self._maybe_snapshot(p)
+        return Response(r.error, request.producer_id, request.producer_epoch, r.base_offset,
+                        extra={"duplicate": r.duplicate, "message": r.message}, correlation_id=rid)
+
+    def _verify_or_add(self, request: Produce, now_ms: int) -> Errors:
+        tc = self.txn_coordinator
+        tid = request.transactional_id or ""
+        p = self.partition(request.partition)
+        if p.producer_state.has_ongoing_transaction(request.producer_id, request.producer_epoch):
+            return Errors.NONE
+        if request.transaction_version >= TV_2:
+            err = tc.handle_add_partitions_to_txn(tid, request.producer_id, request.producer_epoch,
+                                                  [request.partition], TV_2, now_ms=now_ms)
+            return _verification_error(err, TV_2)
+        if not self.config.partition_verification:
+            return Errors.NONE
+        err, md = tc.txn_manager.get_transaction_state(tid)
+        if err is not Errors.NONE:
+            return _verification_error(err, 0)
+        if md is None or md.producer_id != request.producer_id:
+            return Errors.INVALID_PRODUCER_ID_MAPPING
+        if md.producer_epoch != request.producer_epoch:
+            return Errors.INVALID_PRODUCER_EPOCH
+        if md.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
+            return Errors.NOT_ENOUGH_REPLICAS
+        if request.partition not in md.topic_partitions:
+            return Errors.INVALID_TXN_STATE
+        return Errors.NONE
+
+    def _maybe_snapshot(self, p: Partition) -> None:
+        if self.data_dir is None:
+            return
+        self._appends_since_snapshot += 1
+        if self._appends_since_snapshot >= self.config.snapshot_every_appends:
+            from txnspec.impl import storage
+            self._appends_since_snapshot = 0
+            storage.write_snapshot(self.data_dir, p)
+
+    # --- markers ---
+
+    def deliver_markers(self, now_ms: int, markers: Iterable[TxnMarker] | None = None) -> list[tuple[TxnMarker, Errors]]:
+        """Write the coordinator's pending markers (or ``markers``) and feed the answers back."""
+        out = []
+        for m in list(self.txn_coordinator.drain_markers() if markers is None else markers):
+            out.append((m, self.write_marker(m, now_ms)))
+        return out
+
+    def write_marker(self, m: TxnMarker, now_ms: int) -> Errors:
+        """``WriteTxnMarkers`` for one partition, then the completion handler on the coordinator."""
+        if m.partition.startswith(f"{GROUP_METADATA_TOPIC}-"):
+            err = self.group_coordinator.write_txn_marker(m.partition, m.producer_id, m.producer_epoch,
+                                                          m.coordinator_epoch, m.result, m.transaction_version,
+                                                          now_ms=now_ms)
+        else:
+            err = self.partition(m.partition).write_txn_marker(m.producer_id, m.producer_epoch, m.coordinator_epoch,
+                                                               m.result, m.transaction_version, now_ms=now_ms).error
+        self.txn_coordinator.on_marker_response(m, err, now_ms)
+        return err
+
+    def tick(self, now_ms: int) -> None:
+        """Periodic work: abort timed-out transactions, expire ids and producers, retry completions."""
+        self.txn_coordinator.abort_timed_out_transactions(now_ms)
+        self.txn_coordinator.expire_transactional_ids(now_ms)
+        self.txn_coordinator.retry_completions(now_ms)
+        for p in self.partitions.values():
+            p.remove_expired_producers(now_ms)
+
+    def flush(self) -> None:
+        for p in self.partitions.values():
+            if p.log.store is not None:
+                p.log.store.flush()
+
+
+def _verification_error(err: Errors, transaction_version: int) -> Errors:
+    """How a leader maps a coordinator's answer for the producer (``AddPartitionsToTxnManager``)."""
+    if err is Errors.PRODUCER_FENCED:
+        return Errors.INVALID_PRODUCER_EPOCH
+    if err in (Errors.NETWORK_EXCEPTION, Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.COORDINATOR_NOT_AVAILABLE,
+               Errors.NOT_COORDINATOR, Errors.CONCURRENT_TRANSACTIONS):
+        return Errors.NOT_ENOUGH_REPLICAS
+    if err is Errors.TRANSACTION_ABORTABLE and transaction_version < TV_2:
+        return Errors.INVALID_TXN_STATE
+    return err
+
+
+assert ControlType.COMMIT  # re-exported for users of deliver_markers
+
+__all__ = ["Broker", "BrokerConfig"]

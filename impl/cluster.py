@@ -1,0 +1,447 @@
+"""A deterministic single-broker Kafka with an explicit network: the oracle users run inside their tests.
+
+The :class:`Cluster` owns a :class:`~txnspec.impl.broker.Broker`, a clock and a network of messages.
+Nothing happens by itself: requests wait in :attr:`Cluster.network` until :meth:`Cluster.run` (called by
+the blocking client helpers) delivers them, in order by default. A test can hold, drop, duplicate or
+reorder messages, crash and restart the coordinators or a producer, and advance time (timeouts fire only
+then). There are no threads, sleeps or wall clock anywhere.
+
+Example: a consume-transform-produce loop, a killed producer, a zombie, and reads at both isolation levels
+(runnable: ``python -m doctest impl/cluster.py``)::
+
+    >>> from txnspec.impl.cluster import Cluster
+    >>> from txnspec.impl.errors import KafkaException, ProducerFencedException
+    >>> cluster = Cluster()                                   # transaction version 2, in memory
+    >>> cluster.produce_plain("input-0", ["a", "b", "c"])     # some input
+    >>> p = cluster.producer("etl")
+    >>> p.init_transactions()
+    >>> consumer = cluster.consumer(group_id="etl-group", isolation="READ_COMMITTED")
+    >>> consumer.assign(["input-0"])
+    >>> p.begin_transaction()
+    >>> for rec in consumer.poll():
+    ...     _ = p.send("output-0", rec.value.upper())
+    >>> p.send_offsets_to_transaction({"input-0": consumer.position("input-0")}, "etl-group")
+    >>> p.commit_transaction()
+    >>> [r.value for r in cluster.consumer(isolation="READ_COMMITTED").read_all("output-0")]
+    ['A', 'B', 'C']
+    >>> cluster.committed_offsets("etl-group", ["input-0"])
+    {'input-0': 3}
+
+    A producer that dies mid-transaction leaves records that read_committed consumers never see; the
+    restarted instance (same transactional id) fences the zombie and aborts its transaction::
+
+    >>> p.begin_transaction()
+    >>> _ = p.send("output-0", "half-done")
+    >>> cluster.run()
+    >>> cluster.crash_producer(p)                   # the process is gone; its broker-side state stays
+    >>> p2 = cluster.producer("etl")
+    >>> p2.init_transactions()                      # bumps the epoch, aborts the open transaction
+    >>> [r.value for r in cluster.consumer(isolation="READ_UNCOMMITTED").read_all("output-0")]
+    ['A', 'B', 'C', 'half-done']
+    >>> [r.value for r in cluster.consumer(isolation="READ_COMMITTED").read_all("output-0")]
+    ['A', 'B', 'C']
+
+    The old instance comes back (a zombie that missed all this) and carries on with its transaction: its
+    write is rejected with the abortable INVALID_PRODUCER_EPOCH, and its abort learns it is fenced::
+
+    >>> zombie = cluster.producer("etl", transactional_id_reuse=p)
+    >>> _ = zombie.send("output-0", "zombie")
+    >>> try:
+    ...     zombie.commit_transaction()
+    ... except KafkaException as e:
+    ...     print(type(e).__name__)
+    InvalidProducerEpochException
+    >>> try:
+    ...     zombie.abort_transaction()
+    ... except ProducerFencedException as e:
+    ...     print(type(e).__name__)
+    ProducerFencedException
+    >>> [r.value for r in cluster.read("output-0", "READ_COMMITTED")]
+    ['A', 'B', 'C']
+
+A pytest fixture giving a fresh cluster per test is in :mod:`txnspec.impl.testing`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from txnspec.impl.broker import Broker, BrokerConfig
+from txnspec.impl.client import Producer, RecordFuture, State, TransactionalRequestResult
+from txnspec.impl.consumer import Consumer, ConsumerRecord
+from txnspec.impl.coordinator import TxnMarker
+from txnspec.impl.errors import (
+    Errors,
+    IllegalStateException,
+    InvalidRequestError,
+    KafkaException,
+    TimeoutException,
+)
+from txnspec.impl.log import Record, RecordValue
+from txnspec.impl.messages import Fetch, OffsetFetch, Produce, Request, Response
+from txnspec.impl.partition import IsolationLevel
+
+
+@dataclass
+class Message:
+    """One message on the network: a request to the broker, or the broker's response to a client."""
+
+    id: int
+    client: str
+    request: Request | TxnMarker
+    response: Response | None = None
+
+    @property
+    def kind(self) -> str:
+        return "response" if self.response is not None else "request"
+
+    @property
+    def name(self) -> str:
+        return type(self.request).__name__
+
+    def __repr__(self) -> str:
+        what = self.response.error.name if self.response is not None else "request"
+        return f"<#{self.id} {self.client} {self.name} {what}>"
+
+
+MessageFilter = Callable[[Message], bool]
+
+
+@dataclass
+class Network:
+    """Messages in flight, delivered oldest first unless held; faults are explicit calls."""
+
+    messages: list[Message] = field(default_factory=list)
+    held: list[MessageFilter] = field(default_factory=list)
+    _drop: list[MessageFilter] = field(default_factory=list)
+    _dup: list[MessageFilter] = field(default_factory=list)
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    log: list[str] = field(default_factory=list)
+
+    def send(self, client: str, request: Request | TxnMarker, response: Response | None = None) -> Message:
+        m = Message(next(self._ids), client, request, response)
+        self.messages.append(m)
+        return m
+
+    def hold(self, match: MessageFilter) -> None:
+        """Keep matching messages in flight until :meth:`release` (e.g. delay an EndTxn or a marker)."""
+        self.held.append(match)
+
+    def release(self, match: MessageFilter | None = None) -> None:
+        self.held = [] if match is None else [h for h in self.held if h is not match]
+
+    def drop_next(self, match: MessageFilter) -> None:
+        """Lose the next matching message (a lost request or response: the client sees a disconnect)."""
+        self._drop.append(match)
+
+    def duplicate_next(self, match: MessageFilter) -> None:
+        """Deliver the next matching message twice (a retransmitted request)."""
+        self._dup.append(match)
+
+    def pending(self, match: MessageFilter | None = None) -> list[Message]:
+        return [m for m in self.messages if match is None or match(m)]
+
+    def is_held(self, m: Message) -> bool:
+        return any(h(m) for h in self.held)
+
+    def next_deliverable(self) -> Message | None:
+        for m in self.messages:
+            if not self.is_held(m):
+                return m
+        return None
+
+
+def named(name: str, client: str | None = None) -> MessageFilter:
+    """A message filter: requests/responses of RPC ``name`` (e.g. ``"EndTxn"``), optionally of one client."""
+    return lambda m: m.name == name and (client is None or m.client == client)
+
+
+class Cluster:
+    """The oracle: one broker, a clock, a network, and blocking client handles (see the module docstring)."""
+
+    def __init__(self, *, transaction_version: int = 2, data_dir: str | None = None,
+                 config: BrokerConfig | None = None, now_ms: int = 0) -> None:
+        if transaction_version not in (0, 1, 2):
+            raise InvalidRequestError(f"transaction_version must be 0, 1 or 2, got {transaction_version!r}")
+        self.config = config or BrokerConfig(transaction_version=transaction_version)
+        self.config.transaction_version = transaction_version
+        self.now_ms = now_ms
+        self.data_dir = data_dir
+        self.broker = Broker(self.config, data_dir=data_dir, now_ms=now_ms)
+        self.network = Network()
+        self.producers: dict[str, Producer] = {}
+        self._names = itertools.count(1)
+        self.coordinator_up = True
+        self.steps = 0
+
+    # --- clients ---
+
+    def producer(self, transactional_id: str | None, *, txn_timeout_ms: int = 60_000,
+                 transactional_id_reuse: ProducerHandle | None = None) -> ProducerHandle:
+        """A new producer (``transactional_id=None``: idempotent only). ``transactional_id_reuse`` revives a
+        crashed handle's client state (a zombie that never learned it was replaced)."""
+        if transactional_id_reuse is not None:
+            handle = transactional_id_reuse
+            handle.producer.closed = False
+            self.producers[handle.name] = handle.producer
+            return handle
+        p = Producer(transactional_id, transaction_version=self.config.transaction_version,
+                     txn_timeout_ms=txn_timeout_ms)
+        name = f"producer-{next(self._names)}"
+        self.producers[name] = p
+        return ProducerHandle(self, name, p)
+
+    def consumer(self, *, group_id: str | None = None, isolation: str | IsolationLevel = "READ_UNCOMMITTED"
+                 ) -> ConsumerHandle:
+        level = isolation if isinstance(isolation, IsolationLevel) else IsolationLevel(isolation)
+        return ConsumerHandle(self, Consumer(level, group_id))
+
+    def produce_plain(self, partition: str, values: Iterable[RecordValue]) -> None:
+        """Append non-transactional records directly (test input)."""
+        records = [Record(None, v, self.now_ms) for v in values]
+        if records:
+            r = self.broker.partition(partition).append_records(-1, -1, -1, records, now_ms=self.now_ms)
+            if r.error is not Errors.NONE:
+                raise InvalidRequestError(f"cannot append to {partition}: {r.error.name} {r.message}")
+
+    # --- time and faults ---
+
+    def advance(self, ms: int) -> None:
+        """Let ``ms`` milliseconds pass: transaction timeouts, id and producer expiration fire, then run."""
+        if isinstance(ms, bool) or not isinstance(ms, int) or ms < 0:
+            raise InvalidRequestError(f"advance needs a non-negative integer of milliseconds, got {ms!r}")
+        self.now_ms += ms
+        if self.coordinator_up:
+            self.broker.tick(self.now_ms)
+        self.run()
+
+    def crash_coordinator(self) -> None:
+        """The transaction and group coordinators lose their memory and stop answering (NOT_COORDINATOR)."""
+        self.broker.crash_coordinators()
+        self.coordinator_up = False
+        self.network.messages = [m for m in self.network.messages if not isinstance(m.request, TxnMarker)]
+
+    def restart_coordinator(self) -> None:
+        """A new coordinator epoch loads the logs and completes prepared transactions."""
+        self.broker.restart_coordinators(self.now_ms)
+        self.coordinator_up = True
+        self._queue_markers()
+
+    def crash_producer(self, handle: ProducerHandle) -> None:
+        """The producer process dies: its messages in flight are lost, its handle refuses calls."""
+        handle.producer.closed = True
+        self.producers.pop(handle.name, None)
+        self.network.messages = [m for m in self.network.messages if m.client != handle.name]
+        handle.producer.in_flight_txn = None
+        handle.producer.in_flight_produce.clear()
+
+    # --- the network pump ---
+
+    def _queue_markers(self) -> None:
+        for marker in self.broker.txn_coordinator.drain_markers():
+            self.network.send("coordinator", marker)
+
+    def _dispatch(self) -> None:
+        for name, p in list(self.producers.items()):
+            for request in p.poll():
+                self.network.send(name, request)
+        self._queue_markers()
+
+    def step(self) -> bool:
+        """Deliver one message (the oldest not held); False if none can be delivered."""
+        self._dispatch()
+        m = self.network.next_deliverable()
+        if m is None:
+            return False
+        self.deliver(m)
+        return True
+
+    def deliver(self, m: Message) -> None:
+        """Deliver ``m`` now, whatever its position (reordering)."""
+        net = self.network
+        net.messages.remove(m)
+        self.steps += 1
+        for i, match in enumerate(net._drop):
+            if match(m):
+                del net._drop[i]
+                net.log.append(f"dropped {m!r}")
+                if m.client in self.producers and not isinstance(m.request, TxnMarker):
+                    self.producers[m.client].on_disconnect(m.request)  # type: ignore[arg-type]
+                elif isinstance(m.request, TxnMarker):
+                    self.broker.txn_coordinator.on_marker_response(m.request, Errors.REQUEST_TIMED_OUT, self.now_ms)
+                return
+        copies = 1
+        for i, match in enumerate(net._dup):
+            if match(m):
+                del net._dup[i]
+                copies = 2
+                break
+        for _ in range(copies):
+            self._deliver_one(m)
+        self._dispatch()
+
+    def _deliver_one(self, m: Message) -> None:
+        net = self.network
+        net.log.append(repr(m))
+        if isinstance(m.request, TxnMarker):
+            if self.coordinator_up:
+                self.broker.write_marker(m.request, self.now_ms)
+            return
+        if m.response is None:
+            response = self._answer(m.request)
+            net.send(m.client, m.request, response)
+            return
+        p = self.producers.get(m.client)
+        if p is None:
+            return
+        in_flight = p.in_flight_requests()
+        if not any(r is m.request for r in in_flight):
+            return  # a duplicate or stale response: the client no longer waits for it
+        p.on_response(m.request, m.response)  # type: ignore[arg-type]
+
+    def _answer(self, request: Request) -> Response:
+        name = type(request).__name__
+        coordinator_rpc = name in ("InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn",
+                                   "TxnOffsetCommit", "OffsetFetch")
+        if coordinator_rpc and not self.coordinator_up:
+            return Response(Errors.NOT_COORDINATOR, correlation_id=getattr(request, "correlation_id", 0))
+        return self.broker.handle(request, self.now_ms)
+
+    def run(self, until: Callable[[], bool] | None = None, max_steps: int = 100_000) -> None:
+        """Deliver messages until ``until()`` holds or nothing can be delivered."""
+        for _ in range(max_steps):
+            if until is not None and until():
+                return
+            if not self.step():
+                return
+        raise RuntimeError(f"the network did not settle within {max_steps} deliveries")
+
+    # --- views ---
+
+    def read(self, partition: str, isolation: str | IsolationLevel = "READ_COMMITTED") -> list[ConsumerRecord]:
+        return self.consumer(isolation=isolation).read_all(partition)
+
+    def committed_offsets(self, group_id: str, partitions: Iterable[str]) -> dict[str, int]:
+        self.run()
+        err, offsets = self.broker.group_coordinator.fetch_offsets(group_id, list(partitions))
+        if err is not Errors.NONE:
+            raise err.exception(f"OffsetFetch for {group_id}: {err.name}")
+        return offsets
+
+    def transaction_state(self, transactional_id: str) -> str | None:
+        md = self.broker.txn_coordinator.metadata(transactional_id)
+        return None if md is None else md.state.value
+
+
+class ProducerHandle:
+    """Blocking-style producer API with Kafka's names; each call pumps the network until it completes."""
+
+    def __init__(self, cluster: Cluster, name: str, producer: Producer) -> None:
+        self.cluster, self.name, self.producer = cluster, name, producer
+
+    def _await(self, result: TransactionalRequestResult) -> None:
+        self.cluster.run(until=lambda: result.completed)
+        if not result.completed:
+            raise TimeoutException(f"Timeout expired while awaiting {result.operation} (the network is held "
+                                   "or a peer is down); call it again to retry")
+        result.result()
+
+    def init_transactions(self) -> None:
+        self._await(self.producer.init_transactions())
+
+    def begin_transaction(self) -> None:
+        self.producer.begin_transaction()
+
+    def send(self, partition: str, value: RecordValue = None, key: RecordValue = None) -> RecordFuture:
+        return self.producer.send(partition, value, key, timestamp=self.cluster.now_ms)
+
+    def flush(self) -> None:
+        self.cluster.run(until=lambda: not self.producer.has_incomplete_batches())
+
+    def send_offsets_to_transaction(self, offsets: Mapping[str, int], group_id: str) -> None:
+        self._await(self.producer.send_offsets_to_transaction(offsets, group_id))
+
+    def commit_transaction(self) -> None:
+        self.flush()
+        self._await(self.producer.commit_transaction())
+
+    def abort_transaction(self) -> None:
+        self._await(self.producer.abort_transaction())
+
+    def close(self) -> None:
+        self.producer.close()
+
+    @property
+    def state(self) -> State:
+        return self.producer.state
+
+    @property
+    def producer_id(self) -> int:
+        return self.producer.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return self.producer.producer_epoch
+
+
+class ConsumerHandle:
+    """A consumer of assigned partitions reading through the broker (fetches are direct calls)."""
+
+    def __init__(self, cluster: Cluster, consumer: Consumer) -> None:
+        self.cluster, self.consumer = cluster, consumer
+
+    def assign(self, partitions: Iterable[str]) -> None:
+        """Assign partitions, starting at the group's committed offsets (``require_stable``) or 0."""
+        parts = list(partitions)
+        offsets: dict[str, int] = {}
+        if self.consumer.group_id is not None:
+            self.cluster.run()
+            err, offsets = self.cluster.broker.group_coordinator.fetch_offsets(self.consumer.group_id, parts,
+                                                                               require_stable=True)
+            if err is not Errors.NONE:
+                raise err.exception(f"OffsetFetch for {self.consumer.group_id}: {err.name}")
+        self.consumer.assign(parts, offsets)
+
+    def seek(self, partition: str, offset: int) -> None:
+        self.consumer.seek(partition, offset)
+
+    def position(self, partition: str) -> int:
+        return self.consumer.position(partition)
+
+    def poll(self, max_batches: int | None = None) -> list[ConsumerRecord]:
+        """Fetch from every assigned partition, after letting the network settle (markers land)."""
+        self.cluster.run()
+        out: list[ConsumerRecord] = []
+        for partition, offset, isolation in self.consumer.fetch_requests():
+            response = self.cluster.broker.handle(Fetch(partition, offset, isolation, max_batches),
+                                                  self.cluster.now_ms)
+            fetched = response.extra.get("fetch")
+            if fetched is not None:
+                out.extend(self.consumer.on_fetch(partition, fetched))  # type: ignore[arg-type]
+        return out
+
+    def read_all(self, partition: str) -> list[ConsumerRecord]:
+        """Every visible record of ``partition`` from offset 0 (a fresh position)."""
+        self.consumer.assign([partition])
+        out: list[ConsumerRecord] = []
+        while True:
+            got = self.poll()
+            if not got:
+                return out
+            out.extend(got)
+
+    def commit_sync(self, offsets: Mapping[str, int]) -> None:
+        if self.consumer.group_id is None:
+            raise IllegalStateException("commit_sync needs a consumer with a group_id")
+        errors = self.cluster.broker.group_coordinator.handle_offset_commit(self.consumer.group_id, offsets,
+                                                                            now_ms=self.cluster.now_ms)
+        for err in errors.values():
+            if err is not Errors.NONE:
+                raise err.exception(err.name)
+
+
+assert OffsetFetch and Produce and KafkaException  # re-exported names for users of Cluster
+
+__all__ = ["Cluster", "ConsumerHandle", "Message", "Network", "ProducerHandle", "named"]

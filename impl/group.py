@@ -1,0 +1,147 @@
+"""The group coordinator's offset store: plain and transactional offset commits in ``__consumer_offsets``.
+
+Follows Kafka's ``GroupMetadataManager`` (``storeOffsets`` for ``OffsetCommit`` and ``TxnOffsetCommit``,
+``handleTxnCompletion``, ``getOffsets`` with ``requireStable``, offset loading) as used through
+``GroupCoordinator.handleTxnCommitOffsets`` / ``scheduleHandleTxnCompletion`` (KIP-98, KIP-447).
+
+What is modelled: offsets are records in the group's ``__consumer_offsets-N`` partition (the same
+:class:`~txnspec.impl.partition.Partition` machinery as every other partition); a ``TxnOffsetCommit``
+writes a *transactional* batch with the producer's id and epoch (origin COORDINATOR: epoch-checked, so a
+zombie's commit is fenced with INVALID_PRODUCER_EPOCH) and the offsets stay pending, invisible to
+``OffsetFetch``, until the transaction marker arrives on that partition: COMMIT materializes them, ABORT
+drops them. ``OffsetFetch`` with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT while a partition has
+pending transactional offsets. Loading replays the partitions, so pending and committed offsets survive a
+restart.
+
+Left out: group membership (generations, member ids, rebalances, static members), offset expiration and
+metadata; append errors are mapped as ``storeOffsets`` maps them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from txnspec.impl.coordinator import offsets_partition_for
+from txnspec.impl.errors import Errors
+from txnspec.impl.log import ControlType, Record
+from txnspec.impl.partition import Partition
+from txnspec.impl.producer_state import AppendOrigin
+
+_STORE_ERROR_MAPPING = {
+    Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_ENOUGH_REPLICAS: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR,
+    Errors.KAFKA_STORAGE_ERROR: Errors.NOT_COORDINATOR,
+}
+
+
+def _key(group_id: str, partition: str) -> str:
+    return json.dumps([group_id, partition])
+
+
+@dataclass
+class GroupCoordinator:
+    """Committed and pending offsets of every group.
+
+    >>> from txnspec.impl.partition import Partition
+    >>> parts = {f"__consumer_offsets-{i}": Partition(f"__consumer_offsets-{i}") for i in range(50)}
+    >>> g = GroupCoordinator(parts)
+    >>> g.handle_txn_offset_commit("g", 7, 0, {"in-0": 5})
+    {'in-0': <Errors.NONE: (0, False)>}
+    >>> g.fetch_offsets("g", ["in-0"], require_stable=True)
+    (<Errors.UNSTABLE_OFFSET_COMMIT: (88, True)>, {})
+    >>> _ = g.write_txn_marker(g.partition_for("g"), 7, 0, 0, ControlType.COMMIT)
+    >>> g.fetch_offsets("g", ["in-0"])
+    (<Errors.NONE: (0, False)>, {'in-0': 5})
+    """
+
+    partitions: Mapping[str, Partition]
+    num_partitions: int = 50
+    committed: dict[tuple[str, str], int] = field(default_factory=dict)
+    pending: dict[int, dict[tuple[str, str], int]] = field(default_factory=dict)
+    active: bool = True
+
+    def partition_for(self, group_id: str) -> str:
+        return offsets_partition_for(group_id, self.num_partitions)
+
+    def handle_offset_commit(self, group_id: str, offsets: Mapping[str, int], *, now_ms: int = 0) -> dict[str, Errors]:
+        """A plain ``OffsetCommit``: offsets are visible once written."""
+        return self._store(group_id, offsets, -1, -1, now_ms)
+
+    def handle_txn_offset_commit(self, group_id: str, producer_id: int, producer_epoch: int,
+                                 offsets: Mapping[str, int], *, now_ms: int = 0) -> dict[str, Errors]:
+        """``TxnOffsetCommit``: a transactional batch; offsets pending until the marker."""
+        if producer_id < 0 or producer_epoch < 0:
+            return dict.fromkeys(offsets, Errors.INVALID_REQUEST)
+        return self._store(group_id, offsets, producer_id, producer_epoch, now_ms)
+
+    def _store(self, group_id: str, offsets: Mapping[str, int], producer_id: int, producer_epoch: int,
+               now_ms: int) -> dict[str, Errors]:
+        if not self.active:
+            return dict.fromkeys(offsets, Errors.COORDINATOR_NOT_AVAILABLE)
+        if not offsets:
+            return {}
+        records = [Record(_key(group_id, tp), str(o), now_ms) for tp, o in sorted(offsets.items())]
+        tx = producer_id >= 0
+        result = self.partitions[self.partition_for(group_id)].append_records(
+            producer_id, producer_epoch, 0 if tx else -1, records, tx, now_ms=now_ms, origin=AppendOrigin.COORDINATOR)
+        error = _STORE_ERROR_MAPPING.get(result.error, result.error)
+        if error is Errors.NONE:
+            target = self.pending.setdefault(producer_id, {}) if tx else self.committed
+            for tp, o in offsets.items():
+                target[(group_id, tp)] = o
+        return dict.fromkeys(offsets, error)
+
+    def write_txn_marker(self, partition: str, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                         result: ControlType, transaction_version: int = 0, *, now_ms: int = 0) -> Errors:
+        """A marker for an offsets partition (``handleTxnCompletion`` after the marker is written)."""
+        answer = self.partitions[partition].write_txn_marker(producer_id, producer_epoch, coordinator_epoch, result,
+                                                             transaction_version, now_ms=now_ms)
+        if answer.error is Errors.NONE:
+            self._complete(producer_id, partition, result)
+        return answer.error
+
+    def _complete(self, producer_id: int, partition: str, result: ControlType) -> None:
+        pending = self.pending.get(producer_id, {})
+        for key in [k for k in pending if self.partition_for(k[0]) == partition]:
+            offset = pending.pop(key)
+            if result is ControlType.COMMIT:
+                self.committed[key] = offset
+        if not pending:
+            self.pending.pop(producer_id, None)
+
+    def fetch_offsets(self, group_id: str, partitions: Iterable[str],
+                      require_stable: bool = False) -> tuple[Errors, dict[str, int]]:
+        if not self.active:
+            return Errors.COORDINATOR_NOT_AVAILABLE, {}
+        wanted = list(partitions)
+        if require_stable and any((group_id, tp) in p for p in self.pending.values() for tp in wanted):
+            return Errors.UNSTABLE_OFFSET_COMMIT, {}
+        return Errors.NONE, {tp: self.committed[(group_id, tp)] for tp in wanted if (group_id, tp) in self.committed}
+
+    def load(self, partition_names: Sequence[str] | None = None) -> None:
+        """Rebuild committed and pending offsets by replaying the offsets partitions (``loadGroupsAndOffsets``)."""
+        self.committed.clear()
+        self.pending.clear()
+        for name in partition_names or sorted(self.partitions):
+            p = self.partitions[name]
+            for batch in p.log.read(p.log_start_offset, p.log_end_offset + 1):
+                if batch.control_type is not None:
+                    self._complete(batch.producer_id, name, batch.control_type)
+                    continue
+                for rec in batch.records:
+                    try:
+                        group_id, tp = json.loads(str(rec.key))
+                        offset = int(str(rec.value))
+                    except (ValueError, TypeError):
+                        continue
+                    target = self.pending.setdefault(batch.producer_id, {}) if batch.is_transactional \
+                        else self.committed
+                    target[(group_id, tp)] = offset
+        self.active = True
+
+
+__all__ = ["GroupCoordinator"]
