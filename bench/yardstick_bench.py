@@ -13,7 +13,8 @@ Engines
       (the baseline; the cyclic GC is left on, as in any plain script). ``plain-nogc`` is the same loop
       with the GC paused, as txnspec's engine does, so the cost of the engine's own bookkeeping can be
       read off separately.
-    * ``txnspec``: :func:`txnspec.checker.check` on a :class:`~txnspec.checker.Model` adapter.
+    * ``txnspec``: :func:`txnspec.checker.check` on a :class:`~txnspec.checker.Model` adapter;
+      ``txnspec-graph`` the same with ``build_graph=True`` (every edge recorded, as liveness needs).
     * ``minicheck`` 0.4.0 and ``musil`` 0.36.7: adapters below (they are not project dependencies; musil
       needs Python >= 3.12, found through ``$MUSIL_PYTHON`` or pyenv). Neither reports transitions, so
       the adapters count the successor pairs they hand over.
@@ -47,7 +48,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 YARDSTICK = HERE / "yardstick"
 EXPECTED_STATES, EXPECTED_TRANSITIONS = 531_441, 2_991_816
-ENGINES = ("plain", "plain-nogc", "txnspec", "minicheck", "musil", "tlc")
+ENGINES = ("plain", "plain-nogc", "txnspec", "txnspec-graph", "minicheck", "musil", "tlc")
 
 
 def _yardstick() -> Any:
@@ -97,7 +98,7 @@ def run_plain(collect_garbage: bool) -> dict[str, Any]:
     return _measure(search)
 
 
-def run_txnspec() -> dict[str, Any]:
+def run_txnspec(build_graph: bool = False) -> dict[str, Any]:
     toy = _yardstick()
     from txnspec.checker import Model, Property, check
 
@@ -106,7 +107,8 @@ def run_txnspec() -> dict[str, Any]:
     outcome: dict[str, Any] = {}
 
     def search() -> tuple[int, int]:
-        result = check(model, check_deadlock=False)  # as TLC's -deadlock: the final states are expected ends
+        # check_deadlock=False as TLC's -deadlock: the yardstick's final states are expected ends
+        result = check(model, check_deadlock=False, build_graph=build_graph)
         assert result.verdict_text == "holds", result.render()
         outcome["engine_seconds"] = result.seconds
         return result.states, result.transitions
@@ -233,6 +235,7 @@ def _in_child(engine: str) -> dict[str, Any]:
 def child(engine: str) -> None:
     runners: dict[str, Callable[[], dict[str, Any]]] = {
         "plain": lambda: run_plain(True), "plain-nogc": lambda: run_plain(False), "txnspec": run_txnspec,
+        "txnspec-graph": lambda: run_txnspec(build_graph=True),
         "minicheck": run_minicheck, "musil": run_musil,
     }
     print(json.dumps(runners[engine]()))

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 def labelled_graph(result: Any) -> nx.DiGraph:
@@ -53,4 +54,6 @@ def export(result: Any, path: Path) -> None:
     if path.suffix in (".dot", ".gv"):
         path.write_text(to_dot(g), encoding="utf-8")
     else:
+        import networkx as nx  # imported on demand, as in liveness
+
         nx.write_graphml(g, path)

@@ -39,11 +39,12 @@ from array import array
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from txnspec.checker.model import Property
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 class StateGraph:
@@ -107,6 +108,8 @@ class StateGraph:
         same state, ``action`` joins their labels with ``" | "``.
         """
         if self._graph is None:
+            import networkx as nx  # imported on demand: a plain safety check never needs it
+
             g = nx.DiGraph()
             g.add_nodes_from((i, {"initial": i < self.initial_count}) for i in range(len(self.states)))
             for s, d, a in zip(self.source, self.target, self.actions, strict=True):
