@@ -685,3 +685,75 @@ def describe_path(path: Sequence[tuple[str, dict[str, Any]]],
         lines.append(f"{name}({args}): {shown}")
         prev = state
     return lines
+
+
+# --- replaying a symbolic path on the explicit handlers -----------------------------------------------
+
+def explicit_step(cs: CoordinatorState, parts: dict[str, PartitionState], action: str, params: dict[str, Any],
+                  protocol: Any = None, n: int = 2) -> tuple[CoordinatorState, dict[str, PartitionState]] | None:
+    """One symbolic action with its parameters, run by the explicit handlers of ``protocol`` (a
+    :class:`~txnspec.spec.protocol.Protocol`; default the current one). None where the symbolic
+    transition is disabled (a marker the leader rejects)."""
+    from txnspec.spec.errors import Errors
+    from txnspec.spec.messages import AddPartitionsToTxn, EndTxn, InitProducerId
+    from txnspec.spec.partition import has_ongoing_transaction
+    from txnspec.spec.protocol import CURRENT
+
+    proto = protocol or CURRENT
+    md = cs.metadata(TID)
+    if action == "InitProducerId":
+        pid, epoch = (params["pid"], params["epoch"]) if params["expected"] else (-1, -1)
+        cs = proto.handle_init_producer_id(cs, InitProducerId(TID, TIMEOUT_MS, pid, epoch)).state
+    elif action == "AddPartitionsToTxn":
+        added = frozenset(PARTITIONS[i] for i in range(n) if params[f"add{i}"])
+        cs = proto.handle_add_partitions_to_txn(cs, AddPartitionsToTxn(
+            TID, params["pid"], params["epoch"], added, 2 if params["tv2"] else 0)).state
+    elif action == "EndTxn":
+        result = TransactionResult.COMMIT if params["commit"] else TransactionResult.ABORT
+        cs = proto.handle_end_txn(cs, EndTxn(TID, params["pid"], params["epoch"], result,
+                                             2 if params["tv2"] else 0)).state
+    elif action == "timeout":
+        cs = proto.abort_timed_out_transaction(cs, TID).state
+    elif action == "failover":
+        cs = proto.coordinator_failover(cs).state
+    elif action == "WriteTxnMarkers" and md is not None:
+        name = PARTITIONS[params["partition"]]
+        result = TransactionResult.COMMIT if md.state is TxnState.PREPARE_COMMIT else TransactionResult.ABORT
+        ps, reply = proto.append_end_txn_marker(parts[name], md.producer_id, md.producer_epoch, cs.coordinator_epoch,
+                                                result, md.transaction_version)
+        if reply.error is not Errors.NONE:
+            return None
+        parts = {**parts, name: ps}
+        cs = proto.handle_write_txn_markers_response(cs, TID, name, cs.coordinator_epoch, Errors.NONE).state
+    elif action == "Produce" and md is not None:
+        name = PARTITIONS[params["partition"]]
+        ps, e, txn = parts[name], params["epoch"], params["transactional"]
+        verified = (not txn or has_ongoing_transaction(ps, md.producer_id, e)
+                    or (md.producer_epoch == e and md.state not in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+                        and name in md.partitions))
+        if verified:
+            ps, _ = proto.append_data(ps, md.producer_id, e, params["first_seq"], params["count"], txn)
+            parts = {**parts, name: ps}
+    else:
+        return None
+    return cs, parts
+
+
+def replay_explicit(path: Sequence[tuple[str, dict[str, Any]]], params: Sequence[dict[str, Any]],
+                    protocol: Any = None, n: int = 2) -> list[tuple[CoordinatorState, dict[str, PartitionState]]]:
+    """Re-run a decoded symbolic path (a BMC counterexample) on the explicit handlers; each explicit state
+    must match the symbolic one on the encoded fields (``AssertionError`` naming the step otherwise)."""
+    cs, parts = to_explicit(path[0][1], n)
+    states = [(cs, parts)]
+    for j in range(1, len(path)):
+        action, expected = path[j]
+        stepped = explicit_step(cs, parts, action, params[j], protocol, n)
+        if stepped is None:
+            raise AssertionError(f"step {j} ({action} {params[j]}) is not enabled in the explicit spec")
+        cs, parts = stepped
+        got = from_explicit(cs, parts, n)
+        diff = {k: (v, expected[k]) for k, v in got.items() if expected[k] != v}
+        if diff:
+            raise AssertionError(f"step {j} ({action} {params[j]}): explicit vs symbolic differ on {diff}")
+        states.append((cs, parts))
+    return states

@@ -127,8 +127,8 @@ def check_action(values: dict[str, Any], data: st.DataObject, action: str | None
         params = {"pid": data.draw(pid_choices), "epoch": data.draw(epoch_choices), "commit": data.draw(st.booleans()),
                   "tv2": data.draw(st.booleans())}
         result_kind = TransactionResult.COMMIT if params["commit"] else TransactionResult.ABORT
-        request = EndTxn(symbolic.TID, params["pid"], params["epoch"], result_kind, 2 if params["tv2"] else 0)
-        cs = coord.handle_end_txn(cs, request).state
+        end = EndTxn(symbolic.TID, params["pid"], params["epoch"], result_kind, 2 if params["tv2"] else 0)
+        cs = coord.handle_end_txn(cs, end).state
     elif action == "timeout":
         cs = coord.abort_timed_out_transaction(cs, symbolic.TID).state
     elif action == "failover":
@@ -144,7 +144,8 @@ def check_action(values: dict[str, Any], data: st.DataObject, action: str | None
         ps, reply = part.append_end_txn_marker(parts[marker.partition], marker.producer_id, marker.producer_epoch,
                                                marker.coordinator_epoch, marker.result, marker.transaction_version)
         if reply.error is not Errors.NONE:
-            assert symbolic_successor(action, values, params) is None, f"z3 accepts a marker the leader rejects: {values}"
+            sym = symbolic_successor(action, values, params)
+            assert sym is None, f"z3 accepts a marker the leader rejects: {values}"
             return
         parts = {**parts, marker.partition: ps}
         cs = coord.handle_write_txn_markers_response(cs, symbolic.TID, marker.partition, marker.coordinator_epoch,
