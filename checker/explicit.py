@@ -401,6 +401,7 @@ def _result(model: Model[Any], search: _Search, judge: _Judge, leads_to: tuple[P
         else:
             verdicts.append(PropertyVerdict(prop.name, prop.expectation.value, False if complete else None, None,
                                             prop.description, never_satisfied=complete))
+    liveness_started = time.perf_counter()
     graph: StateGraph | None = None
     if search.record_edges:
         graph = StateGraph(search.states, search.initial_count, search.edge_source, search.edge_target,
@@ -419,6 +420,7 @@ def _result(model: Model[Any], search: _Search, judge: _Judge, leads_to: tuple[P
         cex = Counterexample(prop.name, tuple(steps), loop_start=loop_start, stutter=lasso.stutter)
         verdicts.append(PropertyVerdict(prop.name, prop.expectation.value, False, cex, prop.description))
 
+    liveness_seconds = time.perf_counter() - liveness_started
     deadlocks: list[int] = []
     if check_deadlock:
         is_final = model.is_final
@@ -438,7 +440,7 @@ def _result(model: Model[Any], search: _Search, judge: _Judge, leads_to: tuple[P
         deadlock=Counterexample("deadlock", tuple(search.path_to(deadlocks[0]))) if deadlocks else None,
         deadlock_count=len(deadlocks), coverage=dict(sorted(kinds.items())), never_taken=never, graph=graph,
         describe_state=model.describe_state, stop_reason=search.stop_reason,
-        symmetry=search.canonical is not None)
+        symmetry=search.canonical is not None, liveness_seconds=liveness_seconds)
 
 
 def _select(model: Model[Any], names: Iterable[str] | None) -> list[Property[Any]]:

@@ -148,6 +148,8 @@ class CheckResult:
         when never taken, and are also listed in ``never_taken``.
     graph:
         The recorded :class:`~txnspec.checker.liveness.StateGraph` (with ``build_graph=True`` or liveness).
+    seconds, liveness_seconds:
+        Time of the search, and of the ``leads_to`` analysis on the graph after it.
     """
 
     model_name: str
@@ -165,6 +167,7 @@ class CheckResult:
     describe_state: Callable[[Any], str] | None = None
     stop_reason: str | None = None
     symmetry: bool = False
+    liveness_seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -259,7 +262,7 @@ class CheckResult:
             "model": self.model_name, "verdict": self.verdict_text, "ok": self.ok, "complete": self.complete,
             "stop_reason": self.stop_reason, "symmetry": self.symmetry,
             "states": self.states, "transitions": self.transitions, "depth": self.depth,
-            "seconds": round(self.seconds, 3),
+            "seconds": round(self.seconds, 3), "liveness_seconds": round(self.liveness_seconds, 3),
             "states_per_second": round(self.rate) if self.seconds > 0 else None,
             "properties": [{
                 "name": v.name, "expectation": v.expectation, "holds": v.holds, "status": v.status,
