@@ -25,6 +25,8 @@ def _arguments(p: argparse.ArgumentParser) -> None:
                    help="prove only this property (repeatable); default: all of them")
     p.add_argument("--bmc-depth", type=int, default=None, metavar="K",
                    help="also run bounded model checking to depth K")
+    p.add_argument("--no-lemmas", action="store_true",
+                   help="plain BMC: do not assume the proved strengthening invariants in the unrolling")
     p.add_argument("--partitions", type=int, default=2, choices=(1, 2), help="partitions in the encoding")
     p.add_argument("--buggy", default=None, metavar="BUG",
                    help="use a known-bad encoding: zombie-not-fenced or no-duplicate-detection")
@@ -84,7 +86,7 @@ def cmd_prove(args: argparse.Namespace) -> int:
     if args.bmc_depth is not None:
         props = [table[name][0] for name in names]
         # the strengthening lemmas are proved above for the correct encoding only
-        lemmas = [] if args.buggy or any(s != "proved" for s in statuses) else \
+        lemmas = [] if args.buggy or args.no_lemmas or any(s != "proved" for s in statuses) else \
             list(symbolic.strengthening(n).values())
         found = bmc(model, props, args.bmc_depth, timeout_ms=timeout_ms, logic="QF_LIA", lemmas=lemmas)
         statuses.append({"ok": "proved", "violated": "violated", "unknown": "unknown"}[found.status])
