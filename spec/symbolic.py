@@ -491,7 +491,9 @@ def invariants(n: int = 2) -> dict[str, Invariant | StepInvariant]:
         "fenced_appends_never_commit": Invariant(
             "fenced_appends_never_commit", lambda s: _all(n, lambda i: z3.Not(pv(s, "bad_commit", i))),
             "A commit marker never closes a transaction holding data appended at an epoch the coordinator had "
-            "already fenced."),
+            "already fenced. 'Fenced at append' is the explicit ghost's rule (epoch below the coordinator's, "
+            "except the PrepareCommit transaction's own epoch) with the transaction's epoch kept in a ghost "
+            "(txn_epoch) rather than read from last_producer_epoch, which a failover resets to -1."),
         "fenced_producer_never_commits": Invariant(
             "fenced_producer_never_commits", lambda s: z3.Not(s["fenced_commit"]),
             "No commit is decided on an EndTxn whose epoch is older than the coordinator's."),
