@@ -41,6 +41,8 @@ appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
 """
 
 RESULT_COLUMNS = ("trace_id", "strategy", "seed", "length", "verdict", "divergence_step", "detail", "kinds",
@@ -177,6 +179,10 @@ def run_job(config: JobConfig, *, master: str = "local[*]", out: Path = Path("ou
         config = JobConfig(**{**config.__dict__, "covering_paths": plan.paths})
     planned = time.monotonic()
     tasks = plan_tasks(config)
+    if session is None:
+        from pyspark.sql import SparkSession
+
+        session = SparkSession.getActiveSession()  # e.g. under spark-submit, or a notebook's session
     own_session = session is None
     spark = spark_session(master) if own_session else session
     session_ready = time.monotonic()
@@ -226,10 +232,10 @@ def run_job(config: JobConfig, *, master: str = "local[*]", out: Path = Path("ou
 
 
 def render(summary: dict[str, Any]) -> str:
+    strategies = ", ".join(f"{k} {v}" for k, v in sorted(summary["by_strategy"].items()))
     lines = [f"conformance of {summary['scenario']} (variant {summary['variant']}) against {summary['adapter']} "
              f"on {summary['master']}, seed {summary['seed']}",
-             f"  traces: {summary['traces']} ({', '.join(f'{k} {v}' for k, v in sorted(summary['by_strategy'].items()))}),"
-             f" steps: {summary['steps']}",
+             f"  traces: {summary['traces']} ({strategies}), steps: {summary['steps']}",
              f"  passed {summary['passed']}, diverged {summary['diverged']}, errors {summary['errors']}"]
     cov = summary["coverage"]
     graph = summary.get("graph")

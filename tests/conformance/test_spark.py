@@ -1,0 +1,118 @@
+"""The Spark conformance job: local mode, and a real standalone master and worker on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from txnspec.conformance.adapters.spec_adapter import SpecAdapter
+from txnspec.conformance.cli import main as cli_main
+from txnspec.conformance.cli_main import java_problem
+from txnspec.conformance.replay import replay
+from txnspec.conformance.spark_job import JobConfig, run_job, spark_session
+from txnspec.conformance.traces import Trace
+
+pytestmark = [pytest.mark.spark,
+              pytest.mark.skipif(java_problem() is not None, reason=str(java_problem()))]
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    session = spark_session("local[2]")
+    yield session
+    session.stop()
+
+
+def _read_results(spark: Any, path: Path) -> list[dict[str, Any]]:
+    rows = [r.asDict() for r in spark.read.parquet(str(path)).collect()]
+    return sorted(rows, key=lambda r: str(r["trace_id"]))
+
+
+def test_local_mode_twenty_traces(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    status = cli_main(["conform", "--scenario", "tiny", "--traces", "20", "--master", "local[2]",
+                       "--out", str(out), "--seed", "7", "--json"])
+    assert status == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["traces"] == 20 and summary["passed"] == 20 and summary["diverged"] == 0
+    assert summary["by_strategy"]["covering"] == 3
+    assert summary["graph"]["missed_kinds"] == [] and summary["graph"]["missed_transitions"] == []
+    assert json.loads((out / "summary.json").read_text())["traces"] == 20
+    first = _read_results(spark, out / "results")
+    assert len(first) == 20 and {r["verdict"] for r in first} == {"pass"}
+    # deterministic for a seed; the output is overwritten, not appended
+    again = run_job(JobConfig("tiny", 20, seed=7), out=out, session=spark)
+    assert again.summary["traces"] == 20
+    assert _read_results(spark, out / "results") == first
+
+
+def test_a_mutant_diverges_with_shrunk_traces(spark: Any, tmp_path: Path) -> None:
+    out = tmp_path / "mutant"
+    result = run_job(JobConfig("offsets", 12, adapter="spec-mutant:lost-offsets"), out=out, session=spark)
+    assert result.summary["diverged"] >= 1
+    rows = [r for r in _read_results(spark, out / "results") if r["verdict"] == "diverge"]
+    assert rows and all(r["shrunk_trace"] and r["shrunk_length"] <= r["length"] for r in rows)
+    shrunk = Trace.from_line(rows[0]["shrunk_trace"])
+    assert not replay(shrunk, SpecAdapter("lost-offsets")).ok and replay(shrunk, SpecAdapter()).ok
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture()
+def standalone(tmp_path: Path) -> Iterator[str]:
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    daemon = home / "sbin" / "spark-daemon.sh"
+    port, web = _free_port(), _free_port()
+    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(tmp_path / "logs"),
+               SPARK_PID_DIR=str(tmp_path / "pids"), SPARK_IDENT_STRING="txnspec-test",
+               SPARK_NO_DAEMONIZE="", SPARK_WORKER_DIR=str(tmp_path / "work"))
+    env.pop("SPARK_NO_DAEMONIZE")
+    master = f"spark://127.0.0.1:{port}"
+    master_cls, worker_cls = "org.apache.spark.deploy.master.Master", "org.apache.spark.deploy.worker.Worker"
+    subprocess.run(["bash", str(daemon), "start", master_cls, "1", "--host", "127.0.0.1", "--port", str(port),
+                    "--webui-port", str(web)], env=env, check=True, capture_output=True)
+    try:
+        subprocess.run(["bash", str(daemon), "start", worker_cls, "1", "--host", "127.0.0.1", "--cores", "2",
+                        "--memory", "1g", "--webui-port", str(_free_port()), master], env=env, check=True,
+                       capture_output=True)
+        deadline = time.monotonic() + 90
+        logs = tmp_path / "logs"
+        while time.monotonic() < deadline:
+            text = "".join(p.read_text(errors="replace") for p in logs.glob("*Worker*.out")) if logs.exists() else ""
+            if "Successfully registered with master" in text:
+                break
+            time.sleep(1)
+        else:
+            pytest.fail("the standalone worker did not register with the master within 90 s")
+        yield master
+    finally:
+        for cls in (worker_cls, master_cls):
+            subprocess.run(["bash", str(daemon), "stop", cls, "1"], env=env, capture_output=True)
+
+
+def test_standalone_cluster(standalone: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:  # the local session of the tests above: the job must start its own
+        active.stop()
+    out = tmp_path / "cluster"
+    status = cli_main(["conform", "--scenario", "tiny", "--traces", "10", "--master", standalone,
+                       "--out", str(out), "--json"])
+    assert status == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["master"] == standalone and summary["passed"] == 10
