@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -89,15 +90,17 @@ def standalone(tmp_path: Path) -> Iterator[str]:
         subprocess.run(["bash", str(daemon), "start", worker_cls, "1", "--host", "127.0.0.1", "--cores", "2",
                         "--memory", "1g", "--webui-port", str(_free_port()), master], env=env, check=True,
                        capture_output=True)
-        deadline = time.monotonic() + 90
-        logs = tmp_path / "logs"
-        while time.monotonic() < deadline:
-            text = "".join(p.read_text(errors="replace") for p in logs.glob("*Worker*.out")) if logs.exists() else ""
-            if "Successfully registered with master" in text:
-                break
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # the master's status page lists the registered workers
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{web}/json/", timeout=5) as response:
+                    if json.loads(response.read()).get("aliveworkers", 0) >= 1:
+                        break
+            except (OSError, ValueError):
+                pass
             time.sleep(1)
         else:
-            pytest.fail("the standalone worker did not register with the master within 90 s")
+            pytest.fail("the standalone worker did not register with the master within 120 s")
         yield master
     finally:
         for cls in (worker_cls, master_cls):
