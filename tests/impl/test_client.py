@@ -1,0 +1,93 @@
+"""The producer's TransactionManager, sans-I/O: requests out of poll(), responses in, states as Kafka's."""
+
+from __future__ import annotations
+
+import pytest
+
+from txnspec.impl.client import VALID_PREVIOUS_STATES, Producer, State
+from txnspec.impl.errors import Errors, IllegalStateException, KafkaException, ProducerFencedException
+from txnspec.impl.messages import Response, request_name
+
+
+def ready(tv: int = 0) -> Producer:
+    p = Producer("tx", transaction_version=tv)
+    result = p.init_transactions()
+    [lookup] = p.poll()
+    p.on_response(lookup, Response(Errors.NONE))
+    [init] = p.poll()
+    p.on_response(init, Response(Errors.NONE, 5, 0))
+    result.result()  # Kafka's await: acknowledges the completed call
+    assert p.state is State.READY
+    return p
+
+
+def test_the_state_table_is_kafkas() -> None:
+    assert VALID_PREVIOUS_STATES[State.ABORTING_TRANSACTION] == {State.IN_TRANSACTION, State.ABORTABLE_ERROR}
+    assert VALID_PREVIOUS_STATES[State.FATAL_ERROR] == set(State)
+
+
+def test_tv1_adds_partitions_before_producing_and_commits() -> None:
+    p = ready(0)
+    p.begin_transaction()
+    p.send("t-0", "v")
+    [add] = p.poll()
+    assert request_name(add) == "AddPartitionsToTxn"
+    p.on_response(add, Response(Errors.NONE))
+    [produce] = p.poll()
+    assert request_name(produce) == "Produce"
+    commit = p.commit_transaction()
+    assert p.poll() == []  # EndTxn waits for the batch
+    p.on_response(produce, Response(Errors.NONE, base_offset=0))
+    [end] = p.poll()
+    p.on_response(end, Response(Errors.NONE))
+    assert commit.is_successful and p.state is State.READY
+
+
+def test_tv2_sends_no_add_partitions_and_adopts_the_bumped_epoch() -> None:
+    p = ready(2)
+    p.begin_transaction()
+    p.send("t-0", "v")
+    [produce] = p.poll()
+    p.on_response(produce, Response(Errors.NONE, base_offset=0))
+    p.commit_transaction()
+    [end] = p.poll()
+    p.on_response(end, Response(Errors.NONE, 5, 1))
+    assert (p.state, p.producer_epoch) == (State.READY, 1)
+
+
+def test_a_fenced_coordinator_answer_is_fatal_and_every_later_call_says_so() -> None:
+    p = ready(0)
+    p.begin_transaction()
+    p.send("t-0")
+    [add] = p.poll()
+    p.on_response(add, Response(Errors.PRODUCER_FENCED))
+    assert p.state is State.FATAL_ERROR
+    with pytest.raises(ProducerFencedException):
+        p.abort_transaction()
+
+
+def test_an_abortable_produce_error_forbids_commit_and_abort_recovers_with_an_epoch_bump() -> None:
+    p = ready(0)
+    p.begin_transaction()
+    p.send("t-0")
+    [add] = p.poll()
+    p.on_response(add, Response(Errors.NONE))
+    [produce] = p.poll()
+    p.on_response(produce, Response(Errors.INVALID_PRODUCER_EPOCH))
+    assert p.state is State.ABORTABLE_ERROR
+    with pytest.raises(KafkaException):
+        p.commit_transaction()
+    p.abort_transaction()
+    [end] = p.poll()
+    p.on_response(end, Response(Errors.NONE))
+    [bump] = p.poll()
+    assert request_name(bump) == "InitProducerId" and (bump.producer_id, bump.producer_epoch) == (5, 0)
+    p.on_response(bump, Response(Errors.NONE, 5, 1))
+    assert (p.state, p.producer_epoch) == (State.READY, 1)
+
+
+def test_an_invalid_call_raises_without_changing_state() -> None:
+    p = ready(0)
+    with pytest.raises(IllegalStateException):
+        p.commit_transaction()
+    assert p.state is State.READY
