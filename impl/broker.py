@@ -238,7 +238,8 @@ class Broker:
 
     # --- markers ---
 
-    def deliver_markers(self, now_ms: int, markers: Iterable[TxnMarker] | None = None) -> list[tuple[TxnMarker, Errors]]:
+    def deliver_markers(self, now_ms: int,
+                        markers: Iterable[TxnMarker] | None = None) -> list[tuple[TxnMarker, Errors]]:
         """Write the coordinator's pending markers (or ``markers``) and feed the answers back."""
         out = []
         for m in list(self.txn_coordinator.drain_markers() if markers is None else markers):

@@ -271,7 +271,7 @@ class InitProducerIdHandler(TxnRequestHandler):
     def __init__(self, tm: TransactionManager, is_epoch_bump: bool) -> None:
         super().__init__(tm)
         self.is_epoch_bump = is_epoch_bump
-        self.priority = Priority.EPOCH_BUMP if is_epoch_bump else Priority.INIT_PRODUCER_ID  # type: ignore[misc]
+        self.priority = Priority.EPOCH_BUMP if is_epoch_bump else Priority.INIT_PRODUCER_ID
         self.pid, self.epoch = (tm.producer_id, tm.producer_epoch) if is_epoch_bump else (-1, -1)
 
     def build(self) -> InitProducerId:
@@ -546,6 +546,10 @@ class TransactionManager:
     @property
     def is_completing(self) -> bool:
         return self.state in (St.COMMITTING_TRANSACTION, St.ABORTING_TRANSACTION)
+
+    @property
+    def has_fatal_error(self) -> bool:
+        return self.state is St.FATAL_ERROR
 
     @property
     def has_error(self) -> bool:
@@ -945,7 +949,7 @@ class Producer:
                 request = _with_correlation(request, next(self._correlation))
                 self.in_flight_txn = (request, handler)
                 return [request]
-            if tm.state is St.FATAL_ERROR or not tm.has_producer_id:
+            if tm.has_fatal_error or not tm.has_producer_id:
                 return []
         elif not tm.has_producer_id:
             return []

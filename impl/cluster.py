@@ -76,11 +76,10 @@ from txnspec.impl.errors import (
     Errors,
     IllegalStateException,
     InvalidRequestError,
-    KafkaException,
     TimeoutException,
 )
 from txnspec.impl.log import Record, RecordValue
-from txnspec.impl.messages import Fetch, OffsetFetch, Produce, Request, Response
+from txnspec.impl.messages import Fetch, Request, Response
 from txnspec.impl.partition import IsolationLevel
 
 
@@ -441,7 +440,5 @@ class ConsumerHandle:
             if err is not Errors.NONE:
                 raise err.exception(err.name)
 
-
-assert OffsetFetch and Produce and KafkaException  # re-exported names for users of Cluster
 
 __all__ = ["Cluster", "ConsumerHandle", "Message", "Network", "ProducerHandle", "named"]

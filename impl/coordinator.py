@@ -247,7 +247,7 @@ class TransactionStateManager:
         """Write tombstones for idle ids (``removeExpiredTransactionalIds``); returns the ids removed."""
         if not self.active or self.loading:
             return []
-        removed = []
+        removed: list[str] = []
         for tid, md in list(self.cache.items()):
             if md.pending_state is None and md.state.is_expiration_allowed \
                     and md.txn_last_update_timestamp <= now_ms - expiration_ms:
@@ -328,7 +328,7 @@ class TransactionCoordinator:
         self._pending.clear()
         self._outbox.clear()
         loaded = self.txn_manager.load(coordinator_epoch)
-        for tid, md in loaded.items():
+        for _tid, md in loaded.items():
             if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
                 result = ControlType.COMMIT if md.state is S.PREPARE_COMMIT else ControlType.ABORT
                 self._add_txn_markers_to_send(coordinator_epoch, result, md, md.prepare_complete(now_ms), now_ms)

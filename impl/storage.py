@@ -173,7 +173,7 @@ def open_partition(data_dir: str, name: str, kwargs: dict[str, int], fsync_appen
     directory = os.path.join(data_dir, name)
     store = SegmentStore(directory, fsync_appends)
     batches = store.recover()
-    p = Partition(name, store=store, **kwargs)  # type: ignore[arg-type]
+    p = Partition(name, store=store, **kwargs)
     p.log.batches = batches
     p.log._bases = [b.base_offset for b in batches]
     p.log._end = batches[-1].next_offset if batches else p.log.log_start_offset

@@ -30,7 +30,7 @@ class CoordinatorIllegalState(RuntimeError):
     """An illegal coordinator transition (Kafka's ``IllegalStateException``): a bug, never a client error."""
 
 
-class ProducerFenced(Exception):  # noqa: N818 — Kafka's ProducerFencedException thrown by a helper
+class ProducerFenced(Exception):
     """``prepareIncrementProducerEpoch`` found a fenced expected epoch."""
 
 

@@ -2,7 +2,8 @@
 
 It recovers the durable cluster in DATA_DIR, then loops: begin, send 4 records ("<txn>:<i>") to two
 partitions, then commit (3 of 4) or abort, printing ``C <txn>`` / ``A <txn>`` once the call returned. The
-parent kills it with SIGKILL at a random moment. Transaction numbers start at START_MS, so they never repeat across runs.
+parent kills it with SIGKILL at a random moment. Transaction numbers start at START_MS, so they never repeat
+across runs.
 """
 
 from __future__ import annotations

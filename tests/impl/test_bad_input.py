@@ -30,8 +30,8 @@ from txnspec.impl.partition import IsolationLevel, Partition
 
 WEIRD: list[Any] = [None, True, "x", 1.5, -2, -1, 0, 1, 2, 100, 32766, 32767, 32768, 2**31, 2**63, -(2**63) - 1]
 tids = st.sampled_from([None, "", "a", "b", 7])
-pids = st.sampled_from([-1, 0, 1, 2, 3] + WEIRD)
-epochs = st.sampled_from([-1, 0, 1, 2, 32766, 32767] + WEIRD)
+pids = st.sampled_from([-1, 0, 1, 2, 3, *WEIRD])
+epochs = st.sampled_from([-1, 0, 1, 2, 32766, 32767, *WEIRD])
 parts = st.sampled_from(["t-0", "t-1", "u-0", "bad", "", "-1", 5, "__consumer_offsets-3"])
 records = st.one_of(st.lists(st.builds(Record, st.sampled_from([None, "k", b"k"]),
                                        st.sampled_from([None, "v", b"\x00" * 3])), min_size=0, max_size=3)
