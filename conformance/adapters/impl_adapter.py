@@ -1,0 +1,215 @@
+"""The reference implementation (:mod:`txnspec.impl`) as a replay adapter, in lock step with the spec.
+
+How steps map onto :class:`txnspec.impl.cluster.Cluster`
+    * application actions call the (non-blocking) client :class:`~txnspec.impl.client.Producer` of the
+      spec's ``producer-k`` and let it queue its requests on the cluster's network;
+    * ``deliver`` actions deliver the one matching message of the network (same client, RPC, partition),
+      wherever it is in the queue; a marker's response is implicit in the implementation (the broker
+      answers the coordinator synchronously), so ``deliver WriteTxnMarkersResponse`` is a no-op;
+    * ``FindCoordinator``, which the spec abstracts away, is delivered as soon as it is queued;
+    * faults: ``duplicate`` re-sends the request, ``timeout`` advances the clock past the transaction
+      timeout (without running the network); the other faults are not mapped yet and report the step as
+      not enabled (a divergence naming the fault).
+
+What is compared (:meth:`ImplAdapter.project`)
+    The records visible per *data* partition at both isolation levels and the committed group offsets.
+    The spec's message texts and its ``__consumer_offsets`` partition are its own modelling and are
+    not compared; the abstract state is not compared (``abstract_state`` returns ``{}``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from txnspec.conformance.adapters.spec_adapter import StepNotEnabledError
+
+RESPONSE_OF = {"InitProducerIdResponse": ("InitProducerId",), "EndTxnResponse": ("EndTxn",),
+               "ProduceResponse": ("Produce",),
+               "ErrorResponse": ("AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit")}
+
+
+def impl_partition(name: str) -> str:
+    """The implementation's name of a spec partition: brokers name partitions ``topic-N`` (``p0`` -> ``p0-0``)."""
+    topic, _, number = name.rpartition("-")
+    return name if topic and number.isdigit() else f"{name}-0"
+
+
+def _same_partition(impl_name: str, spec_name: str) -> bool:
+    if spec_name.startswith("__consumer_offsets"):
+        return impl_name.startswith("__consumer_offsets")
+    return impl_name == impl_partition(spec_name)
+
+
+class ImplAdapter:
+    observes = ("visible", "offsets")
+
+    def __init__(self) -> None:
+        self.cluster: Any = None
+        self.producers: dict[str, tuple[str, Any]] = {}
+        self.partitions: tuple[str, ...] = ()
+        self.group = "g"
+        self.txn_no: dict[str, int] = {}
+        self.results: list[Any] = []  # the clients' pending TransactionalRequestResults
+
+    def reset(self, scenario: str, variant: str = "current") -> None:
+        from txnspec.impl.cluster import Cluster
+        from txnspec.spec.model import build_system
+        from txnspec.spec.system import initial_state, producer_address
+
+        system = build_system(scenario, variant)
+        s = system.scenario
+        self.cluster = Cluster(transaction_version=s.transaction_version)
+        self.partitions, self.group = s.partitions, s.group_id
+        self.producers, self.txn_no, self.results = {}, {}, []
+        for p in initial_state(system).producers:
+            handle = self.cluster.producer(p.transactional_id)
+            self.producers[producer_address(p)] = (handle.name, handle.producer)
+            self.txn_no[producer_address(p)] = 0
+
+    # --- steps ---
+
+    def _pump(self) -> None:
+        """Queue what the clients send, and deliver FindCoordinator (not in the spec) at once."""
+        cluster = self.cluster
+        for _ in range(100):
+            cluster._dispatch()
+            pending = [m for m in cluster.network.messages if m.name == "FindCoordinator"]
+            if not pending:
+                return
+            cluster.deliver(pending[0])
+
+    def _ack(self) -> None:
+        """The application learns the outcome of its completed calls (``result.await()`` in Kafka)."""
+        from txnspec.impl.errors import KafkaException
+
+        still = []
+        for result in self.results:
+            if result.completed:
+                try:
+                    result.result()
+                except KafkaException:
+                    pass  # the client's state tells the application what to do next, as in the spec
+            else:
+                still.append(result)
+        self.results = still
+
+    def _match(self, step: Any) -> Any:
+        if step.kind == "duplicate":  # "duplicate producer-0->coordinator: InitProducerId(...)"
+            kind = step.action.split(": ", 1)[1].split("(", 1)[0]
+        else:
+            kind = step.kind.removeprefix("deliver ")
+        marker_partition = step.action.split("WriteTxnMarkers(", 1)[-1].split(",", 1)[0]
+        for m in self.cluster.network.messages:
+            if kind == "WriteTxnMarkers":
+                if type(m.request).__name__ == "TxnMarker" and _same_partition(m.request.partition, marker_partition):
+                    return m
+                continue
+            if step.target in self.producers:  # a response to a producer
+                client = self.producers[step.target][0]
+                if m.response is None or m.client != client or m.name not in RESPONSE_OF.get(kind, ()):
+                    continue
+                if kind == "ProduceResponse" and not _same_partition(m.request.partition, step.source):
+                    continue
+                return m
+            if step.source in self.producers:  # a request from a producer
+                client = self.producers[step.source][0]
+                if m.response is not None or m.client != client or m.name != kind:
+                    continue
+                if kind == "Produce" and not _same_partition(m.request.partition, step.target):
+                    continue
+                return m
+        return None
+
+    def _not_enabled(self, step: Any, why: str = "") -> StepNotEnabledError:
+        pending = [repr(m) for m in self.cluster.network.messages]
+        return StepNotEnabledError(step.action + (f" ({why})" if why else ""), pending)
+
+    def apply(self, step: Any) -> dict[str, Any]:
+        from txnspec.impl.errors import KafkaException
+
+        if self.cluster is None:
+            raise RuntimeError("reset() the adapter before applying steps")
+        kind = step.kind
+        if kind in ("initTransactions", "beginTransaction", "send", "sendOffsetsToTransaction",
+                    "commitTransaction", "abortTransaction"):
+            who = step.source
+            _, p = self.producers[who]
+            self._ack()
+            result = None
+            try:
+                if kind == "initTransactions":
+                    result = p.init_transactions()
+                elif kind == "beginTransaction":
+                    p.begin_transaction()
+                    self.txn_no[who] += 1
+                elif kind == "send":
+                    p.send(impl_partition(step.action.split("send(", 1)[1].rstrip(")")), b"v")
+                elif kind == "sendOffsetsToTransaction":
+                    result = p.send_offsets_to_transaction({"input-0": self.txn_no[who]}, self.group)
+                elif kind == "commitTransaction":
+                    result = p.commit_transaction()
+                else:
+                    result = p.abort_transaction()
+            except KafkaException as exc:
+                raise self._not_enabled(step, f"the client refused: {type(exc).__name__}: {exc}") from None
+            if result is not None:
+                self.results.append(result)
+        elif kind == "deliver WriteTxnMarkersResponse":
+            pass
+        elif kind.startswith("deliver "):
+            m = self._match(step)
+            if m is None:
+                raise self._not_enabled(step, "no such message in flight in the implementation")
+            self.cluster.deliver(m)
+        elif kind == "duplicate":
+            m = self._match(step)
+            if m is None:
+                raise self._not_enabled(step, "no such message to duplicate")
+            self.cluster.network.send(m.client, m.request, m.response)
+        elif kind == "timeout":
+            self.cluster.now_ms += 60_001
+            self.cluster.broker.tick(self.cluster.now_ms)
+            self.cluster._queue_markers()
+        else:
+            raise self._not_enabled(step, f"the fault {kind!r} is not mapped onto the implementation yet")
+        self._pump()
+        self._ack()
+        return self.observe()
+
+    # --- observation ---
+
+    def _visible(self, partition: str, isolation: str) -> list[int]:
+        from txnspec.impl.consumer import Consumer
+        from txnspec.impl.messages import Fetch
+        from txnspec.impl.partition import IsolationLevel
+
+        consumer = Consumer(IsolationLevel(isolation), None)
+        consumer.assign([partition])
+        offsets: list[int] = []
+        for _ in range(1000):
+            got = []
+            for name, offset, level in consumer.fetch_requests():
+                response = self.cluster.broker.handle(Fetch(name, offset, level, None), self.cluster.now_ms)
+                fetched = response.extra.get("fetch")
+                if fetched is not None:
+                    got.extend(consumer.on_fetch(name, fetched))
+            if not got:
+                break
+            offsets.extend(r.offset for r in got)
+        return offsets
+
+    def observe(self) -> dict[str, Any]:
+        visible = {p: {"read_committed": self._visible(impl_partition(p), "READ_COMMITTED"),
+                       "read_uncommitted": self._visible(impl_partition(p), "READ_UNCOMMITTED")} for p in self.partitions}
+        visible = {spec: visible[spec] for spec in self.partitions}
+        _, committed = self.cluster.broker.group_coordinator.fetch_offsets(self.group, ["input-0"])
+        return {"visible": visible, "offsets": {f"{self.group}/{tp}": off for tp, off in committed.items()}}
+
+    def project(self, expected: dict[str, Any]) -> dict[str, Any]:
+        """The part of the spec's observation this adapter reports."""
+        visible = expected.get("visible", {})
+        return {"visible": {p: visible[p] for p in self.partitions if p in visible},
+                "offsets": expected.get("offsets", {})}
+
+    def abstract_state(self) -> dict[str, Any]:
+        return {}
