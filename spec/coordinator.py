@@ -335,9 +335,15 @@ def prepare_fence_producer_epoch(md: TxnMetadata, config: CoordinatorConfig) -> 
     return _transit(md, PREPARE_EPOCH_FENCE, producer_epoch=md.producer_epoch if keep else md.producer_epoch + 1)
 
 
-def prepare_increment_producer_epoch(md: TxnMetadata, timeout_ms: int, expected_epoch: int | None, now_ms: int
-                                     ) -> TxnTransit | Errors:
-    """``prepareIncrementProducerEpoch`` (KIP-360): bump, or accept a retry of the last bump, or fence."""
+def prepare_increment_producer_epoch(md: TxnMetadata, timeout_ms: int, expected_epoch: int | None, now_ms: int,
+                                     max_epoch: int = SHORT_MAX_VALUE) -> TxnTransit | Errors:
+    """``prepareIncrementProducerEpoch`` (KIP-360): bump, or accept a retry of the last bump, or fence.
+
+    An exhausted epoch cannot be bumped: Kafka throws ``IllegalStateException``, which
+    ``prepareInitProducerIdTransit`` turns into ``Errors.forException``, i.e. ``UNKNOWN_SERVER_ERROR``
+    (reached when the caller expects an epoch other than the current, exhausted one)."""
+    if is_epoch_exhausted(md.producer_epoch, max_epoch):
+        return Errors.UNKNOWN_SERVER_ERROR
     if expected_epoch is None:
         epoch, last = md.producer_epoch + 1, NO_PRODUCER_EPOCH
     elif md.producer_epoch == NO_PRODUCER_EPOCH or expected_epoch == md.producer_epoch:
@@ -496,7 +502,8 @@ def handle_init_producer_id(cs: CoordinatorState, request: InitProducerId, *,
                                                record_last_epoch=expected is not None)
     else:
         transit = prepare_increment_producer_epoch(md, request.txn_timeout_ms,
-                                                   None if expected is None else expected[1], cs.now_ms)
+                                                   None if expected is None else expected[1], cs.now_ms,
+                                                   config.max_epoch)
     if isinstance(transit, Errors):
         return fail(cs, transit)
     cs, pending = prepare_transition_to(cs, md, transit, config)
@@ -901,14 +908,18 @@ def load_from_log(txn_log: tuple[tuple[str, TxnTransit], ...], now_ms: int, coor
     """``loadTransactionsForTxnTopicPartition``: rebuild the cache from the log after a failover.
 
     In-memory fields start afresh (``last_producer_epoch`` -1, nothing pending, no failed fence).
-    Every Prepare* transaction is completed: ``prepareComplete`` and its markers re-sent.
+    Every Prepare* transaction is completed: ``prepareComplete`` and its markers re-sent. With the
+    cluster at transaction version 0 the log values are version 0, which have no previous or next
+    producer id (tagged fields of version 1): they reload as -1.
     """
     cs = CoordinatorState(coordinator_epoch=coordinator_epoch, now_ms=now_ms, next_producer_id=next_producer_id,
                           txn_log=txn_log)
     markers: tuple[tuple[str, WriteTxnMarkers], ...] = ()
     appended: Appended = ()
+    tagged = config.transaction_version >= 1
     for tid, t in txn_log:
-        md = TxnMetadata(tid, t.producer_id, t.prev_producer_id, t.next_producer_id, t.producer_epoch,
+        md = TxnMetadata(tid, t.producer_id, t.prev_producer_id if tagged else NO_PRODUCER_ID,
+                         t.next_producer_id if tagged else NO_PRODUCER_ID, t.producer_epoch,
                          NO_PRODUCER_EPOCH, t.txn_timeout_ms, t.state, t.partitions, t.txn_start_ms,
                          t.txn_last_update_ms, t.transaction_version)
         cs = with_metadata(cs, md, tid)
