@@ -13,7 +13,7 @@ ADAPTERS = ("spec", "spec-mutant:<mutation>", "impl")
 
 def make_adapter(name: str) -> Any:
     """The adapter called ``name``: ``spec``, ``spec-mutant:<mutation>`` (a deliberately wrong spec, for
-    testing the suite) or ``impl`` (the reference implementation, once its adapter exists)."""
+    testing the suite) or ``impl`` (the reference implementation, :mod:`.impl_adapter`)."""
     from txnspec.conformance.adapters.spec_adapter import SpecAdapter
 
     if name == "spec":
@@ -22,7 +22,7 @@ def make_adapter(name: str) -> Any:
         return SpecAdapter(name.removeprefix("spec-mutant:"))
     if name == "impl":
         try:
-            from txnspec.conformance.adapters.impl_adapter import ImplAdapter  # type: ignore[import-not-found]
+            from txnspec.conformance.adapters.impl_adapter import ImplAdapter
         except ModuleNotFoundError:
             raise ValueError("the implementation's adapter is not built yet "
                              "(txnspec.conformance.adapters.impl_adapter)") from None
