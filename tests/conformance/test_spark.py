@@ -21,8 +21,29 @@ from txnspec.conformance.replay import replay
 from txnspec.conformance.spark_job import JobConfig, run_job, spark_session
 from txnspec.conformance.traces import Trace
 
-pytestmark = [pytest.mark.spark,
-              pytest.mark.skipif(java_problem() is not None, reason=str(java_problem()))]
+needs_spark = [pytest.mark.spark, pytest.mark.skipif(java_problem() is not None, reason=str(java_problem()))]
+
+
+def spark_test(f: Any) -> Any:
+    for mark in needs_spark:
+        f = mark(f)
+    return f
+
+
+def test_conform_without_java_exits_2_with_a_clear_message(monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    import txnspec.conformance.cli_main as cli_main_module
+
+    monkeypatch.setattr(cli_main_module, "java_problem", lambda: "Spark needs Java 17 (or 21) and none was found")
+    assert cli_main(["conform", "--scenario", "tiny", "--traces", "5"]) == 2
+    assert "needs Java" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--scenario", "nope"], ["--traces", "0"], ["--adapter", "bogus"],
+                                  ["--adapter", "spec-mutant:bogus"]])
+def test_conform_bad_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["conform", *argv]) == 2
+    assert "txnspec conform: error:" in capsys.readouterr().err
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +58,7 @@ def _read_results(spark: Any, path: Path) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: str(r["trace_id"]))
 
 
+@spark_test
 def test_local_mode_twenty_traces(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run"
     status = cli_main(["conform", "--scenario", "tiny", "--traces", "20", "--master", "local[2]",
@@ -55,6 +77,7 @@ def test_local_mode_twenty_traces(spark: Any, tmp_path: Path, capsys: pytest.Cap
     assert _read_results(spark, out / "results") == first
 
 
+@spark_test
 def test_a_mutant_diverges_with_shrunk_traces(spark: Any, tmp_path: Path) -> None:
     out = tmp_path / "mutant"
     result = run_job(JobConfig("offsets", 12, adapter="spec-mutant:lost-offsets"), out=out, session=spark)
@@ -107,6 +130,7 @@ def standalone(tmp_path: Path) -> Iterator[str]:
             subprocess.run(["bash", str(daemon), "stop", cls, "1"], env=env, capture_output=True)
 
 
+@spark_test
 def test_standalone_cluster(standalone: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from pyspark.sql import SparkSession
 
