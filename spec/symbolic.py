@@ -469,6 +469,13 @@ def _all(n: int, f: Callable[[int], Any]) -> Any:
     return z3.And(*(f(i) for i in range(n)))
 
 
+def last_stable_offset(s: Vars, i: int) -> Any:
+    """``PartitionState.last_stable_offset`` with the high watermark at the log end: the first offset of the
+    open transaction, else the log end offset (one producer id per leader here)."""
+    first = s[_pv("txn_first_offset", i)]
+    return z3.If(first != -1, first, s[_pv("log_end_offset", i)])
+
+
 def invariants(n: int = 2) -> dict[str, Invariant | StepInvariant]:
     """The properties, named as the explicit spec's (``spec/properties.py``) where one exists."""
     def pv(s: Vars, x: str, i: int) -> Any:
@@ -500,6 +507,11 @@ def invariants(n: int = 2) -> dict[str, Invariant | StepInvariant]:
         "valid_coordinator_transitions": Invariant(
             "valid_coordinator_transitions", lambda s: z3.Not(s["illegal"]),
             "Every coordinator transition is in Kafka's valid-previous-states table."),
+        "last_stable_offset_never_decreases": StepInvariant(
+            "last_stable_offset_never_decreases",
+            lambda c, nx: _all(n, lambda i: last_stable_offset(nx, i) >= last_stable_offset(c, i)),
+            "A leader's LSO (the open transaction's first offset, else the log end) never goes back, so a "
+            "read_committed consumer never sees the stable prefix shrink."),
         "prepare_never_reversed": StepInvariant(
             "prepare_never_reversed",
             lambda c, nx: z3.And(
@@ -533,6 +545,12 @@ def strengthening(n: int = 2) -> dict[str, Invariant]:
                        pv(s, "last_seq", i) == pv(s, "hi_seq", i)))),
             "A leader's entry epoch is >= the epoch of the last appended batch and, when equal, its last "
             "sequence is that batch's: the epoch and sequence checks then reject any non-increasing append."),
+        "offsets_ordered": Invariant("offsets_ordered", lambda s: _all(n, lambda i: z3.And(
+            pv(s, "log_end_offset", i) >= 0,
+            z3.Or(pv(s, "txn_first_offset", i) == -1,
+                  z3.And(pv(s, "txn_first_offset", i) >= 0,
+                         pv(s, "txn_first_offset", i) < pv(s, "log_end_offset", i))))),
+            "An open transaction starts at an offset below the log end (its first batch is in the log)."),
         "no_unreachable_state": Invariant("no_unreachable_state", lambda s: z3.Not(_is(
             s["state"], STATE[TxnState.DEAD], STATE[TxnState.PREPARE_EPOCH_FENCE])),
             "Dead is not modelled and PrepareEpochFence never outlives a step."),
@@ -590,6 +608,9 @@ PROOFS: dict[str, Proof] = {p.prop: p for p in (
     Proof("valid_coordinator_transitions", ("no_unreachable_state", "absent_is_initial"),
           "Each handler's target is in the table from the states it acts in; Dead and PrepareEpochFence "
           "are never a state between steps."),
+    Proof("last_stable_offset_never_decreases", ("offsets_ordered",),
+          "Opening a transaction sets its first offset to the log end (the LSO until then); a marker closes it "
+          "and the LSO jumps to the new log end, which offsets_ordered puts above the first offset."),
     Proof("prepare_never_reversed", ("absent_is_initial",),
           "In Prepare* every request answers CONCURRENT_TRANSACTIONS (markers pending); only the last marker "
           "moves it, to the matching Complete*."),
