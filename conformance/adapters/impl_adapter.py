@@ -8,8 +8,9 @@ How steps map onto :class:`txnspec.impl.cluster.Cluster`
       answers the coordinator synchronously), so ``deliver WriteTxnMarkersResponse`` is a no-op;
     * ``FindCoordinator``, which the spec abstracts away, is delivered as soon as it is queued;
     * faults: ``duplicate`` re-sends the request, ``timeout`` advances the clock past the transaction
-      timeout (without running the network); the other faults are not mapped yet and report the step as
-      not enabled (a divergence naming the fault).
+      timeout (without running the network), ``failover`` crashes and restarts the coordinators; loss,
+      append failure, producer crash and batch expiry are not mapped yet and report the step as not
+      enabled (a divergence naming the fault).
 
 What is compared (:meth:`ImplAdapter.project`)
     The records visible per *data* partition at both isolation levels and the committed group offsets.
@@ -169,6 +170,9 @@ class ImplAdapter:
             self.cluster.now_ms += 60_001
             self.cluster.broker.tick(self.cluster.now_ms)
             self.cluster._queue_markers()
+        elif kind == "failover":
+            self.cluster.crash_coordinator()
+            self.cluster.restart_coordinator()
         else:
             raise self._not_enabled(step, f"the fault {kind!r} is not mapped onto the implementation yet")
         self._pump()

@@ -70,10 +70,11 @@ def test_shrink_of_a_passing_trace_returns_it() -> None:
     assert verdict.ok and same == trace
 
 
-def test_the_implementation_conforms_on_tiny() -> None:
+@pytest.mark.parametrize("scenario", ["tiny", "failover"])
+def test_the_implementation_conforms(scenario: str) -> None:
     from txnspec.conformance.adapters.impl_adapter import ImplAdapter
 
-    traces = gen.covering_traces("tiny") + [gen.random_walk("tiny", s) for s in range(20)]
+    traces = gen.covering_traces(scenario) + [gen.random_walk(scenario, s) for s in range(20)]
     for trace in traces:
         verdict = replay(trace, ImplAdapter())
         assert verdict.ok, verdict.detail
@@ -82,6 +83,7 @@ def test_the_implementation_conforms_on_tiny() -> None:
 def test_an_unmapped_fault_is_reported_as_a_divergence_naming_it() -> None:
     from txnspec.conformance.adapters.impl_adapter import ImplAdapter
 
-    trace = next(t for t in (gen.random_walk("failover", s) for s in range(50)) if "failover" in t.kinds())
+    trace = next(t for t in (gen.random_walk("delayed-produce", s) for s in range(200))
+                 if "expire batch" in t.kinds())
     verdict = replay(trace, ImplAdapter())
     assert not verdict.ok and "not mapped onto the implementation" in verdict.detail
