@@ -99,10 +99,11 @@ class ImplAdapter:
         else:
             kind = step.kind.removeprefix("deliver ")
         marker_partition = step.action.split("WriteTxnMarkers(", 1)[-1].split(",", 1)[0]
+        candidates = []
         for m in self.cluster.network.messages:
             if kind == "WriteTxnMarkers":
                 if type(m.request).__name__ == "TxnMarker" and _same_partition(m.request.partition, marker_partition):
-                    return m
+                    candidates.append(m)
                 continue
             if step.target in self.producers:  # a response to a producer
                 client = self.producers[step.target][0]
@@ -110,15 +111,21 @@ class ImplAdapter:
                     continue
                 if kind == "ProduceResponse" and not _same_partition(m.request.partition, step.source):
                     continue
-                return m
+                candidates.append(m)
             if step.source in self.producers:  # a request from a producer
                 client = self.producers[step.source][0]
                 if m.response is not None or m.client != client or m.name != kind:
                     continue
                 if kind == "Produce" and not _same_partition(m.request.partition, step.target):
                     continue
+                candidates.append(m)
+        # several copies in flight (a duplicated request): prefer the response the spec's text describes
+        for m in candidates:
+            response = m.response
+            if response is not None and f"({response.error.name}" in step.action \
+                    and f"epoch={getattr(response, 'producer_epoch', -1)})" in step.action:
                 return m
-        return None
+        return candidates[0] if candidates else None
 
     def _not_enabled(self, step: Any, why: str = "") -> StepNotEnabledError:
         pending = [repr(m) for m in self.cluster.network.messages]
