@@ -88,6 +88,13 @@ def test_a_mutant_diverges_with_shrunk_traces(spark: Any, tmp_path: Path) -> Non
     assert not replay(shrunk, SpecAdapter("lost-offsets")).ok and replay(shrunk, SpecAdapter()).ok
 
 
+@spark_test
+def test_the_implementation_on_spark(spark: Any, tmp_path: Path) -> None:
+    result = run_job(JobConfig("tiny", 20, adapter="impl", seed=3), out=tmp_path / "impl", session=spark)
+    assert result.summary["traces"] == 20 and result.summary["passed"] == 20
+    assert result.summary["graph"]["missed_transitions"] == []
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
