@@ -194,25 +194,32 @@ def run_job(config: JobConfig, *, master: str = "local[*]", out: Path = Path("ou
         results = out / "results"
         df.write.mode("overwrite").parquet(str(results))
         written = spark.read.parquet(str(results))
-        counts = {r["verdict"]: int(r["count"]) for r in written.groupBy("verdict").count().collect()}
-        totals = written.agg(F.count("*").alias("traces"), F.sum("length").alias("steps")).collect()[0]
-
-        def distinct(column: str) -> list[str]:
-            rows = written.select(F.explode(column).alias("v")).distinct().collect()
-            return sorted(str(r["v"]) for r in rows)
-
-        kinds, transitions, errors = distinct("kinds"), distinct("transitions"), distinct("errors")
+        # three small jobs: counts per (verdict, strategy), the union of the coverage, the first divergences
+        groups = written.groupBy("verdict", "strategy").agg(F.count("*").alias("n"), F.sum("length").alias("steps"))
+        counts: dict[str, int] = {}
+        by_strategy: dict[str, int] = {}
+        steps = 0
+        for r in groups.collect():
+            counts[r["verdict"]] = counts.get(r["verdict"], 0) + int(r["n"])
+            by_strategy[r["strategy"]] = by_strategy.get(r["strategy"], 0) + int(r["n"])
+            steps += int(r["steps"] or 0)
+        tagged = F.concat(F.transform("kinds", lambda x: F.concat(F.lit("k:"), x)),
+                          F.transform("transitions", lambda x: F.concat(F.lit("t:"), x)),
+                          F.transform("errors", lambda x: F.concat(F.lit("e:"), x)))
+        union = sorted(str(r["v"]) for r in written.select(F.explode(tagged).alias("v")).distinct().collect())
+        kinds = [v[2:] for v in union if v.startswith("k:")]
+        transitions = [v[2:] for v in union if v.startswith("t:")]
+        errors = [v[2:] for v in union if v.startswith("e:")]
         first = (written.where(F.col("verdict") != "pass").orderBy("trace_id")
                  .select("trace_id", "divergence_step", "detail", "shrunk_length").limit(5).collect())
-        by_strategy = {r["strategy"]: int(r["count"]) for r in written.groupBy("strategy").count().collect()}
     finally:
         if own_session:
             spark.stop()
     finished = time.monotonic()
     summary: dict[str, Any] = {
         "scenario": config.scenario, "variant": config.variant, "adapter": config.adapter, "seed": config.seed,
-        "master": master, "strategy": config.strategy, "traces": int(totals["traces"] or 0),
-        "steps": int(totals["steps"] or 0), "by_strategy": by_strategy,
+        "master": master, "strategy": config.strategy, "traces": sum(counts.values()),
+        "steps": steps, "by_strategy": by_strategy,
         "passed": counts.get("pass", 0), "diverged": counts.get("diverge", 0), "errors": counts.get("error", 0),
         "coverage": {"kinds": kinds, "transitions": transitions, "error_codes": errors},
         "first_divergences": [{"trace_id": r["trace_id"], "step": r["divergence_step"], "detail": r["detail"],
