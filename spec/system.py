@@ -385,9 +385,10 @@ def dispatch(system: System, p: Producer, used: frozenset[Any] = frozenset()) ->
             offsets = (("input-0", p.txn_no),)
             out.append(Envelope(src, GROUP, TxnOffsetCommit(
                 tid, system.scenario.group_id, p.producer_id, p.producer_epoch, offsets), _awaited(p), p.tag))
-    # Produce: records whose partition is in the transaction (TV2: every partition is, implicitly).
+    # Produce: records whose partition is in the transaction (TV2: every partition is, implicitly). Kafka's
+    # Sender sends no produce while a transactional request is in flight (Sender.runOnce waits for it).
     unsent = list(p.unsent)
-    for partition in p.unsent:
+    for partition in p.unsent if p.awaiting is None else ():
         busy = any(q[0] == partition for q in p.in_flight)
         ready = system.tv2 or partition in p.added
         if busy or not ready or p.phase not in (IN_TRANSACTION, COMMITTING):
