@@ -86,7 +86,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         names = [p.name for p in model.properties
                  if p.expectation.value != "leads_to" and (not names or p.name in names)]
     result = check(model, properties=names, max_states=args.max_states, max_depth=args.max_depth,
-                   progress=args.progress and sys.stderr.isatty())
+                   progress=args.progress and sys.stderr.isatty(), build_graph=args.graph_out is not None)
     _write_outputs(args, model, result)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
