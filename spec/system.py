@@ -186,7 +186,6 @@ class Producer:
     end_result: TransactionResult | None = None
     txn_no: int = 0
     records_sent: int = 0
-    address: str = ""
 
     def next_sequence(self, partition: str) -> int:
         for p, seq in self.sequences:
@@ -224,7 +223,6 @@ class Ghost:
     told: tuple[tuple[Tag, str], ...] = ()  # what the application was told: "committed" / "aborted" / "fatal"
     owner: tuple[tuple[str, tuple[int, int]], ...] = ()  # tid -> (producer, incarnation) last initialised
     fenced_commit: bool = False  # a commit was decided for a request from a fenced instance
-    duplicates_detected: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -591,8 +589,6 @@ def _partition_receives(system: System, state: SystemState, env: Envelope) -> Sy
             batch = AppendedBatch(name, response.base_offset, body.producer_id, body.producer_epoch,
                                   body.base_sequence, last, body.transactional, env.tag, fenced)
             state = replace(state, ghost=replace(state.ghost, batches=(*state.ghost.batches, batch)))
-        elif response.duplicate:
-            state = replace(state, ghost=replace(state.ghost, duplicates_detected=state.ghost.duplicates_detected + 1))
     return replace(state, network=send(state.network, Envelope(name, env.source, response, env.context)))
 
 

@@ -12,9 +12,9 @@ PINNED = {
     "tiny": 27,
     "zombie": 2036,
     "delayed-produce": 819,
-    "delayed-end-txn": 2228,
+    "delayed-end-txn": 2146,
     "failover": 208,
-    "retry": 839,
+    "retry": 826,
     "epoch-exhaustion": 403,
 }
 
