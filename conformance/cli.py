@@ -81,7 +81,8 @@ def _load_subcommands() -> None:
     import importlib
 
     for module in ("txnspec.conformance.cli_check", "txnspec.conformance.cli_conform",
-                   "txnspec.conformance.cli_prove", "txnspec.conformance.cli_main"):
+                   "txnspec.conformance.cli_prove", "txnspec.conformance.cli_main",
+                   "txnspec.conformance.cli_audit", "txnspec.conformance.cli_compare"):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:

@@ -39,19 +39,18 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _list() -> int:
+    from txnspec.spec.catalog import systems
     from txnspec.spec.model import build_model
-    from txnspec.spec.scenarios import SCENARIOS
-    from txnspec.spec.variants import VARIANTS, variant_named
 
-    variant_named("current")  # loads every variant module
-    print("scenarios:")
-    for s in SCENARIOS.values():
-        print(f"  {s.name:18} {s.description}")
-    print("variants:")
-    for v in VARIANTS.values():
-        bug = f"  [breaks {v.expected_violation}]" if v.expected_violation else ""
-        print(f"  {v.name:26} {v.description} ({v.reference}){bug}")
-    print("properties:")
+    for system in systems():
+        print(f"{system.title} scenarios:")
+        for s in system.scenarios.values():
+            print(f"  {s.name:26} {s.description}")
+        print(f"{system.title} variants:")
+        for v in system.variants.values():
+            bug = f"  [breaks {v.expected_violation}]" if v.expected_violation else ""
+            print(f"  {v.name:26} {v.description} ({v.reference}){bug}")
+    print("Kafka properties:")
     for prop in build_model("tiny").properties:
         first_line = prop.description.splitlines()[0] if prop.description else ""
         print(f"  {prop.name:36} {prop.expectation.value:9} {first_line}")
@@ -64,7 +63,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.list:
         return _list()
     from txnspec.checker import check
-    from txnspec.spec.model import build_model
+    from txnspec.spec.catalog import build_model
 
     if args.max_states is not None and args.max_states <= 0:
         raise UsageError("--max-states must be a positive number")

@@ -1,0 +1,1 @@
+"""Pulsar transactions (coordinator, transaction buffer, pending acks): the spec."""

@@ -1,0 +1,1 @@
+"""RocketMQ transactional messages (half messages, end-transaction, check-back): the spec."""
