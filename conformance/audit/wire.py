@@ -1,0 +1,315 @@
+"""Wire-level audit: the idempotent-producer rules of a partition leader, replayed over Kafka's binary
+protocol and compared with the spec's answers.
+
+Each rule is a short sequence of requests a client can send with a hand-chosen producer id, epoch and
+base sequence (``InitProducerId`` without a transactional id, then ``Produce`` of record batches); the
+expected answer to each step comes from running the same sequence through the spec's partition handler
+(:func:`txnspec.spec.partition.append_data`), never from a table written here. A step matches when the
+error code is the spec's and, for a success, the base offset is the spec's (relative to the fresh
+partition's start: a duplicate must answer the original batch's offset).
+
+Requests and responses are kafka-python's protocol structs (``kafka.protocol``) and record batches its
+``DefaultRecordBatchBuilder``; only the 4-byte framing of the socket is written here. The transport is a
+:class:`Transport`, so the rules run against recorded answers in tests (:class:`RecordedTransport`).
+
+Left out at this level (the client level covers them): transactional requests (AddPartitionsToTxn,
+EndTxn, TxnOffsetCommit), Fetch isolation and OffsetFetch; see docs/audit.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from txnspec.conformance.audit.report import BrokerUnavailable, RuleResult
+from txnspec.spec import partition as spec_partition
+
+UNKNOWN_PID_OFFSET = 1_000_000  # a producer id the broker never allocated: ours + this
+
+
+@dataclass(frozen=True)
+class ProduceStep:
+    """Produce ``count`` records in one batch, with the rule's producer id (``pid`` "allocated" or "unknown")."""
+
+    base_sequence: int
+    count: int = 1
+    epoch: int = 0
+    pid: str = "allocated"
+
+    def describe(self) -> str:
+        return (f"Produce(pid={self.pid}, epoch={self.epoch}, base_sequence={self.base_sequence}, "
+                f"records={self.count})")
+
+
+@dataclass(frozen=True)
+class WireRule:
+    name: str
+    description: str
+    steps: tuple[ProduceStep, ...]
+
+
+def _batches(n: int) -> tuple[ProduceStep, ...]:
+    return tuple(ProduceStep(i) for i in range(n))
+
+
+RULES: tuple[WireRule, ...] = (
+    WireRule("produce.in_order", "batches in sequence are appended at consecutive offsets",
+             (ProduceStep(0, 2), ProduceStep(2), ProduceStep(3, 3))),
+    WireRule("produce.duplicate_of_last_batch", "a retry of the last batch answers its original offset, "
+             "appends nothing", (ProduceStep(0, 2), ProduceStep(0, 2), ProduceStep(2))),
+    WireRule("produce.duplicate_within_last_5", "a retry of one of the last 5 batches answers its original offset",
+             (*_batches(4), ProduceStep(1), ProduceStep(4))),
+    WireRule("produce.duplicate_beyond_last_5", "a retry of a batch older than the last 5 is out of order",
+             (*_batches(7), ProduceStep(0))),
+    WireRule("produce.sequence_gap", "a gap in the sequence is OUT_OF_ORDER_SEQUENCE_NUMBER",
+             (ProduceStep(0), ProduceStep(5))),
+    WireRule("produce.lower_epoch", "a batch with an epoch below the producer's is INVALID_PRODUCER_EPOCH",
+             (ProduceStep(0), ProduceStep(0, epoch=1), ProduceStep(1, epoch=0))),
+    WireRule("produce.higher_epoch_seq0", "a new epoch starts at sequence 0",
+             (ProduceStep(0), ProduceStep(1), ProduceStep(0, epoch=1))),
+    WireRule("produce.higher_epoch_nonzero_seq", "a new epoch that does not start at sequence 0 is out of order",
+             (ProduceStep(0), ProduceStep(3, epoch=1))),
+    WireRule("produce.unknown_producer_id", "a producer id with no state on the partition must start at "
+             "sequence 0 (KIP-360: no UNKNOWN_PRODUCER_ID)", (ProduceStep(4, pid="unknown"),
+                                                               ProduceStep(0, pid="unknown"))),
+)
+
+
+@dataclass(frozen=True)
+class Answer:
+    error: str
+    base_offset: int = -1
+
+    def to_json(self) -> dict[str, Any]:
+        return {"error": self.error, **({"base_offset": self.base_offset} if self.error == "NONE" else {})}
+
+
+def expected_answers(rule: WireRule) -> list[Answer]:
+    """The spec's answers to the rule's steps, from a fresh partition."""
+    state = spec_partition.PartitionState()
+    answers = []
+    for step in rule.steps:
+        pid = 1 if step.pid == "allocated" else 1 + UNKNOWN_PID_OFFSET
+        state, response = spec_partition.append_data(state, pid, step.epoch, step.base_sequence, step.count, False)
+        answers.append(Answer(response.error.name, response.base_offset))
+    return answers
+
+
+class Transport(Protocol):
+    """What the rules need from a broker: a fresh partition, a producer id, and a produce."""
+
+    def fresh_partition(self, rule: str) -> str: ...
+    def init_producer_id(self) -> tuple[int, int]: ...
+    def produce(self, topic: str, producer_id: int, epoch: int, base_sequence: int, count: int) -> Answer: ...
+
+
+@dataclass
+class RecordedTransport:
+    """Answers recorded from a broker, per rule, in step order (test fixtures)."""
+
+    answers: dict[str, list[Answer]]
+    _current: list[Answer] = field(default_factory=list)
+
+    def fresh_partition(self, rule: str) -> str:
+        self._current = list(self.answers[rule])
+        return rule
+
+    def init_producer_id(self) -> tuple[int, int]:
+        return 1000, 0
+
+    def produce(self, topic: str, producer_id: int, epoch: int, base_sequence: int, count: int) -> Answer:
+        return self._current.pop(0)
+
+
+def run_rules(transport: Transport, rules: tuple[WireRule, ...] = RULES) -> list[RuleResult]:
+    results = []
+    for rule in rules:
+        result = RuleResult("wire", rule.name, rule.description)
+        expected = expected_answers(rule)
+        try:
+            topic = transport.fresh_partition(rule.name)
+            producer_id, _ = transport.init_producer_id()
+        except (OSError, BrokerUnavailable, WireError) as exc:
+            result.note = f"could not set up: {exc}"
+            results.append(result)
+            continue
+        base: int | None = None
+        sent: list[dict[str, Any]] = []
+        for step, want in zip(rule.steps, expected, strict=True):
+            pid = producer_id if step.pid == "allocated" else producer_id + UNKNOWN_PID_OFFSET
+            try:
+                got = transport.produce(topic, pid, step.epoch, step.base_sequence, step.count)
+            except (OSError, WireError) as exc:
+                result.note = f"step {len(sent) + 1} failed: {exc}"
+                break
+            if got.error == "NONE" and base is None:
+                base = got.base_offset  # the partition's first offset: compare relative offsets
+            relative = Answer(got.error, got.base_offset - (base or 0)) if got.error == "NONE" else got
+            sent.append({"request": step.describe(), "expected": want.to_json(), "actual": relative.to_json()})
+            result.checked += 1
+            if relative.to_json() != want.to_json():
+                result.violations += 1
+                result.examples.append({"sequence": sent})
+                break
+        results.append(result)
+    return results
+
+
+# --- the socket transport ---------------------------------------------------------------------------
+
+class WireError(Exception):
+    """The broker answered something the protocol structs could not decode, or closed the connection."""
+
+
+class BrokerConnection:
+    """One connection to one broker: framed requests with correlation ids, ApiVersions negotiated."""
+
+    def __init__(self, host: str, port: int, timeout: float = 10.0) -> None:
+        try:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as exc:
+            raise BrokerUnavailable(f"cannot connect to {host}:{port}: {exc}") from None
+        self.correlation = 0
+        self.versions: dict[int, tuple[int, int]] = {}
+        from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+
+        response = self.call(ApiVersionsRequest, ApiVersionsResponse, 0)
+        self.versions = {v.api_key: (v.min_version, v.max_version) for v in response.api_keys}
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+    def version(self, request_cls: Any, lowest: int, highest: int) -> int:
+        low, high = self.versions.get(request_cls.API_KEY, (0, -1))
+        chosen = int(min(high, highest, request_cls.max_version))
+        if chosen < max(low, lowest):
+            raise WireError(f"the broker supports {request_cls.name} versions {low}..{high}, "
+                            f"txnspec needs {lowest}..{highest}")
+        return chosen
+
+    def call(self, request_cls: Any, response_cls: Any, version: int, **fields: Any) -> Any:
+        self.correlation += 1
+        request = request_cls(version=version, **fields)
+        request.with_header(correlation_id=self.correlation, client_id="txnspec-audit")
+        self.sock.sendall(request.encode(header=True, framed=True))
+        size = struct.unpack(">i", self._read(4))[0]
+        payload = self._read(size)
+        try:
+            response = response_cls.decode(payload, version=version, header=True)
+        except Exception as exc:
+            raise WireError(f"cannot decode the {response_cls.name} v{version}: {exc}") from None
+        return response
+
+    def _read(self, n: int) -> bytes:
+        data = bytearray()
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise WireError("the broker closed the connection")
+            data.extend(chunk)
+        return bytes(data)
+
+
+@dataclass
+class SocketTransport:
+    bootstrap: str
+    create_topic: Callable[[str], None]
+    run: str = "0"
+    conn: BrokerConnection | None = None
+    produce_version: int = 0
+    init_version: int = 0
+
+    def connect(self) -> None:
+        host, _, port = self.bootstrap.split(",")[0].rpartition(":")
+        self.conn = BrokerConnection(host, int(port))
+        from kafka.protocol.producer.produce import ProduceRequest
+        from kafka.protocol.producer.transaction import InitProducerIdRequest
+
+        self.produce_version = self.conn.version(ProduceRequest, 3, 9)
+        self.init_version = self.conn.version(InitProducerIdRequest, 0, 4)
+
+    def fresh_partition(self, rule: str) -> str:
+        topic = f"txnspec-wire-{self.run}-{rule.replace('.', '-').replace('_', '-')}"
+        self.create_topic(topic)
+        return topic
+
+    def init_producer_id(self) -> tuple[int, int]:
+        from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+
+        assert self.conn is not None
+        fields: dict[str, Any] = {"transactional_id": None, "transaction_timeout_ms": 60000}
+        if self.init_version >= 3:
+            fields.update(producer_id=-1, producer_epoch=-1)
+        r = self.conn.call(InitProducerIdRequest, InitProducerIdResponse, self.init_version, **fields)
+        if r.error_code != 0:
+            raise WireError(f"InitProducerId answered {error_name(int(r.error_code))}")
+        return int(r.producer_id), int(r.producer_epoch)
+
+    def produce(self, topic: str, producer_id: int, epoch: int, base_sequence: int, count: int) -> Answer:
+        from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+        from kafka.record.default_records import DefaultRecordBatchBuilder
+
+        assert self.conn is not None
+        builder = DefaultRecordBatchBuilder(2, 0, False, producer_id, epoch, base_sequence, 1 << 20)
+        for i in range(count):
+            builder.append(i, 0, None, f"{base_sequence + i}".encode(), [])
+        records = bytes(builder.build())
+        request = {"transactional_id": None, "acks": -1, "timeout_ms": 10000,
+                   "topic_data": [ProduceRequest.TopicProduceData(
+                       name=topic, partition_data=[ProduceRequest.TopicProduceData.PartitionProduceData(
+                           index=0, records=records)])]}
+        response = self.conn.call(ProduceRequest, ProduceResponse, self.produce_version, **request)
+        partition = response.responses[0].partition_responses[0]
+        code = int(partition.error_code)
+        return Answer(error_name(code), int(partition.base_offset))
+
+
+def error_name(code: int) -> str:
+    """Kafka's name of an error code (``Errors`` in the Java client), from kafka-python's table."""
+    import kafka.errors
+
+    name = str(getattr(kafka.errors.for_code(code), "message", f"ERROR_{code}"))
+    return "NONE" if name == "NO_ERROR" else name
+
+
+@contextlib.contextmanager
+def socket_transport(bootstrap: str, run: str) -> Iterator[SocketTransport]:
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0, "broker.address.family": "v4",
+                         "allow.auto.create.topics": True})
+
+    def create(topic: str) -> None:
+        """A Metadata request where the broker creates topics on demand (the mock), else CreateTopics."""
+        found = admin.list_topics(topic=topic, timeout=5).topics.get(topic)
+        if found is None or found.error is not None:
+            for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+                with contextlib.suppress(Exception):
+                    future.result(5)
+            found = admin.list_topics(topic=topic, timeout=5).topics.get(topic)
+        if found is None or found.error is not None:
+            raise WireError(f"cannot create topic {topic}: {found.error if found else 'not in metadata'}")
+
+    transport = SocketTransport(bootstrap, create, run)
+    transport.connect()
+    try:
+        yield transport
+    finally:
+        if transport.conn is not None:
+            transport.conn.close()
+
+
+def run_wire_audit(bootstrap: str, run: str) -> list[RuleResult]:
+    with socket_transport(bootstrap, run) as transport:
+        results = run_rules(transport)
+        conn = transport.conn
+        assert conn is not None
+        results.insert(0, RuleResult("wire", "wire.versions", "API versions used: "
+                                     f"Produce v{transport.produce_version}, InitProducerId v{transport.init_version}",
+                                     checked=1))
+        return results

@@ -1,0 +1,65 @@
+"""``txnspec audit``: a real Kafka-protocol broker checked against the spec, on the wire and through a client.
+
+Exit 0 when every rule held, 1 when something was violated, 2 when the broker could not be started or
+reached (or on bad arguments). ``--out DIR`` keeps report.txt, report.json, the client history
+(history.jsonl) and the logs of a broker txnspec started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from txnspec.conformance.cli import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError, subcommand
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--broker", required=True, metavar="BOOTSTRAP|tansu|noida|librdkafka-mock",
+                   help="a bootstrap address (host:port[,host:port]) or a broker txnspec starts on 127.0.0.1")
+    p.add_argument("--level", choices=("wire", "client", "both"), default="both", help="what to check")
+    p.add_argument("--ops", type=int, default=20, help="transactions the client workload runs (default 20)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the workload's choices")
+    p.add_argument("--out", type=Path, help="folder for report.txt, report.json, history.jsonl and broker logs")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+@subcommand("audit", "audit a Kafka-protocol broker against the spec (wire level and client level)", _arguments)
+def cmd_audit(args: argparse.Namespace) -> int:
+    from txnspec.conformance.audit.report import AuditReport, BrokerUnavailable, Level
+    from txnspec.conformance.audit.targets import open_target
+
+    if args.ops < 1:
+        raise UsageError("--ops must be at least 1")
+    if args.out is not None:
+        if args.out.exists() and not args.out.is_dir():
+            raise UsageError(f"--out {str(args.out)!r} exists and is not a folder")
+        args.out.mkdir(parents=True, exist_ok=True)
+    levels: tuple[Level, ...] = ("wire", "client") if args.level == "both" else (args.level,)
+    report = AuditReport(args.broker, levels, args.seed)
+    started = time.monotonic()
+    try:
+        with open_target(args.broker, args.out) as target:
+            report.facts.update({"bootstrap": target.bootstrap, **({"version": target.version} if target.version
+                                                                    else {}), **target.facts})
+            run = f"{args.seed}-{int(time.time() * 1000) % 10**8}"
+            if "wire" in levels:
+                from txnspec.conformance.audit.wire import run_wire_audit
+
+                report.rules.extend(run_wire_audit(target.bootstrap, run))
+            if "client" in levels:
+                from txnspec.conformance.audit.workload import run_client_audit
+
+                report.rules.extend(run_client_audit(target.bootstrap, args.ops, args.seed, args.out))
+    except BrokerUnavailable as exc:
+        print(f"txnspec audit: broker {args.broker!r} unavailable: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    report.facts["seconds"] = round(time.monotonic() - started, 1)
+    text = report.render()
+    if args.out is not None:
+        (args.out / "report.txt").write_text(text + "\n")
+        (args.out / "report.json").write_text(json.dumps(report.to_json(), indent=2, default=str) + "\n")
+    print(json.dumps(report.to_json(), indent=2, default=str) if args.json else text)
+    return EXIT_OK if report.ok else EXIT_VIOLATION
