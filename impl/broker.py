@@ -248,6 +248,13 @@ class Broker:
 
     def write_marker(self, m: TxnMarker, now_ms: int) -> Errors:
         """``WriteTxnMarkers`` for one partition, then the completion handler on the coordinator."""
+        err = self.append_marker(m, now_ms)
+        self.txn_coordinator.on_marker_response(m, err, now_ms)
+        return err
+
+    def append_marker(self, m: TxnMarker, now_ms: int) -> Errors:
+        """The partition leader's side of ``WriteTxnMarkers``: append the marker; the answer is returned, not
+        yet given to the coordinator (a caller that models the response's flight gives it later)."""
         if m.partition.startswith(f"{GROUP_METADATA_TOPIC}-"):
             err = self.group_coordinator.write_txn_marker(m.partition, m.producer_id, m.producer_epoch,
                                                           m.coordinator_epoch, m.result, m.transaction_version,
@@ -255,7 +262,6 @@ class Broker:
         else:
             err = self.partition(m.partition).write_txn_marker(m.producer_id, m.producer_epoch, m.coordinator_epoch,
                                                                m.result, m.transaction_version, now_ms=now_ms).error
-        self.txn_coordinator.on_marker_response(m, err, now_ms)
         return err
 
     def tick(self, now_ms: int) -> None:

@@ -22,6 +22,7 @@ import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from txnspec.impl import _mutants
 from txnspec.impl.errors import Errors, InvalidRequestError
 from txnspec.impl.log import ControlType, RecordBatch, RecordValue
 from txnspec.impl.partition import AbortedTxn, FetchResult, IsolationLevel
@@ -53,7 +54,8 @@ def visible_records(partition: str, batches: Sequence[RecordBatch], fetch_offset
                 aborted_pids.add(heapq.heappop(heap)[1])
             if batch.control_type is ControlType.ABORT:
                 aborted_pids.discard(batch.producer_id)
-            elif batch.is_transactional and batch.producer_id in aborted_pids:
+            elif batch.is_transactional and batch.producer_id in aborted_pids \
+                    and not _mutants.active("no-aborted-filter"):
                 next_offset = batch.next_offset
                 continue
         if not batch.is_control:

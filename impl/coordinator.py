@@ -32,6 +32,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from txnspec.impl import _mutants
 from txnspec.impl.errors import Errors
 from txnspec.impl.log import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, SHORT_MAX, ControlType, Record
 from txnspec.impl.partition import Partition
@@ -416,6 +417,9 @@ class TransactionCoordinator:
                 return md.prepare_increment_producer_epoch(timeout_ms, None if expected is None else expected[1],
                                                            now_ms)
             if md.state is S.ONGOING:
+                if _mutants.active("init-does-not-fence-ongoing"):
+                    return md.prepare_increment_producer_epoch(timeout_ms, None if expected is None else expected[1],
+                                                               now_ms)
                 return md.prepare_fence_producer_epoch()
         except ProducerFenced:
             return Errors.PRODUCER_FENCED
@@ -625,7 +629,10 @@ class TransactionCoordinator:
         tid = md.transactional_id
         pending = _PendingCompleteTxn(tid, coordinator_epoch, md, transit, result, set(md.topic_partitions))
         self._pending[tid] = pending
-        for p in sorted(md.topic_partitions):
+        targets = sorted(md.topic_partitions)
+        if _mutants.active("markers-skip-a-partition") and len(targets) > 1:
+            targets = targets[:-1]
+        for p in targets:
             self._outbox.append(TxnMarker(tid, p, md.producer_id, md.producer_epoch, coordinator_epoch, result,
                                           md.client_transaction_version))
         if not self.config.manual_marker_completion:
@@ -708,7 +715,8 @@ class TransactionCoordinator:
             if md is None or md.producer_id != pid or md.pending_transition_in_progress:
                 continue
             fence = md.prepare_fence_producer_epoch()
-            out.append((tid, self._end_transaction(tid, fence.producer_id, fence.producer_epoch, ControlType.ABORT,
+            result = ControlType.COMMIT if _mutants.active("timeout-commits") else ControlType.ABORT
+            out.append((tid, self._end_transaction(tid, fence.producer_id, fence.producer_epoch, result,
                                                    False, self.config.transaction_version, now_ms)))
         return out
 

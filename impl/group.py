@@ -23,6 +23,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from txnspec.impl import _mutants
 from txnspec.impl.coordinator import offsets_partition_for
 from txnspec.impl.errors import Errors
 from txnspec.impl.log import ControlType, Record
@@ -90,7 +91,8 @@ class GroupCoordinator:
             producer_id, producer_epoch, 0 if tx else -1, records, tx, now_ms=now_ms, origin=AppendOrigin.COORDINATOR)
         error = _STORE_ERROR_MAPPING.get(result.error, result.error)
         if error is Errors.NONE:
-            target = self.pending.setdefault(producer_id, {}) if tx else self.committed
+            immediate = not tx or _mutants.active("offsets-visible-before-marker")
+            target = self.committed if immediate else self.pending.setdefault(producer_id, {})
             for tp, o in offsets.items():
                 target[(group_id, tp)] = o
         return dict.fromkeys(offsets, error)
@@ -108,7 +110,7 @@ class GroupCoordinator:
         pending = self.pending.get(producer_id, {})
         for key in [k for k in pending if self.partition_for(k[0]) == partition]:
             offset = pending.pop(key)
-            if result is ControlType.COMMIT:
+            if result is ControlType.COMMIT or _mutants.active("abort-keeps-offsets"):
                 self.committed[key] = offset
         if not pending:
             self.pending.pop(producer_id, None)

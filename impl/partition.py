@@ -25,6 +25,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from txnspec.impl import _mutants
 from txnspec.impl.errors import Errors
 from txnspec.impl.log import (
     INT_MAX,
@@ -169,6 +170,8 @@ class Partition:
     def last_stable_offset(self) -> int:
         fuo = self.first_unstable_offset
         hw = self.high_watermark
+        if _mutants.active("lso-is-high-watermark"):
+            return hw
         return fuo if fuo is not None and fuo < hw else hw
 
     def _after_append(self) -> None:
@@ -194,7 +197,7 @@ class Partition:
         info: ProducerAppendInfo | None = None
         if batch.has_producer_id:
             entry = self.producer_state.last_entry(producer_id)
-            if entry is not None and origin is AppendOrigin.CLIENT:
+            if entry is not None and origin is AppendOrigin.CLIENT and not _mutants.active("no-duplicate-check"):
                 dup = entry.find_duplicate_batch(producer_epoch, base_sequence, batch.last_sequence)
                 if dup is not None:
                     return ProduceResult(Errors.NONE, dup.first_offset, dup.last_offset, True, self.log_start_offset)

@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import enum
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from txnspec.impl import _mutants
 from txnspec.impl.errors import Errors
 from txnspec.impl.log import INT_MAX, NO_PRODUCER_EPOCH, NO_SEQUENCE, SHORT_MAX, ControlType, decrement_sequence
 
@@ -131,7 +133,10 @@ class ProducerStateEntry:
         """The cached batch with exactly this sequence range, if the epoch matches."""
         if producer_epoch != self.producer_epoch:
             return None
-        for b in self.batch_metadata:
+        searched: Iterable[BatchMetadata] = self.batch_metadata
+        if _mutants.active("duplicate-check-last-batch-only"):
+            searched = list(self.batch_metadata)[-1:]
+        for b in searched:
             if b.first_seq == first_seq and b.last_seq == last_seq:
                 return b
         return None
@@ -177,7 +182,7 @@ class ProducerAppendInfo:
                 return  # KAFKA-19999: an idempotent retry of a marker already written
         else:
             invalid = producer_epoch < current
-        if invalid and self.origin is not AppendOrigin.REPLICATION:
+        if invalid and self.origin is not AppendOrigin.REPLICATION and not _mutants.active("no-epoch-check"):
             raise ProducerStateError(
                 Errors.INVALID_PRODUCER_EPOCH,
                 f"epoch of producer {self.producer_id} at offset {offset} is {producer_epoch}, which is "

@@ -1,0 +1,69 @@
+"""Seeded bugs of the implementation, for the conformance suite's mutation score. Test-only.
+
+Each mutant is a realistic mistake a Kafka-like implementation could make, named here with the Kafka rule
+it breaks; a hook in the module that owns the rule checks :func:`active` (one comparison of a module global
+when no mutant is on). Nothing in the oracle API (``Cluster``, the clients, the pytest fixtures) can turn a
+mutant on: only :func:`activated` (tests) and the conformance suite's ``impl-mutant:NAME`` adapter, which
+sets :data:`ACTIVE` in the process that replays.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    description: str
+    rule: str  # the Kafka rule it breaks, with the class that enforces it
+
+
+MUTANTS: dict[str, Mutant] = {m.name: m for m in (
+    Mutant("no-duplicate-check", "a retried batch is appended again",
+           "UnifiedLog.analyzeAndValidateProducerState: a duplicate of the last 5 batches is answered, not appended"),
+    Mutant("duplicate-check-last-batch-only", "only the last batch is searched for duplicates",
+           "ProducerStateEntry.findDuplicateBatch searches all NUM_BATCHES_TO_RETAIN (5) batches"),
+    Mutant("no-epoch-check", "a batch from an older producer epoch is appended",
+           "ProducerAppendInfo.checkProducerEpoch: INVALID_PRODUCER_EPOCH below the current epoch"),
+    Mutant("lso-is-high-watermark", "read_committed reads up to the high watermark",
+           "UnifiedLog.lastStableOffset: the first unstable offset bounds read_committed"),
+    Mutant("no-aborted-filter", "the consumer returns records of aborted transactions at read_committed",
+           "CompletedFetch: batches of aborted transactions are skipped at READ_COMMITTED"),
+    Mutant("offsets-visible-before-marker", "TxnOffsetCommit offsets are committed at once",
+           "GroupMetadata: transactional offsets stay pending until the commit marker"),
+    Mutant("abort-keeps-offsets", "an ABORT marker commits the pending transactional offsets",
+           "GroupMetadata.completePendingTxnOffsetCommit: an abort drops them"),
+    Mutant("timeout-commits", "a timed-out transaction is committed instead of aborted",
+           "TransactionCoordinator.abortTimedOutTransactions: PrepareAbort"),
+    Mutant("markers-skip-a-partition", "the markers of a transaction are not sent to its last partition",
+           "TransactionMarkerChannelManager: a marker to every partition of the transaction"),
+    Mutant("init-does-not-fence-ongoing", "InitProducerId leaves an ongoing transaction open",
+           "TransactionCoordinator.handleInitProducerId: an Ongoing transaction is aborted (PrepareEpochFence)"),
+)}
+
+ACTIVE: str | None = None
+
+
+def active(name: str) -> bool:
+    return name == ACTIVE
+
+
+def activate(name: str | None) -> None:
+    """Turn mutant ``name`` on for this process (None: off); ``ValueError`` naming the known ones."""
+    global ACTIVE
+    if name is not None and name not in MUTANTS:
+        raise ValueError(f"unknown implementation mutant {name!r}; known: {', '.join(MUTANTS)}")
+    ACTIVE = name
+
+
+@contextlib.contextmanager
+def activated(name: str) -> Iterator[None]:
+    previous = ACTIVE
+    activate(name)
+    try:
+        yield
+    finally:
+        activate(previous)
