@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-ADAPTERS = ("spec", "spec-mutant:<mutation>", "impl")
+ADAPTERS = ("spec", "spec-mutant:<mutation>", "impl", "impl-mutant:<mutant>")
 
 
 def make_adapter(name: str) -> Any:
     """The adapter called ``name``: ``spec``, ``spec-mutant:<mutation>`` (a deliberately wrong spec, for
-    testing the suite) or ``impl`` (the reference implementation, :mod:`.impl_adapter`)."""
+    testing the suite), ``impl`` (the reference implementation, :mod:`.impl_adapter`) or
+    ``impl-mutant:<mutant>`` (the implementation with a seeded bug, :mod:`txnspec.conformance.mutation`)."""
     from txnspec.conformance.adapters.spec_adapter import SpecAdapter
 
     if name == "spec":
@@ -27,4 +28,8 @@ def make_adapter(name: str) -> Any:
             raise ValueError("the implementation's adapter is not built yet "
                              "(txnspec.conformance.adapters.impl_adapter)") from None
         return ImplAdapter()
+    if name.startswith("impl-mutant:"):
+        from txnspec.conformance.mutation import ImplMutantAdapter
+
+        return ImplMutantAdapter(name.removeprefix("impl-mutant:"))
     raise ValueError(f"unknown adapter {name!r}; known: {', '.join(ADAPTERS)}")

@@ -4,8 +4,11 @@ How steps map onto :class:`txnspec.impl.cluster.Cluster`
     * application actions call the (non-blocking) client :class:`~txnspec.impl.client.Producer` of the
       spec's ``producer-k`` and let it queue its requests on the cluster's network;
     * ``deliver`` actions deliver the one matching message of the network (same client, RPC, partition),
-      wherever it is in the queue; a marker's response is implicit in the implementation (the broker
-      answers the coordinator synchronously), so ``deliver WriteTxnMarkersResponse`` is a no-op;
+      wherever it is in the queue; ``deliver WriteTxnMarkers`` appends the marker at the leader and keeps
+      its answer, which ``deliver WriteTxnMarkersResponse`` then gives to the coordinator, so the
+      coordinator completes the transaction when the spec's does (not when the marker is written);
+    * each producer runs with one record per batch and one Produce in flight per partition, as the spec's
+      producer does (``batch.size`` and ``max.in.flight.requests.per.connection``, both Kafka-legal);
     * ``FindCoordinator``, which the spec abstracts away, is delivered as soon as it is queued;
     * faults: ``duplicate`` re-sends the request, ``timeout`` advances the clock past the transaction
       timeout (without running the network), ``failover`` crashes and restarts the coordinators; loss,
@@ -52,19 +55,26 @@ class ImplAdapter:
         self.group = "g"
         self.txn_no: dict[str, int] = {}
         self.results: list[Any] = []  # the clients' pending TransactionalRequestResults
+        self.marker_answers: list[tuple[Any, Any]] = []  # (marker, error) appended, answer not yet delivered
 
     def reset(self, scenario: str, variant: str = "current") -> None:
+        from txnspec.impl import _mutants
         from txnspec.impl.cluster import Cluster
         from txnspec.spec.model import build_system
         from txnspec.spec.system import initial_state, producer_address
 
+        _mutants.activate(getattr(self, "mutant", None))  # a reused worker process may have had one on
         system = build_system(scenario, variant)
         s = system.scenario
         self.cluster = Cluster(transaction_version=s.transaction_version)
         self.partitions, self.group = s.partitions, s.group_id
-        self.producers, self.txn_no, self.results = {}, {}, []
+        self.producers, self.txn_no, self.results, self.marker_answers = {}, {}, [], []
         for p in initial_state(system).producers:
             handle = self.cluster.producer(p.transactional_id)
+            # the spec's producer sends each record in its own Produce, one Produce in flight per partition
+            # (spec/system.py): batch.size of one record and max.in.flight.requests.per.connection=1, both legal
+            handle.producer.batch_records = 1
+            handle.producer.max_in_flight = 1
             self.producers[producer_address(p)] = (handle.name, handle.producer)
             self.txn_no[producer_address(p)] = 0
 
@@ -119,7 +129,19 @@ class ImplAdapter:
                 if kind == "Produce" and not _same_partition(m.request.partition, step.target):
                     continue
                 candidates.append(m)
-        # several copies in flight (a duplicated request): prefer the response the spec's text describes
+        # several copies in flight (a duplicated request): prefer the Produce with the epoch and sequence the
+        # spec's text names, a response to the request the client still waits for, then the response the
+        # spec's text describes
+        if kind == "Produce" and len(candidates) > 1:
+            named = [m for m in candidates if f"epoch={m.request.producer_epoch}, seq={m.request.base_sequence})"
+                     in step.action]
+            candidates = named or candidates
+        if step.target in self.producers and len(candidates) > 1:
+            producer = self.producers[step.target][1]
+            txn_request = producer.in_flight_txn[0] if producer.in_flight_txn is not None else None
+            awaited = [m for m in candidates if m.request is txn_request
+                       or getattr(m.request, "correlation_id", None) in producer.in_flight_produce]
+            candidates = awaited + [m for m in candidates if m not in awaited]
         for m in candidates:
             response = m.response
             if response is not None and f"({response.error.name}" in step.action \
@@ -162,7 +184,22 @@ class ImplAdapter:
             if result is not None:
                 self.results.append(result)
         elif kind == "deliver WriteTxnMarkersResponse":
-            pass
+            source = "__consumer_offsets" if step.source == "group" else step.source  # the group's offsets partition
+            answered = next((a for a in self.marker_answers if _same_partition(a[0].partition, source)), None)
+            if answered is None:
+                raise self._not_enabled(step, "no marker answer from that partition")
+            self.marker_answers.remove(answered)
+            marker, error = answered
+            self.cluster.broker.txn_coordinator.on_marker_response(marker, error, self.cluster.now_ms)
+            self.cluster._dispatch()
+        elif kind == "deliver WriteTxnMarkers":
+            m = self._match(step)
+            if m is None:
+                raise self._not_enabled(step, "no such message in flight in the implementation")
+            # the leader appends the marker now; its answer flies back as the spec's next step says
+            self.cluster.network.messages.remove(m)
+            self.marker_answers.append((m.request, self.cluster.broker.append_marker(m.request, self.cluster.now_ms)))
+            self.cluster._dispatch()
         elif kind.startswith("deliver "):
             m = self._match(step)
             if m is None:

@@ -1,0 +1,86 @@
+"""The conformance suite's mutation score: does replaying spec traces catch each seeded bug of the
+implementation (:mod:`txnspec.impl._mutants`), and after how many traces?
+
+The pool of traces is the spec's seeded random walks of several scenarios, interleaved (one trace of each
+scenario in turn), keeping only the traces the unmutated implementation replays without divergence, so
+that a divergence under a mutant is the mutant's doing. For each mutant the pool is replayed in order with
+the ``impl-mutant:NAME`` adapter until the first divergence: its index is the number of traces the suite
+needed. A mutant that survives the whole pool is reported as not detected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from txnspec.conformance.adapters.impl_adapter import ImplAdapter
+from txnspec.conformance.generate import random_walk
+from txnspec.conformance.replay import replay
+from txnspec.conformance.traces import Trace
+from txnspec.impl import _mutants
+
+SCENARIOS = ("default", "zombie", "retry", "multi-partition", "offsets")
+
+
+class ImplMutantAdapter(ImplAdapter):
+    """The implementation with one seeded bug switched on (in the process that replays)."""
+
+    def __init__(self, mutant: str) -> None:
+        if mutant not in _mutants.MUTANTS:
+            raise ValueError(f"unknown implementation mutant {mutant!r}; known: {', '.join(_mutants.MUTANTS)}")
+        super().__init__()
+        self.mutant = mutant
+
+    def reset(self, scenario: str, variant: str = "current") -> None:
+        _mutants.activate(self.mutant)
+        super().reset(scenario, variant)
+
+
+@dataclass(frozen=True)
+class MutantResult:
+    mutant: str
+    rule: str
+    detected: bool
+    traces_needed: int | None   # 1-based index in the pool of the first trace that diverged
+    trace_id: str = ""
+    detail: str = ""
+
+
+def trace_pool(scenarios: Sequence[str], per_scenario: int, seed: int = 0, max_steps: int = 60) -> Iterator[Trace]:
+    """Random walks, one scenario after the other in turn, that the unmutated implementation replays."""
+    for i in range(per_scenario):
+        for scenario in scenarios:
+            trace = random_walk(scenario, seed + i, max_steps=max_steps)
+            if replay(trace, ImplAdapter()).ok:
+                yield trace
+
+
+def mutation_score(scenarios: Sequence[str] = SCENARIOS, per_scenario: int = 20, seed: int = 0,
+                   mutants: Sequence[str] | None = None,
+                   on_result: Callable[[MutantResult], None] | None = None) -> list[MutantResult]:
+    pool = list(trace_pool(scenarios, per_scenario, seed))
+    results = []
+    for name in mutants or list(_mutants.MUTANTS):
+        adapter = ImplMutantAdapter(name)
+        result = MutantResult(name, _mutants.MUTANTS[name].rule, False, None)
+        try:
+            for index, trace in enumerate(pool, start=1):
+                verdict = replay(trace, adapter)
+                if not verdict.ok:
+                    result = MutantResult(name, _mutants.MUTANTS[name].rule, True, index, trace.id, verdict.detail)
+                    break
+        finally:
+            _mutants.activate(None)
+        results.append(result)
+        if on_result:
+            on_result(result)
+    return results
+
+
+def summary(results: Sequence[MutantResult], pool_size: int | None = None) -> dict[str, Any]:
+    detected = [r for r in results if r.detected]
+    return {"mutants": len(results), "detected": len(detected),
+            "score": f"{len(detected)}/{len(results)}",
+            "max_traces_needed": max((r.traces_needed or 0 for r in detected), default=0),
+            "pool": pool_size, "results": [asdict(r) for r in results]}
