@@ -82,7 +82,8 @@ def _load_subcommands() -> None:
 
     for module in ("txnspec.conformance.cli_check", "txnspec.conformance.cli_conform",
                    "txnspec.conformance.cli_prove", "txnspec.conformance.cli_main",
-                   "txnspec.conformance.cli_audit", "txnspec.conformance.cli_compare"):
+                   "txnspec.conformance.cli_audit", "txnspec.conformance.cli_compare",
+                   "txnspec.conformance.cli_mutation"):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:

@@ -26,8 +26,10 @@ MUTANTS: dict[str, Mutant] = {m.name: m for m in (
            "UnifiedLog.analyzeAndValidateProducerState: a duplicate of the last 5 batches is answered, not appended"),
     Mutant("duplicate-check-last-batch-only", "only the last batch is searched for duplicates",
            "ProducerStateEntry.findDuplicateBatch searches all NUM_BATCHES_TO_RETAIN (5) batches"),
-    Mutant("no-epoch-check", "a batch from an older producer epoch is appended",
-           "ProducerAppendInfo.checkProducerEpoch: INVALID_PRODUCER_EPOCH below the current epoch"),
+    Mutant("no-epoch-fencing", "a stale producer epoch is accepted by the partition leader and by transaction "
+           "verification (AddPartitionsToTxn)",
+           "ProducerAppendInfo.checkProducerEpoch and TransactionCoordinator.handleAddPartitionsToTransaction: "
+           "INVALID_PRODUCER_EPOCH / PRODUCER_FENCED for an older epoch"),
     Mutant("lso-is-high-watermark", "read_committed reads up to the high watermark",
            "UnifiedLog.lastStableOffset: the first unstable offset bounds read_committed"),
     Mutant("no-aborted-filter", "the consumer returns records of aborted transactions at read_committed",

@@ -446,7 +446,7 @@ class TransactionCoordinator:
             return Errors.CONCURRENT_TRANSACTIONS
         if md.producer_id != producer_id:
             return Errors.INVALID_PRODUCER_ID_MAPPING
-        if md.producer_epoch != producer_epoch:
+        if md.producer_epoch != producer_epoch and not _mutants.active("no-epoch-fencing"):
             return Errors.PRODUCER_FENCED
         if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             return Errors.CONCURRENT_TRANSACTIONS

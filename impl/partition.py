@@ -202,7 +202,8 @@ class Partition:
                 if dup is not None:
                     return ProduceResult(Errors.NONE, dup.first_offset, dup.last_offset, True, self.log_start_offset)
             if is_transactional and not self.producer_state.has_ongoing_transaction(producer_id, producer_epoch) \
-                    and entry is not None and producer_epoch < entry.producer_epoch:
+                    and entry is not None and producer_epoch < entry.producer_epoch \
+                    and not _mutants.active("no-epoch-fencing"):
                 return ProduceResult(Errors.INVALID_PRODUCER_EPOCH, log_start_offset=self.log_start_offset,
                                      message=f"epoch {producer_epoch} is older than {entry.producer_epoch}")
             info = self.producer_state.prepare_update(producer_id, origin)

@@ -182,7 +182,7 @@ class ProducerAppendInfo:
                 return  # KAFKA-19999: an idempotent retry of a marker already written
         else:
             invalid = producer_epoch < current
-        if invalid and self.origin is not AppendOrigin.REPLICATION and not _mutants.active("no-epoch-check"):
+        if invalid and self.origin is not AppendOrigin.REPLICATION and not _mutants.active("no-epoch-fencing"):
             raise ProducerStateError(
                 Errors.INVALID_PRODUCER_EPOCH,
                 f"epoch of producer {self.producer_id} at offset {offset} is {producer_epoch}, which is "

@@ -46,7 +46,7 @@ def _same_partition(impl_name: str, spec_name: str) -> bool:
 
 
 class ImplAdapter:
-    observes = ("visible", "offsets")
+    observes = ("visible", "offsets", "errors")
 
     def __init__(self) -> None:
         self.cluster: Any = None
@@ -158,6 +158,8 @@ class ImplAdapter:
 
         if self.cluster is None:
             raise RuntimeError("reset() the adapter before applying steps")
+        before = {m.id for m in self.cluster.network.messages}
+        answers_before = len(self.marker_answers)
         kind = step.kind
         if kind in ("initTransactions", "beginTransaction", "send", "sendOffsetsToTransaction",
                     "commitTransaction", "abortTransaction"):
@@ -221,7 +223,13 @@ class ImplAdapter:
             raise self._not_enabled(step, f"the fault {kind!r} is not mapped onto the implementation yet")
         self._pump()
         self._ack()
-        return self.observe()
+        observed = self.observe()
+        # the error codes of the answers this step produced (a duplicate only copies a message)
+        answers = [] if kind == "duplicate" else \
+            [m.response.error for m in self.cluster.network.messages if m.id not in before and m.response is not None]
+        answers += [error for _, error in self.marker_answers[answers_before:]]
+        observed["errors"] = sorted(e.name for e in answers if e.name != "NONE")
+        return observed
 
     # --- observation ---
 
@@ -256,7 +264,7 @@ class ImplAdapter:
         """The part of the spec's observation this adapter reports."""
         visible = expected.get("visible", {})
         return {"visible": {p: visible[p] for p in self.partitions if p in visible},
-                "offsets": expected.get("offsets", {})}
+                "offsets": expected.get("offsets", {}), "errors": expected.get("errors", [])}
 
     def abstract_state(self) -> dict[str, Any]:
         return {}

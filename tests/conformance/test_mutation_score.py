@@ -1,0 +1,59 @@
+"""The conformance suite's mutation score: every seeded bug of the implementation is caught, within a
+pinned number of traces, by replaying the spec's random walks; the switch is test-only."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from txnspec.conformance.adapters import make_adapter
+from txnspec.conformance.cli import main
+from txnspec.conformance.mutation import SCENARIOS, ImplMutantAdapter, mutation_score, trace_pool
+from txnspec.impl import _mutants
+
+# mutant -> traces of the default pool (40 random walks of each of SCENARIOS, interleaved) until detection
+DETECTED_AFTER = {
+    "no-duplicate-check": 18, "duplicate-check-last-batch-only": 163, "no-epoch-fencing": 2,
+    "lso-is-high-watermark": 1, "no-aborted-filter": 1, "offsets-visible-before-marker": 10,
+    "abort-keeps-offsets": 10, "timeout-commits": 1, "markers-skip-a-partition": 16,
+    "init-does-not-fence-ongoing": 31,
+}
+
+
+def test_there_are_at_least_ten_mutants_and_each_is_pinned() -> None:
+    assert len(_mutants.MUTANTS) >= 10 and set(DETECTED_AFTER) == set(_mutants.MUTANTS)
+
+
+def test_the_unmutated_implementation_replays_the_whole_pool() -> None:
+    assert len(list(trace_pool(SCENARIOS, 40))) == 40 * len(SCENARIOS)
+
+
+def test_every_mutant_is_detected_within_its_pinned_number_of_traces() -> None:
+    results = mutation_score(SCENARIOS, 40)
+    assert {r.mutant: r.traces_needed for r in results} == DETECTED_AFTER
+    assert all(r.detected and r.detail for r in results)
+    assert _mutants.ACTIVE is None  # switched off again
+
+
+def test_the_switch_is_not_reachable_from_the_oracle_api() -> None:
+    import txnspec.impl.cluster as cluster
+    import txnspec.impl.testing as testing
+
+    assert "_mutants" not in inspect.getsource(cluster) and "_mutants" not in inspect.getsource(testing)
+    assert "mutant" not in str(inspect.signature(cluster.Cluster))
+    with pytest.raises(ValueError, match="unknown implementation mutant 'nope'"):
+        _mutants.activate("nope")
+
+
+def test_the_adapter_names_resolve() -> None:
+    adapter = make_adapter("impl-mutant:timeout-commits")
+    assert isinstance(adapter, ImplMutantAdapter) and adapter.mutant == "timeout-commits"
+    with pytest.raises(ValueError, match="unknown implementation mutant"):
+        make_adapter("impl-mutant:nope")
+
+
+def test_the_command_reports_the_score(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["mutation-score", "--traces", "2", "--mutant", "timeout-commits"]) == 0
+    assert "mutation score 1/1" in capsys.readouterr().out
+    assert main(["mutation-score", "--scenario", "nope"]) == 2
