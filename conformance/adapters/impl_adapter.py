@@ -136,8 +136,9 @@ class ImplAdapter:
             named = [m for m in candidates if f"epoch={m.request.producer_epoch}, seq={m.request.base_sequence})"
                      in step.action]
             candidates = named or candidates
-        if step.target in self.producers and len(candidates) > 1:
-            producer = self.producers[step.target][1]
+        client_side = step.target if step.target in self.producers else step.source
+        if client_side in self.producers and len(candidates) > 1:
+            producer = self.producers[client_side][1]
             txn_request = producer.in_flight_txn[0] if producer.in_flight_txn is not None else None
             awaited = [m for m in candidates if m.request is txn_request
                        or getattr(m.request, "correlation_id", None) in producer.in_flight_produce]
