@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from txnspec.checker.model import Model
+from txnspec.spec.environment import fairness_by_kind, named
 from txnspec.spec.guarantees import GuaranteeCheck, GuaranteeRow, NotApplicable
 from txnspec.spec.pulsar import properties as props
 from txnspec.spec.pulsar import system as sysm
@@ -67,16 +68,12 @@ def config(scenario: str, variant: str = "current") -> sysm.PulsarConfig:
     return sysm.PulsarConfig(s.clients, s.partitions, s.ack_input, tuple(sorted(s.faults.items())), v.dedup)
 
 
-def fairness(action: object) -> str | None:
-    kind = getattr(action, "kind", None)
-    return kind if kind in sysm.FAIR_KINDS else None
+fairness = fairness_by_kind(sysm.FAIR_KINDS)
 
 
 def build_model(scenario: str, variant: str = "current") -> Model[sysm.PulsarState]:
-    if scenario not in SCENARIOS:
-        raise KeyError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
-    if variant not in VARIANTS:
-        raise KeyError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
+    named(SCENARIOS, scenario, "scenario")
+    named(VARIANTS, variant, "variant")
     c = config(scenario, variant)
     return Model(
         name=f"pulsar-transactions[scenario={scenario}, variant={variant}]",

@@ -39,6 +39,7 @@ import enum
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
+from txnspec.spec.environment import Action, Counts, count, with_one_more
 from txnspec.spec.pulsar import buffer as buf
 from txnspec.spec.pulsar import coordinator as tcm
 from txnspec.spec.pulsar.coordinator import SUBSCRIPTION, TxnAction
@@ -116,7 +117,11 @@ class PulsarState:
     ghost: Ghost = field(default_factory=Ghost)
 
     def used(self, fault: str) -> int:
-        return dict(self.faults_used).get(fault, 0)
+        return count(self.faults_used, fault)
+
+    def spend(self, fault: str) -> Counts:
+        """The fault counts after one more ``fault``."""
+        return with_one_more(self.faults_used, fault)
 
     def buffer(self, partition: str) -> buf.TransactionBuffer:
         return dict(self.buffers)[partition]
@@ -131,16 +136,7 @@ class PulsarConfig:
     dedup: bool = False
 
     def budget(self, fault: str) -> int:
-        return dict(self.faults).get(fault, 0)
-
-
-@dataclass(frozen=True, slots=True)
-class Action:
-    kind: str
-    text: str
-
-    def __str__(self) -> str:
-        return self.text
+        return count(self.faults, fault)
 
 
 def initial_state(config: PulsarConfig) -> PulsarState:
@@ -152,12 +148,6 @@ def initial_state(config: PulsarConfig) -> PulsarState:
 
 def _send(network: tuple[Msg, ...], *messages: Msg) -> tuple[Msg, ...]:
     return tuple(sorted((*network, *messages)))
-
-
-def _use(state: PulsarState, fault: str) -> tuple[tuple[str, int], ...]:
-    used = dict(state.faults_used)
-    used[fault] = used.get(fault, 0) + 1
-    return tuple(sorted(used.items()))
 
 
 def _with_client(state: PulsarState, client: Client) -> tuple[Client, ...]:
@@ -235,7 +225,7 @@ def client_steps(config: PulsarConfig, state: PulsarState) -> Iterator[tuple[Act
                 timed_out = replace(c, state=ClientState.TIME_OUT)
                 yield (Action("client timer fires", f"client {c.index}: transaction timer fires (TIME_OUT)"),
                        replace(state, clients=_with_client(state, timed_out),
-                               faults_used=_use(state, "client_timeout")))
+                               faults_used=state.spend("client_timeout")))
         if c.state is ClientState.COMMITTING and not c.end_in_flight and c.txn is not None:
             yield _end(state, c, c.txn, "commit")
 
@@ -335,18 +325,18 @@ def faults(config: PulsarConfig, state: PulsarState) -> Iterator[tuple[Action, P
         seen.add(msg)
         if msg.kind in REQUESTS and state.used("duplicate") < config.budget("duplicate"):
             yield (Action("duplicate", f"duplicate {msg}"),
-                   replace(state, network=_send(state.network, msg), faults_used=_use(state, "duplicate")))
+                   replace(state, network=_send(state.network, msg), faults_used=state.spend("duplicate")))
         if msg.kind == "END_TXN_RESPONSE" and state.used("loss") < config.budget("loss"):
             timeout = replace(msg, result="Timeout")
             yield (Action("lose", f"lose {msg} (the client's request times out)"),
                    replace(state, network=_send(state.network[:i] + state.network[i + 1:], timeout),
-                           faults_used=_use(state, "loss")))
+                           faults_used=state.spend("loss")))
     if state.used("tc_crash") < config.budget("tc_crash"):
         tc, markers, lost = tcm.recover(state.tc)
         retries = [Msg("END_TXN_RESPONSE", _owner(state, txn), txn, result="CoordinatorNotFound")
                    for txn, meta in state.tc.txns for _ in range(meta.waiters)]
         assert len(retries) == lost
-        crashed = replace(state, tc=tc, network=_send(state.network, *retries), faults_used=_use(state, "tc_crash"))
+        crashed = replace(state, tc=tc, network=_send(state.network, *retries), faults_used=state.spend("tc_crash"))
         yield (Action("coordinator crash", "coordinator crashes and recovers from its log"),
                _run_markers(crashed, markers))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from txnspec.checker.model import Model
+from txnspec.spec.environment import fairness_by_kind, named
 from txnspec.spec.guarantees import GuaranteeCheck, GuaranteeRow, NotApplicable
 from txnspec.spec.rocketmq import properties as props
 from txnspec.spec.rocketmq import system as sysm
@@ -66,16 +67,12 @@ def config(scenario: str, variant: str = "current") -> sysm.RocketConfig:
     return sysm.RocketConfig(s.transactions, s.check_max, tuple(sorted(s.faults.items())), v.consistent_listener)
 
 
-def fairness(action: object) -> str | None:
-    kind = getattr(action, "kind", None)
-    return kind if kind in sysm.FAIR_KINDS else None
+fairness = fairness_by_kind(sysm.FAIR_KINDS)
 
 
 def build_model(scenario: str, variant: str = "current") -> Model[sysm.RocketState]:
-    if scenario not in SCENARIOS:
-        raise KeyError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
-    if variant not in VARIANTS:
-        raise KeyError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
+    named(SCENARIOS, scenario, "scenario")
+    named(VARIANTS, variant, "variant")
     c = config(scenario, variant)
     return Model(
         name=f"rocketmq-transactional-messages[scenario={scenario}, variant={variant}]",

@@ -38,6 +38,7 @@ import enum
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
+from txnspec.spec.environment import Action, Counts, count, with_one_more
 from txnspec.spec.rocketmq import broker as broker_mod
 from txnspec.spec.rocketmq.broker import Broker, CheckStep, EndType
 
@@ -121,7 +122,11 @@ class RocketState:
     ghost: Ghost = field(default_factory=Ghost)
 
     def used(self, fault: str) -> int:
-        return dict(self.faults_used).get(fault, 0)
+        return count(self.faults_used, fault)
+
+    def spend(self, fault: str) -> Counts:
+        """The fault counts after one more ``fault``."""
+        return with_one_more(self.faults_used, fault)
 
 
 @dataclass(frozen=True)
@@ -135,16 +140,7 @@ class RocketConfig:
     consistent_listener: bool = True
 
     def budget(self, fault: str) -> int:
-        return dict(self.faults).get(fault, 0)
-
-
-@dataclass(frozen=True, slots=True)
-class Action:
-    kind: str
-    text: str
-
-    def __str__(self) -> str:
-        return self.text
+        return count(self.faults, fault)
 
 
 def initial_state(config: RocketConfig) -> RocketState:
@@ -159,12 +155,6 @@ def _bag_add(network: tuple[Message, ...], *messages: Message) -> tuple[Message,
 
 def _bag_remove(network: tuple[Message, ...], index: int) -> tuple[Message, ...]:
     return network[:index] + network[index + 1:]
-
-
-def _use(state: RocketState, fault: str) -> tuple[tuple[str, int], ...]:
-    used = dict(state.faults_used)
-    used[fault] = used.get(fault, 0) + 1
-    return tuple(sorted(used.items()))
 
 
 def _with_txn(state: RocketState, txn: Txn) -> tuple[Txn, ...]:
@@ -202,7 +192,7 @@ def send_half(config: RocketConfig, state: RocketState) -> Iterator[tuple[Action
             yield (Action("half send retried", f"half send of k{txn.key} retried: orphan at {offset}, "
                           f"half at {retried}"),
                    replace(state, broker=broker2, txns=_with_txn(state, replace(sent, offset=retried)),
-                           faults_used=_use(state, "half_retry")))
+                           faults_used=state.spend("half_retry")))
 
 
 def execute_local_transaction(state: RocketState) -> Iterator[tuple[Action, RocketState]]:
@@ -299,13 +289,13 @@ def faults(config: RocketConfig, state: RocketState) -> Iterator[tuple[Action, R
         seen.add(message)
         if state.used("loss") < config.budget("loss"):
             yield (Action("lose", f"lose {message}"),
-                   replace(state, network=_bag_remove(state.network, i), faults_used=_use(state, "loss")))
+                   replace(state, network=_bag_remove(state.network, i), faults_used=state.spend("loss")))
         if state.used("duplicate") < config.budget("duplicate"):
             yield (Action("duplicate", f"duplicate {message}"),
-                   replace(state, network=_bag_add(state.network, message), faults_used=_use(state, "duplicate")))
+                   replace(state, network=_bag_add(state.network, message), faults_used=state.spend("duplicate")))
     if state.broker.op_batch and state.used("crash") < config.budget("crash"):
         yield (Action("broker crash", f"broker crash: op records {sorted(state.broker.op_batch)} lost"),
-               replace(state, broker=broker_mod.crash(state.broker), faults_used=_use(state, "crash")))
+               replace(state, broker=broker_mod.crash(state.broker), faults_used=state.spend("crash")))
 
 
 ACTION_KINDS = ("sendMessageInTransaction", "half send retried", "executeLocalTransaction",
