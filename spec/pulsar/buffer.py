@@ -4,12 +4,14 @@ subscription's pending acks, and the broker's message deduplication, as pure fun
 Follows (apache/pulsar 3.x/4.x, /work/shared/mq/RULES.md §2.5-2.7)
     * ``TopicTransactionBuffer`` (its methods named here were read in apache/pulsar through the code
       index): ``appendBufferToTxn`` refuses a transaction at or below the partition's low watermark
-      (PIP-163) and otherwise appends **without asking the TC whether the transaction is still open**; ``handleTransactionMessage`` adds a transaction that is neither ongoing nor aborted to
-      ``ongoingTxns``; ``commitTxn`` appends a commit marker without checking anything; ``abortTxn`` appends
-      an abort marker and puts the transaction in the aborted set (no marker at all in ``NoSnapshot``, a
-      partition that never had transactional data); ``handleLowWaterMark`` raises the watermark and aborts
-      the oldest ongoing transaction of the TC if it is at or below it; ``maxReadPosition`` is the position
-      before the first entry of the oldest ongoing transaction, else the last entry.
+      (PIP-163) and otherwise appends **without asking the TC whether the transaction is still open**;
+      ``handleTransactionMessage`` adds a transaction that is neither ongoing nor aborted to
+      ``ongoingTxns``; ``commitTxn`` appends a commit marker without checking anything; ``abortTxn``
+      appends an abort marker and puts the transaction in the aborted set (no marker, and no watermark
+      handling, in ``NoSnapshot``: a partition that never had transactional data); ``handleLowWaterMark``
+      raises the watermark and aborts the oldest ongoing transaction of the TC if it is at or below it;
+      ``maxReadPosition`` is the position before the first entry of the oldest ongoing transaction, else
+      the last entry.
     * ``AbstractBaseDispatcher.filterEntriesForConsumer``: below ``maxReadPosition``, markers and entries
       of aborted transactions (``isTxnAborted``, which ignores the position) are dropped, every other
       entry is delivered (:func:`readable`).
