@@ -173,7 +173,11 @@ class Broker:
     def _txn_offset_commit(self, request: TxnOffsetCommit, now_ms: int) -> Response:
         rid = request.correlation_id
         partition = self.group_coordinator.partition_for(request.group_id)
-        if self.config.transaction_version >= TV_2:
+        offsets_log = self.group_coordinator.partitions[partition]
+        # as UnifiedLog.maybeStartTransactionVerification: no verification while the offsets partition already
+        # has this producer's transaction open
+        verified = offsets_log.producer_state.has_ongoing_transaction(request.producer_id, request.producer_epoch)
+        if self.config.transaction_version >= TV_2 and not verified:
             err = self.txn_coordinator.handle_add_partitions_to_txn(
                 request.transactional_id, request.producer_id, request.producer_epoch, [partition], TV_2,
                 now_ms=now_ms)
