@@ -43,7 +43,7 @@ def _make_step(steps: Successors, index: int, prev: sysm.SystemState) -> Step:
     action, nxt = steps[index]
     occurrence = sum(1 for a, _ in steps[:index] if a.text == action.text)
     return Step(action.text, action.kind, action.source, action.target, sa.observation(prev, nxt),
-                sa.abstract_state(nxt), occurrence)
+                sa.abstract_state(nxt), occurrence, action.awaited)
 
 
 def walk(scenario: str, variant: str, choose: Chooser, *, trace_id: str, seed: int | None = None,

@@ -66,6 +66,7 @@ class Step:
     observation: dict[str, JSON] = field(default_factory=dict)
     abstract: dict[str, JSON] | None = None
     occurrence: int = 0  # which of several enabled actions with this text (0: the first; practically always)
+    awaited: bool | None = None  # a delivery of the copy the producer waits for (True) or of a stale copy
 
     def to_json(self) -> dict[str, JSON]:
         out: dict[str, JSON] = {"action": self.action, "kind": self.kind, "source": self.source,
@@ -74,6 +75,8 @@ class Step:
             out["abstract"] = self.abstract
         if self.occurrence:
             out["occurrence"] = self.occurrence
+        if self.awaited is not None:
+            out["awaited"] = self.awaited
         return out
 
     @staticmethod
@@ -95,8 +98,11 @@ class Step:
         occurrence = data.get("occurrence", 0)
         if not isinstance(occurrence, int) or occurrence < 0:
             raise TraceError(trace_id, "'occurrence' must be a non-negative integer", index)
+        awaited = data.get("awaited")
+        if awaited is not None and not isinstance(awaited, bool):
+            raise TraceError(trace_id, "'awaited' must be true, false or absent", index)
         return Step(data["action"], data["kind"], str(data.get("source", "")), str(data.get("target", "")),
-                    data["observation"], abstract, occurrence)
+                    data["observation"], abstract, occurrence, awaited)
 
 
 @dataclass(frozen=True)
@@ -227,6 +233,8 @@ def to_itf(trace: Trace) -> dict[str, JSON]:
         meta: dict[str, JSON] = {"index": i, "source": step.source, "target": step.target}
         if step.occurrence:
             meta["occurrence"] = step.occurrence
+        if step.awaited is not None:
+            meta["awaited"] = step.awaited
         states.append({"#meta": meta, "observation": itf.to_itf(step.observation),
                        "abstract": itf.to_itf(step.abstract if step.abstract is not None else {}),
                        "mbt::actionTaken": step.kind, "mbt::actionLabel": step.action})
@@ -258,7 +266,8 @@ def from_itf(document: JSON, where: str = "<itf>") -> Trace:
         step_json = {"action": state["mbt::actionLabel"], "kind": state["mbt::actionTaken"],
                      "source": smeta.get("source", ""), "target": smeta.get("target", ""),
                      "observation": _plain(itf.from_itf(state["observation"])),
-                     "abstract": abstract or None, "occurrence": smeta.get("occurrence", 0)}
+                     "abstract": abstract or None, "occurrence": smeta.get("occurrence", 0),
+                     "awaited": smeta.get("awaited")}
         steps.append(Step.from_json(step_json, trace_id, i))
     seed = meta.get("seed")
     return Trace(trace_id, str(meta.get("scenario", "")), str(meta.get("variant", "current")),

@@ -152,12 +152,18 @@ def describe(body: Any) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Action:
-    """An action label: ``kind`` for coverage, ``source``/``target`` as lifelines of a sequence diagram."""
+    """An action label: ``kind`` for coverage, ``source``/``target`` as lifelines of a sequence diagram.
+
+    ``awaited``, for a delivery between a producer and a server: whether the message is the one the
+    producer's client waits for (its live request, or the answer to it) rather than a stale duplicated
+    copy; None for other actions. Copies share their text, so a replay against another implementation
+    needs it to deliver the same copy."""
 
     kind: str
     text: str
     source: str = ""
     target: str = ""
+    awaited: bool | None = None
 
     def __str__(self) -> str:
         return self.text
@@ -478,6 +484,17 @@ def application_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
 
 # --- delivery ---------------------------------------------------------------------------------------
 
+def _delivers_awaited(state: SystemState, envelope: Envelope) -> bool | None:
+    """Whether ``envelope`` is what its producer's client waits for (see :class:`Action`)."""
+    address = envelope.source if envelope.source.startswith("producer-") else envelope.target
+    if not address.startswith("producer-"):
+        return None
+    p = state.producers[int(address.split("-")[1])]
+    if isinstance(envelope.body, Produce | ProduceResponse):
+        return envelope.context in p.in_flight
+    return p.awaiting is not None and p.awaiting[1] == envelope.context
+
+
 def delivery_steps(system: System, state: SystemState) -> Iterator[tuple[Action, SystemState]]:
     seen: set[Envelope] = set()
     for envelope in state.network:
@@ -486,7 +503,7 @@ def delivery_steps(system: System, state: SystemState) -> Iterator[tuple[Action,
         seen.add(envelope)
         rest = replace(state, network=remove_one(state.network, envelope))
         label = Action(f"deliver {type(envelope.body).__name__}", f"deliver {envelope}",
-                       envelope.source, envelope.target)
+                       envelope.source, envelope.target, _delivers_awaited(state, envelope))
         if envelope.target == COORDINATOR:
             yield label, _coordinator_receives(system, rest, envelope, Errors.NONE)
             if state.budget.append_failure and isinstance(envelope.body, InitProducerId | AddPartitionsToTxn | EndTxn):

@@ -142,7 +142,9 @@ class ImplAdapter:
             txn_request = producer.in_flight_txn[0] if producer.in_flight_txn is not None else None
             awaited = [m for m in candidates if m.request is txn_request
                        or getattr(m.request, "correlation_id", None) in producer.in_flight_produce]
-            candidates = awaited + [m for m in candidates if m not in awaited]
+            stale = [m for m in candidates if m not in awaited]
+            # the trace says which copy the spec delivered; without that hint, the awaited one first
+            candidates = stale + awaited if getattr(step, "awaited", None) is False else awaited + stale
         for m in candidates:
             response = m.response
             if response is not None and f"({response.error.name}" in step.action \
