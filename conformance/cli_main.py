@@ -2,9 +2,9 @@
 
 1. the Kafka behaviour cases on the spec (and on the implementation once it is there);
 2. the model check of the ``default`` scenario under the current protocol;
-3. the conformance suite on local Spark: traces generated from the spec (transition-covering and random)
-   replayed in lock step against the implementation (``--conform-scenario``, default ``offsets``, the
-   consume-transform-produce loop).
+3. the conformance suite on local Spark: 10,000 traces of the ``default`` scenario generated from the spec
+   (transition-covering and random) replayed in lock step against the implementation
+   (``--conform-scenario``, ``--traces``).
 
 Each stage prints its own report; the last line sums them up. Exit 0 only if every stage passed.
 """
@@ -26,8 +26,8 @@ CASES = Path(__file__).resolve().parent / "data" / "public.jsonl"
 
 def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", default="default", help="the scenario to model-check")
-    p.add_argument("--traces", type=int, default=200, help="traces for the Spark conformance run")
-    p.add_argument("--conform-scenario", default="offsets",
+    p.add_argument("--traces", type=int, default=10_000, help="traces for the Spark conformance run")
+    p.add_argument("--conform-scenario", default="default",
                    help="the scenario whose traces are replayed against the implementation on Spark")
     p.add_argument("--out", type=Path, default=Path("out"), help="where the conformance results go")
     p.add_argument("--skip-spark", action="store_true", help="skip the Spark conformance stage")
