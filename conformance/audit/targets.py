@@ -208,5 +208,6 @@ def open_target(name: str, workdir: Path | None = None) -> Iterator[Target]:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="txnspec-audit-")))
         workdir.mkdir(parents=True, exist_ok=True)
         starters = {"tansu": tansu, "noida": noida, "librdkafka-mock": librdkafka_mock}
+        assert set(starters) == set(SELF_STARTED)
         starter = starters.get(name)
         yield stack.enter_context(starter(workdir) if starter else bootstrap(name))

@@ -65,7 +65,6 @@ VALID_TRANSITIONS: dict[TxnStatus, frozenset[TxnStatus]] = {
 }
 
 ENDING = {TxnAction.COMMIT: COMMITTING, TxnAction.ABORT: ABORTING}
-ENDED = {TxnAction.COMMIT: COMMITTED, TxnAction.ABORT: ABORTED}
 
 SUBSCRIPTION = "sub"  # the one acked subscription's participant name
 

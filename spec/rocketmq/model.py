@@ -8,7 +8,7 @@ local transaction decided.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from txnspec.checker.model import Model
 from txnspec.spec.environment import fairness_by_kind, named
@@ -84,11 +84,6 @@ def build_model(scenario: str, variant: str = "current") -> Model[sysm.RocketSta
         describe_state=sysm.describe_state,
         metadata={"action_kinds": sysm.ACTION_KINDS, "config": c},
     )
-
-
-def with_budget(scenario: str, **faults: int) -> Scenario:
-    """A copy of ``scenario`` with other fault budgets (for tests and experiments)."""
-    return replace(SCENARIOS[scenario], faults=faults)
 
 
 GUARANTEES: tuple[GuaranteeRow, ...] = (
