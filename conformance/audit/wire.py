@@ -12,8 +12,12 @@ Requests and responses are kafka-python's protocol structs (``kafka.protocol``) 
 ``DefaultRecordBatchBuilder``; only the 4-byte framing of the socket is written here. The transport is a
 :class:`Transport`, so the rules run against recorded answers in tests (:class:`RecordedTransport`).
 
-Left out at this level (the client level covers them): transactional requests (AddPartitionsToTxn,
-EndTxn, TxnOffsetCommit), Fetch isolation and OffsetFetch; see docs/audit.md.
+``InitProducerId`` with a transactional id is checked the same way against the spec's coordinator
+(:func:`txnspec.spec.coordinator.handle_init_producer_id`): the epoch bump of a re-initialisation and the
+KIP-360 expected epoch (current, stale, another producer id).
+
+Left out at this level (the client level covers them): AddPartitionsToTxn, AddOffsetsToTxn,
+TxnOffsetCommit, EndTxn, Fetch isolation and OffsetFetch; see docs/audit.md.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import struct
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -112,6 +117,7 @@ class RecordedTransport:
     """Answers recorded from a broker, per rule, in step order (test fixtures)."""
 
     answers: dict[str, list[Answer]]
+    init_answers: dict[str, list[InitAnswer]] = field(default_factory=dict)
     _current: list[Answer] = field(default_factory=list)
 
     def fresh_partition(self, rule: str) -> str:
@@ -123,6 +129,10 @@ class RecordedTransport:
 
     def produce(self, topic: str, producer_id: int, epoch: int, base_sequence: int, count: int) -> Answer:
         return self._current.pop(0)
+
+    def init_transactional(self, transactional_id: str, producer_id: int, epoch: int) -> InitAnswer:
+        rule = transactional_id.split("-", 3)[-1]  # txnspec-wire-<run>-<rule>
+        return self.init_answers[rule].pop(0)
 
 
 def run_rules(transport: Transport, rules: tuple[WireRule, ...] = RULES) -> list[RuleResult]:
@@ -159,7 +169,118 @@ def run_rules(transport: Transport, rules: tuple[WireRule, ...] = RULES) -> list
     return results
 
 
+# --- InitProducerId with a transactional id -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class InitStep:
+    """``InitProducerId(transactional_id, expected)``: ``expected`` is none, the current (pid, epoch), a stale
+    epoch of the current pid, or the current epoch of a producer id the coordinator never gave out."""
+
+    expected: str = "none"  # none | current | stale | other-pid
+
+    def describe(self) -> str:
+        return f"InitProducerId(transactional_id, expected={self.expected})"
+
+
+@dataclass(frozen=True)
+class InitRule:
+    name: str
+    description: str
+    steps: tuple[InitStep, ...]
+
+
+INIT_RULES: tuple[InitRule, ...] = (
+    InitRule("init_producer_id.first_and_bump", "a new transactional id starts at epoch 0; initialising again "
+             "keeps the producer id and bumps the epoch", (InitStep(), InitStep())),
+    InitRule("init_producer_id.expected_current_epoch", "KIP-360: with the current (pid, epoch) expected, the "
+             "epoch is bumped", (InitStep(), InitStep("current"))),
+    InitRule("init_producer_id.expected_stale_epoch", "KIP-360: an expected epoch older than the current one is "
+             "fenced", (InitStep(), InitStep(), InitStep("stale"))),
+    InitRule("init_producer_id.expected_other_producer_id", "KIP-360: an expected producer id that is not the "
+             "current one is fenced", (InitStep(), InitStep("other-pid"))),
+)
+
+
+@dataclass(frozen=True)
+class InitAnswer:
+    error: str
+    producer_id: int = -1
+    epoch: int = -1
+
+    def relative_to(self, first_pid: int | None) -> dict[str, Any]:
+        """The answer with the producer id said relative to the rule's first one (ids differ per broker)."""
+        if self.error != "NONE":
+            return {"error": self.error}
+        same = first_pid is None or self.producer_id == first_pid
+        return {"error": "NONE", "epoch": self.epoch, "producer_id": "first" if same else "other"}
+
+
+def _expected_pid_epoch(step: InitStep, last: InitAnswer | None) -> tuple[int, int]:
+    if step.expected == "none" or last is None or last.error != "NONE":
+        return -1, -1
+    if step.expected == "current":
+        return last.producer_id, last.epoch
+    if step.expected == "stale":
+        return last.producer_id, max(0, last.epoch - 1)
+    return last.producer_id + UNKNOWN_PID_OFFSET, last.epoch
+
+
+def expected_init_answers(rule: InitRule) -> list[InitAnswer]:
+    """The spec coordinator's answers to the rule's steps, for a transactional id it has never seen."""
+    from txnspec.spec import coordinator as spec_coordinator
+    from txnspec.spec.messages import InitProducerId, InitProducerIdResponse
+
+    state = spec_coordinator.CoordinatorState()
+    answers: list[InitAnswer] = []
+    for step in rule.steps:
+        pid, epoch = _expected_pid_epoch(step, answers[-1] if answers else None)
+        result = spec_coordinator.handle_init_producer_id(state, InitProducerId("t", 60_000, pid, epoch))
+        state = result.state
+        r = result.response
+        assert isinstance(r, InitProducerIdResponse)
+        answers.append(InitAnswer(r.error.name, r.producer_id, r.producer_epoch))
+    return answers
+
+
+class InitTransport(Protocol):
+    def init_transactional(self, transactional_id: str, producer_id: int, epoch: int) -> InitAnswer: ...
+
+
+def run_init_rules(transport: InitTransport, run: str, rules: tuple[InitRule, ...] = INIT_RULES
+                   ) -> list[RuleResult]:
+    results = []
+    for rule in rules:
+        result = RuleResult("wire", rule.name, rule.description)
+        expected = expected_init_answers(rule)
+        tid = f"txnspec-wire-{run}-{rule.name}"
+        got: list[InitAnswer] = []
+        sent: list[dict[str, Any]] = []
+        for step, want in zip(rule.steps, expected, strict=True):
+            pid, epoch = _expected_pid_epoch(step, got[-1] if got else None)
+            try:
+                answer = transport.init_transactional(tid, pid, epoch)
+            except (OSError, WireError) as exc:
+                result.note = f"step {len(sent) + 1} failed: {exc}"
+                break
+            got.append(answer)
+            first_pid = got[0].producer_id if got[0].error == "NONE" else None
+            actual = answer.relative_to(first_pid)
+            wanted = want.relative_to(expected[0].producer_id)
+            sent.append({"request": step.describe(), "expected": wanted, "actual": actual})
+            result.checked += 1
+            if actual != wanted:
+                result.violations += 1
+                result.examples.append({"sequence": sent})
+                break
+        results.append(result)
+    return results
+
+
 # --- the socket transport ---------------------------------------------------------------------------
+
+RETRIABLE_COORDINATOR_ERRORS = frozenset({"COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE",
+                                          "NOT_COORDINATOR", "CONCURRENT_TRANSACTIONS"})
+
 
 class WireError(Exception):
     """The broker answered something the protocol structs could not decode, or closed the connection."""
@@ -250,6 +371,25 @@ class SocketTransport:
             raise WireError(f"InitProducerId answered {error_name(int(r.error_code))}")
         return int(r.producer_id), int(r.producer_epoch)
 
+    def init_transactional(self, transactional_id: str, producer_id: int, epoch: int) -> InitAnswer:
+        """InitProducerId for a transactional id; the coordinator's retriable answers (loading, not the
+        coordinator yet, a transition in progress) are retried a bounded number of times, as a client does."""
+        from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+
+        assert self.conn is not None
+        if self.init_version < 3 and producer_id != -1:
+            raise WireError(f"the broker's InitProducerId v{self.init_version} has no expected producer id/epoch")
+        fields: dict[str, Any] = {"transactional_id": transactional_id, "transaction_timeout_ms": 60000}
+        if self.init_version >= 3:
+            fields.update(producer_id=producer_id, producer_epoch=epoch)
+        for _ in range(40):
+            r = self.conn.call(InitProducerIdRequest, InitProducerIdResponse, self.init_version, **fields)
+            name = error_name(int(r.error_code))
+            if name not in RETRIABLE_COORDINATOR_ERRORS:
+                return InitAnswer(name, int(r.producer_id), int(r.producer_epoch))
+            time.sleep(0.25)
+        return InitAnswer(name, int(r.producer_id), int(r.producer_epoch))
+
     def produce(self, topic: str, producer_id: int, epoch: int, base_sequence: int, count: int) -> Answer:
         from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
         from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -274,7 +414,7 @@ def error_name(code: int) -> str:
     import kafka.errors
 
     name = str(getattr(kafka.errors.for_code(code), "message", f"ERROR_{code}"))
-    return "NONE" if name == "NO_ERROR" else name
+    return {"NO_ERROR": "NONE", "UNKNOWN": "UNKNOWN_SERVER_ERROR"}.get(name, name)
 
 
 @contextlib.contextmanager
@@ -306,7 +446,7 @@ def socket_transport(bootstrap: str, run: str) -> Iterator[SocketTransport]:
 
 def run_wire_audit(bootstrap: str, run: str) -> list[RuleResult]:
     with socket_transport(bootstrap, run) as transport:
-        results = run_rules(transport)
+        results = run_rules(transport) + run_init_rules(transport, run)
         conn = transport.conn
         assert conn is not None
         results.insert(0, RuleResult("wire", "wire.versions", "API versions used: "

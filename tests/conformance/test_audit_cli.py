@@ -13,14 +13,19 @@ from txnspec.conformance.cli import main
 # rules each target was found to break (docs/audit.md); any other violation fails the test
 KNOWN = {
     "noida": {"produce.duplicate_within_last_5", "produce.duplicate_beyond_last_5", "produce.lower_epoch",
-              "produce.unknown_producer_id", "history.aborted_read", "history.fenced_write_accepted"},
+              "produce.unknown_producer_id", "history.aborted_read", "history.fenced_write_accepted",
+              "init_producer_id.expected_stale_epoch", "init_producer_id.expected_other_producer_id"},
     "tansu": {"produce.duplicate_of_last_batch", "produce.duplicate_within_last_5", "produce.duplicate_beyond_last_5",
               "produce.lower_epoch", "produce.higher_epoch_seq0", "produce.higher_epoch_nonzero_seq",
-              "produce.unknown_producer_id", "history.aborted_read", "history.fenced_write_accepted"},
+              "produce.unknown_producer_id", "history.aborted_read", "history.fenced_write_accepted",
+              "init_producer_id.expected_current_epoch", "init_producer_id.expected_stale_epoch",
+              "init_producer_id.expected_other_producer_id"},
     "librdkafka-mock": {"produce.duplicate_of_last_batch", "produce.duplicate_within_last_5",
                         "produce.duplicate_beyond_last_5", "produce.sequence_gap", "produce.lower_epoch",
                         "produce.higher_epoch_nonzero_seq", "produce.unknown_producer_id", "history.aborted_read",
-                        "history.fenced_write_accepted", "client.zombie_commit_refused", "history.offsets_lost"},
+                        "history.fenced_write_accepted", "client.zombie_commit_refused", "history.offsets_lost",
+                        "init_producer_id.first_and_bump", "init_producer_id.expected_stale_epoch",
+                        "init_producer_id.expected_other_producer_id"},
 }
 
 

@@ -10,16 +10,26 @@ from pathlib import Path
 import pytest
 
 from txnspec.conformance.audit import wire
-from txnspec.conformance.audit.wire import Answer, RecordedTransport, expected_answers, run_rules
+from txnspec.conformance.audit.wire import (
+    Answer,
+    InitAnswer,
+    RecordedTransport,
+    expected_answers,
+    expected_init_answers,
+    run_init_rules,
+    run_rules,
+)
 
-FIXTURE = Path(__file__).parent / "fixtures" / "audit" / "produce_answers.json"
+FIXTURE = Path(__file__).parent / "fixtures" / "audit" / "wire_answers.json"
 RECORDED = json.loads(FIXTURE.read_text())
 
 
 def _transport(broker: str) -> RecordedTransport:
     answers = {rule: [Answer(a["error"], a["base_offset"]) for a in steps]
                for rule, steps in RECORDED[broker]["answers"].items()}
-    return RecordedTransport(answers)
+    inits = {rule: [InitAnswer(a["error"], a["producer_id"], a["epoch"]) for a in steps]
+             for rule, steps in RECORDED[broker]["init_answers"].items()}
+    return RecordedTransport(answers, inits)
 
 
 def test_the_expected_answers_come_from_the_spec_partition_handler() -> None:
@@ -67,3 +77,35 @@ def test_tansu_answers_a_retried_batch_with_duplicate_sequence_number() -> None:
 
 def test_error_names_are_kafkas() -> None:
     assert wire.error_name(0) == "NONE" and wire.error_name(45) == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+def test_init_producer_id_expectations_come_from_the_spec_coordinator() -> None:
+    by_rule = {r.name: [a.relative_to(0) for a in expected_init_answers(r)] for r in wire.INIT_RULES}
+    assert by_rule["init_producer_id.first_and_bump"] == [{"error": "NONE", "epoch": 0, "producer_id": "first"},
+                                                          {"error": "NONE", "epoch": 1, "producer_id": "first"}]
+    assert by_rule["init_producer_id.expected_stale_epoch"][-1] == {"error": "PRODUCER_FENCED"}
+
+
+def test_conforming_init_answers_are_held() -> None:
+    answers = {r.name: [InitAnswer(a.error, a.producer_id + 1000 if a.producer_id >= 0 else -1, a.epoch)
+                        for a in expected_init_answers(r)] for r in wire.INIT_RULES}
+    results = run_init_rules(RecordedTransport({}, answers), "t")
+    assert all(r.outcome == "held" for r in results), [r for r in results if r.outcome != "held"]
+
+
+@pytest.mark.parametrize(("broker", "violated"), [
+    ("noida", {"init_producer_id.expected_stale_epoch", "init_producer_id.expected_other_producer_id"}),
+    ("tansu", {"init_producer_id.expected_current_epoch", "init_producer_id.expected_stale_epoch",
+               "init_producer_id.expected_other_producer_id"}),
+    ("librdkafka-mock", {"init_producer_id.first_and_bump", "init_producer_id.expected_stale_epoch",
+                         "init_producer_id.expected_other_producer_id"}),
+])
+def test_recorded_init_answers_of_each_broker(broker: str, violated: set[str]) -> None:
+    results = run_init_rules(_transport(broker), "fx")
+    assert {r.rule for r in results if r.outcome == "violated"} == violated
+
+
+def test_tansu_answers_an_expected_epoch_with_unknown_server_error() -> None:
+    result = next(r for r in run_init_rules(_transport("tansu"), "fx")
+                  if r.rule == "init_producer_id.expected_current_epoch")
+    assert result.examples[0]["sequence"][-1]["actual"] == {"error": "UNKNOWN_SERVER_ERROR"}
