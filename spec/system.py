@@ -182,6 +182,7 @@ class Producer:
     awaiting: tuple[str, int] | None = None  # (request name, correlation) of the transactional request in flight
     added: frozenset[str] = frozenset()  # partitions the coordinator knows are in the transaction
     to_add: frozenset[str] = frozenset()  # TV1: partitions waiting for AddPartitionsToTxn
+    adding: frozenset[str] = frozenset()  # TV1: the partitions of the AddPartitionsToTxn in flight
     unsent: tuple[str, ...] = ()  # records waiting for their partition to be added
     # produces outstanding, as (partition, producer id, epoch, base sequence): what correlates a response
     in_flight: frozenset[tuple[str, int, int, int]] = frozenset()
@@ -377,9 +378,11 @@ def dispatch(system: System, p: Producer, used: frozenset[Any] = frozenset()) ->
                 tid, TXN_TIMEOUT_MS, p.producer_id if bump else -1, p.producer_epoch if bump else -1),
                 _awaited(p), p.tag))
         elif p.to_add and p.phase in (IN_TRANSACTION, COMMITTING):
-            p = _next_correlation(p, "AddPartitionsToTxn", used)
+            # TransactionManager moves newPartitionsInTransaction to pendingPartitionsInTransaction: a
+            # partition sent while this request is in flight waits for the next one
+            p = replace(_next_correlation(p, "AddPartitionsToTxn", used), adding=p.to_add, to_add=frozenset())
             out.append(Envelope(src, COORDINATOR, AddPartitionsToTxn(
-                tid, p.producer_id, p.producer_epoch, p.to_add, 0), _awaited(p), p.tag))
+                tid, p.producer_id, p.producer_epoch, p.adding, 0), _awaited(p), p.tag))
         elif p.offsets == "add" and p.phase in (IN_TRANSACTION, COMMITTING):
             p = _next_correlation(p, "AddOffsetsToTxn", used)
             out.append(Envelope(src, COORDINATOR, AddOffsetsToTxn(
@@ -461,7 +464,7 @@ def application_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
         elif p.phase is IN_TRANSACTION:
             if p.records_sent < s.records_per_transaction:
                 for partition in s.partitions:
-                    add = not system.tv2 and partition not in p.added and partition not in p.to_add
+                    add = not system.tv2 and partition not in p.added | p.to_add | p.adding
                     q = replace(p, records_sent=p.records_sent + 1, unsent=(*p.unsent, partition),
                                 to_add=p.to_add | {partition} if add else p.to_add)
                     yield (Action("send", f"{who}.send({partition})", who, who),
@@ -722,7 +725,8 @@ def _producer_receives(system: System, state: SystemState, env: Envelope) -> Sys
     if p.awaiting is None or p.awaiting[1] != env.context:
         return state  # a stale or duplicated answer: no request with that correlation is waiting
     name = p.awaiting[0]
-    p = replace(p, awaiting=None)
+    adding = p.adding
+    p = replace(p, awaiting=None, adding=frozenset(), to_add=p.to_add | adding)  # re-enqueued unless added
     error = body.error
     if error in RETRIABLE:
         return _with_dispatch(system, state, p)  # the Sender re-enqueues the request
@@ -736,7 +740,7 @@ def _producer_receives(system: System, state: SystemState, env: Envelope) -> Sys
         p = replace(p, phase=READY, producer_id=body.producer_id, producer_epoch=body.producer_epoch,
                     sequences=(), bump_required=False)
     elif name == "AddPartitionsToTxn":
-        p = replace(p, added=p.added | p.to_add, to_add=frozenset(), started=True)
+        p = replace(p, added=p.added | adding, to_add=p.to_add - adding, started=True)
     elif name == "AddOffsetsToTxn":
         p = replace(p, offsets="commit", started=True)
     elif name == "TxnOffsetCommit":
@@ -850,7 +854,7 @@ def client_retry_steps(system: System, state: SystemState) -> Iterator[tuple[Act
         who = producer_address(p)
         mine = [e for e in state.network if e.source == who or e.target == who]
         if p.awaiting is not None and not any(e.context == p.awaiting[1] for e in mine):
-            q = replace(p, awaiting=None)
+            q = replace(p, awaiting=None, adding=frozenset(), to_add=p.to_add | p.adding)
             yield (Action("retry", f"{who} times out waiting for {p.awaiting[0]} and retries", who, who),
                    _with_dispatch(system, state, q))
         for key in sorted(p.in_flight):
