@@ -21,7 +21,9 @@ def _arguments(p: argparse.ArgumentParser) -> None:
                    help="a bootstrap address (host:port[,host:port]) or a broker txnspec starts on 127.0.0.1")
     p.add_argument("--level", choices=("wire", "client", "both"), default="both", help="what to check")
     p.add_argument("--ops", type=int, default=20, help="transactions the client workload runs (default 20)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the workload's choices")
+    p.add_argument("--traces", type=int, default=2, metavar="N",
+                   help="wire level: client traces of the conformance generator per scenario (default 2; 0: none)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the workload's choices and of the traces")
     p.add_argument("--out", type=Path, help="folder for report.txt, report.json, history.jsonl and broker logs")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -33,6 +35,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     if args.ops < 1:
         raise UsageError("--ops must be at least 1")
+    if args.traces < 0:
+        raise UsageError("--traces must be at least 0")
     if args.out is not None:
         if args.out.exists() and not args.out.is_dir():
             raise UsageError(f"--out {str(args.out)!r} exists and is not a folder")
@@ -48,7 +52,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             if "wire" in levels:
                 from txnspec.conformance.audit.wire import run_wire_audit
 
-                report.rules.extend(run_wire_audit(target.bootstrap, run))
+                report.rules.extend(run_wire_audit(target.bootstrap, run, args.seed, args.traces))
             if "client" in levels:
                 from txnspec.conformance.audit.workload import run_client_audit
 

@@ -16,8 +16,9 @@ Requests and responses are kafka-python's protocol structs (``kafka.protocol``) 
 (:func:`txnspec.spec.coordinator.handle_init_producer_id`): the epoch bump of a re-initialisation and the
 KIP-360 expected epoch (current, stale, another producer id).
 
-Left out at this level (the client level covers them): AddPartitionsToTxn, AddOffsetsToTxn,
-TxnOffsetCommit, EndTxn, Fetch isolation and OffsetFetch; see docs/audit.md.
+The transactional requests (AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn), Fetch at both
+isolation levels and OffsetFetch are replayed from the conformance generator's traces by
+:mod:`txnspec.conformance.audit.wire_traces`; :func:`run_wire_audit` runs both.
 """
 
 from __future__ import annotations
@@ -300,6 +301,11 @@ class BrokerConnection:
 
         response = self.call(ApiVersionsRequest, ApiVersionsResponse, 0)
         self.versions = {v.api_key: (v.min_version, v.max_version) for v in response.api_keys}
+        self.features: dict[str, int] = {}  # finalized feature levels (ApiVersions v3+), e.g. transaction.version
+        if self.versions.get(ApiVersionsRequest.API_KEY, (0, 0))[1] >= 3:
+            response = self.call(ApiVersionsRequest, ApiVersionsResponse, 3, client_software_name="txnspec",
+                                 client_software_version="1")
+            self.features = {f.name: int(f.max_version_level) for f in response.finalized_features or []}
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -444,7 +450,11 @@ def socket_transport(bootstrap: str, run: str) -> Iterator[SocketTransport]:
             transport.conn.close()
 
 
-def run_wire_audit(bootstrap: str, run: str) -> list[RuleResult]:
+def run_wire_audit(bootstrap: str, run: str, seed: int = 0, traces: int = 2) -> list[RuleResult]:
+    """The hand-chosen rules of this module, then ``traces`` client traces per scenario of the conformance
+    generator (:mod:`txnspec.conformance.audit.wire_traces`)."""
+    from txnspec.conformance.audit.wire_traces import run_txn_wire_audit
+
     with socket_transport(bootstrap, run) as transport:
         results = run_rules(transport) + run_init_rules(transport, run)
         conn = transport.conn
@@ -452,4 +462,6 @@ def run_wire_audit(bootstrap: str, run: str) -> list[RuleResult]:
         results.insert(0, RuleResult("wire", "wire.versions", "API versions used: "
                                      f"Produce v{transport.produce_version}, InitProducerId v{transport.init_version}",
                                      checked=1))
-        return results
+    if traces:
+        results.extend(run_txn_wire_audit(bootstrap, run, seed, traces))
+    return results
