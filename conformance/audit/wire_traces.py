@@ -40,6 +40,7 @@ Left out: FindCoordinator answers are used for routing, not checked; the request
 from __future__ import annotations
 
 import contextlib
+import functools
 import random
 import time
 from collections import Counter
@@ -47,7 +48,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from txnspec.conformance.audit.report import BrokerUnavailable, RuleResult
+from txnspec.conformance.audit.report import RuleResult
 from txnspec.conformance.audit.wire import BrokerConnection, WireError, error_name
 from txnspec.conformance.generate import Successors, walk
 from txnspec.conformance.traces import Trace
@@ -244,7 +245,8 @@ def wire_plan(trace: Trace, require_stable: bool = True) -> WirePlan:
             delivered = Counter(state.network) - Counter(nxt.network)
             (envelope,) = delivered.elements()
             added = Counter(nxt.network) - Counter(state.network)
-            answers = [e.body for e in added.elements() if e.target == envelope.source and e.context == envelope.context]
+            answers = [e.body for e in added.elements()
+                       if e.target == envelope.source and e.context == envelope.context]
             pending.append((i, envelope.body, answers[0] if answers else None))
         state = nxt
     close_pending()
@@ -411,16 +413,22 @@ def run_trace(wire: TxnWire, plan: WirePlan, prefix: str, results: dict[str, Rul
             broken_reads.add(rule)
             violated(rule, {"request": request, "expected": expected, "actual": actual})
 
+    def fetch(partition: str, committed: bool) -> dict[str, Any]:
+        return _fetch_in_spec_terms(names, wire.fetch(names.topic(partition), committed))
+
+    def offset_fetch(partition: str) -> dict[str, Any]:
+        return wire.offset_fetch(names.tid(plan.group_id), names.topic(partition))
+
     def check_reads(exchange: Exchange) -> None:
         # markers are written after EndTxn, and after an InitProducerId that aborts: poll until they land
         polls = POLLS if isinstance(exchange.request, EndTxn | InitProducerId) else 1
         for partition, isolation, expected in exchange.after.fetches:
             committed = isolation == IsolationLevel.READ_COMMITTED.value
             read(f"fetch.{isolation.lower()}", f"Fetch({partition}, {isolation}, offset=0)", expected, polls,
-                 lambda: _fetch_in_spec_terms(names, wire.fetch(names.topic(partition), committed)))
+                 functools.partial(fetch, partition, committed))
         for partition, expected in exchange.after.offsets:
             read("offset_fetch", f"OffsetFetch({plan.group_id}, {partition})", expected, polls,
-                 lambda: wire.offset_fetch(names.tid(plan.group_id), names.topic(partition)))
+                 functools.partial(offset_fetch, partition))
 
     skip_next = False
     for i, exchange in enumerate(plan.exchanges):
@@ -481,8 +489,9 @@ def coverage_items(plan: WirePlan) -> set[str]:
     return items
 
 
+@functools.lru_cache(maxsize=16)
 def plans(seed: int, walks_per_scenario: int, variant: str, require_stable: bool,
-          scenarios: tuple[str, ...] = SCENARIOS) -> list[WirePlan]:
+          scenarios: tuple[str, ...] = SCENARIOS) -> tuple[WirePlan, ...]:
     """The audit's traces: per scenario, ``walks_per_scenario`` client walks chosen among ``CANDIDATES`` seeded
     ones (seeds from ``seed``), greedily by what they add to the coverage of the ones already chosen."""
     chosen: list[WirePlan] = []
@@ -495,10 +504,10 @@ def plans(seed: int, walks_per_scenario: int, variant: str, require_stable: bool
             candidates.remove(best)
             chosen.append(best)
             covered |= coverage_items(best)
-    return chosen
+    return tuple(chosen)
 
 
-def run_plans(wire: TxnWire, plans_: list[WirePlan], run: str) -> list[RuleResult]:
+def run_plans(wire: TxnWire, plans_: tuple[WirePlan, ...], run: str) -> list[RuleResult]:
     results = {rule: RuleResult("wire", rule, description) for rule, description in RULE_DESCRIPTIONS.items()}
     for i, plan in enumerate(plans_):
         try:
@@ -542,7 +551,7 @@ class SocketTxnWire:
         tv2 = conn.versions.get(EndTxnRequest.API_KEY, (0, 0))[1] >= 5 and conn.features.get("transaction.version",
                                                                                               0) >= 2
         self.transaction_version = 2 if tv2 else 1
-        wanted = {"Produce": (ProduceRequest, 3, 11 if tv2 else 11), "Fetch": (FetchRequest, 4, 12),
+        wanted = {"Produce": (ProduceRequest, 3, 11), "Fetch": (FetchRequest, 4, 12),
                   "InitProducerId": (InitProducerIdRequest, 3, 5),
                   "AddPartitionsToTxn": (AddPartitionsToTxnRequest, 0, 5 if tv2 else 3),
                   "AddOffsetsToTxn": (AddOffsetsToTxnRequest, 0, 4 if tv2 else 3),
@@ -822,7 +831,7 @@ class RecordedWire:
         return call
 
 
-def describe_plans(selected: list[WirePlan], variant: str) -> str:
+def describe_plans(selected: tuple[WirePlan, ...], variant: str) -> str:
     return (f"{len(selected)} client traces of the conformance generator ({', '.join(SCENARIOS)}; "
             f"variant {variant}), {sum(len(p.exchanges) for p in selected)} requests")
 
@@ -841,3 +850,27 @@ def run_txn_wire_audit(bootstrap: str, run: str, seed: int, walks_per_scenario: 
         results.insert(0, RuleResult("wire", "txn.traces", describe_plans(selected, variant) + f"; {versions}",
                                      checked=len(selected)))
         return results
+
+
+def record_fixture(path: str = "tests/conformance/fixtures/audit/wire_trace_answers.json",
+                   brokers: tuple[str, ...] = ("librdkafka-mock", "noida", "tansu"), seed: int = 0,
+                   traces: int = 2) -> None:
+    """Start each self-started broker, replay the audit's traces against it and keep its answers (the test
+    fixture of ``tests/conformance/test_audit_wire_traces.py``)."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from txnspec.conformance.audit.targets import open_target
+
+    out: dict[str, Any] = {}
+    for broker in brokers:
+        with tempfile.TemporaryDirectory() as workdir, open_target(broker, Path(workdir)) as target:
+            calls: list[list[Any]] = []
+            run_txn_wire_audit(target.bootstrap, f"fixture-{int(time.time())}", seed, traces, record=calls)
+            with socket_txn_wire(target.bootstrap) as wire:
+                variant = "current" if wire.transaction_version >= 2 else "tv1"
+                require_stable = wire.versions["OffsetFetch"] >= 7
+            out[broker] = {"variant": variant, "require_stable": require_stable, "seed": seed, "traces": traces,
+                           "calls": calls}
+    Path(path).write_text(json.dumps(out, sort_keys=True, separators=(",", ":")) + "\n")

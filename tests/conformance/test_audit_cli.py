@@ -14,30 +14,35 @@ from txnspec.conformance.cli import main
 KNOWN = {
     "noida": {"produce.duplicate_within_last_5", "produce.duplicate_beyond_last_5", "produce.lower_epoch",
               "produce.unknown_producer_id", "history.aborted_read", "history.fenced_write_accepted",
-              "init_producer_id.expected_stale_epoch", "init_producer_id.expected_other_producer_id"},
+              "init_producer_id.expected_stale_epoch", "init_producer_id.expected_other_producer_id",
+              "txn.InitProducerId", "txn.AddPartitionsToTxn", "txn.Produce", "offset_fetch"},
     "tansu": {"produce.duplicate_of_last_batch", "produce.duplicate_within_last_5", "produce.duplicate_beyond_last_5",
               "produce.lower_epoch", "produce.higher_epoch_seq0", "produce.higher_epoch_nonzero_seq",
               "produce.unknown_producer_id", "history.aborted_read", "history.fenced_write_accepted",
               "init_producer_id.expected_current_epoch", "init_producer_id.expected_stale_epoch",
-              "init_producer_id.expected_other_producer_id"},
+              "init_producer_id.expected_other_producer_id", "txn.InitProducerId", "txn.Produce",
+              "fetch.read_committed", "offset_fetch"},
     "librdkafka-mock": {"produce.duplicate_of_last_batch", "produce.duplicate_within_last_5",
                         "produce.duplicate_beyond_last_5", "produce.sequence_gap", "produce.lower_epoch",
                         "produce.higher_epoch_nonzero_seq", "produce.unknown_producer_id", "history.aborted_read",
                         "history.fenced_write_accepted", "client.zombie_commit_refused", "history.offsets_lost",
                         "init_producer_id.first_and_bump", "init_producer_id.expected_stale_epoch",
-                        "init_producer_id.expected_other_producer_id"},
+                        "init_producer_id.expected_other_producer_id", "txn.InitProducerId", "txn.Produce",
+                        "fetch.read_committed", "fetch.read_uncommitted", "offset_fetch"},
 }
 
 
 @pytest.mark.parametrize("broker", sorted(KNOWN))
 def test_a_complete_report_at_both_levels(broker: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    status = main(["audit", "--broker", broker, "--ops", "4", "--seed", "1", "--out", str(tmp_path), "--json"])
+    status = main(["audit", "--broker", broker, "--ops", "4", "--traces", "1", "--seed", "1", "--out", str(tmp_path),
+                   "--json"])
     report = json.loads(capsys.readouterr().out)
     assert status == (0 if report["ok"] else 1)
     assert report["levels"] == ["wire", "client"] and report["facts"]["bootstrap"].startswith("127.0.0.1:")
     rules = {r["rule"]: r for r in report["rules"]}
     assert {r["level"] for r in rules.values()} == {"wire", "client"}
     assert rules["workload.completed"]["checked"] > 10 and rules["produce.in_order"]["outcome"] == "held"
+    assert rules["txn.traces"]["checked"] == 6 and rules["txn.EndTxn"]["checked"] >= 3
     violated = {name for name, r in rules.items() if r["outcome"] == "violated"}
     assert violated <= KNOWN[broker], violated - KNOWN[broker]
     for name in violated:
@@ -54,6 +59,7 @@ def test_an_unreachable_broker_exits_2(capsys: pytest.CaptureFixture[str]) -> No
 @pytest.mark.parametrize(("argv", "message"), [
     (["--broker", "kafka"], "'kafka' is not a host:port bootstrap address"),
     (["--broker", "librdkafka-mock", "--ops", "0"], "--ops must be at least 1"),
+    (["--broker", "librdkafka-mock", "--traces", "-1"], "--traces must be at least 0"),
 ])
 def test_bad_arguments_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", *argv]) == 2
