@@ -131,8 +131,8 @@ class RecordedTransport:
     def produce(self, topic: str, producer_id: int, epoch: int, base_sequence: int, count: int) -> Answer:
         return self._current.pop(0)
 
-    def init_transactional(self, transactional_id: str, producer_id: int, epoch: int) -> InitAnswer:
-        rule = transactional_id.split("-", 3)[-1]  # txnspec-wire-<run>-<rule>
+    def init_transactional(self, rule: str, transactional_id: str | None, producer_id: int, epoch: int,
+                           timeout_ms: int) -> InitAnswer:
         return self.init_answers[rule].pop(0)
 
 
@@ -174,13 +174,22 @@ def run_rules(transport: Transport, rules: tuple[WireRule, ...] = RULES) -> list
 
 @dataclass(frozen=True)
 class InitStep:
-    """``InitProducerId(transactional_id, expected)``: ``expected`` is none, the current (pid, epoch), a stale
-    epoch of the current pid, or the current epoch of a producer id the coordinator never gave out."""
+    """``InitProducerId(transactional_id, expected, timeout)``: ``expected`` is none, the current (pid, epoch), a
+    stale epoch of the current pid, the current epoch of a producer id the coordinator never gave out, or the
+    current producer id without an epoch; the transactional id is the rule's own, none (an idempotent producer)
+    or empty."""
 
-    expected: str = "none"  # none | current | stale | other-pid
+    expected: str = "none"  # none | current | stale | other-pid | pid-only
+    transactional_id: str = "own"  # own | none | empty
+    timeout_ms: int = 60_000
 
     def describe(self) -> str:
-        return f"InitProducerId(transactional_id, expected={self.expected})"
+        tid = {"own": "transactional_id", "none": "null", "empty": '""'}[self.transactional_id]
+        timeout = f", timeout_ms={self.timeout_ms}" if self.timeout_ms != 60_000 else ""
+        return f"InitProducerId({tid}, expected={self.expected}{timeout})"
+
+    def tid(self, own: str) -> str | None:
+        return {"own": own, "none": None, "empty": ""}[self.transactional_id]
 
 
 @dataclass(frozen=True)
@@ -199,6 +208,15 @@ INIT_RULES: tuple[InitRule, ...] = (
              "fenced", (InitStep(), InitStep(), InitStep("stale"))),
     InitRule("init_producer_id.expected_other_producer_id", "KIP-360: an expected producer id that is not the "
              "current one is fenced", (InitStep(), InitStep("other-pid"))),
+    InitRule("init_producer_id.idempotent", "without a transactional id, each call gives a new producer id at "
+             "epoch 0", (InitStep(transactional_id="none"), InitStep(transactional_id="none"))),
+    InitRule("init_producer_id.empty_transactional_id", "an empty transactional id is INVALID_REQUEST",
+             (InitStep(transactional_id="empty"),)),
+    InitRule("init_producer_id.producer_id_without_epoch", "an expected producer id without an epoch is "
+             "INVALID_REQUEST", (InitStep(), InitStep("pid-only"))),
+    InitRule("init_producer_id.transaction_timeout", "a transaction timeout of 0 or above "
+             "transaction.max.timeout.ms (900000) is INVALID_TRANSACTION_TIMEOUT",
+             (InitStep(timeout_ms=0), InitStep(timeout_ms=900_001), InitStep())),
 )
 
 
@@ -223,6 +241,8 @@ def _expected_pid_epoch(step: InitStep, last: InitAnswer | None) -> tuple[int, i
         return last.producer_id, last.epoch
     if step.expected == "stale":
         return last.producer_id, max(0, last.epoch - 1)
+    if step.expected == "pid-only":
+        return last.producer_id, -1
     return last.producer_id + UNKNOWN_PID_OFFSET, last.epoch
 
 
@@ -235,7 +255,8 @@ def expected_init_answers(rule: InitRule) -> list[InitAnswer]:
     answers: list[InitAnswer] = []
     for step in rule.steps:
         pid, epoch = _expected_pid_epoch(step, answers[-1] if answers else None)
-        result = spec_coordinator.handle_init_producer_id(state, InitProducerId("t", 60_000, pid, epoch))
+        result = spec_coordinator.handle_init_producer_id(state, InitProducerId(step.tid("t"), step.timeout_ms,
+                                                                                pid, epoch))
         state = result.state
         r = result.response
         assert isinstance(r, InitProducerIdResponse)
@@ -243,8 +264,14 @@ def expected_init_answers(rule: InitRule) -> list[InitAnswer]:
     return answers
 
 
+def _first_producer_id(answers: list[InitAnswer]) -> int | None:
+    """The producer id of the first answer that gave one: the others are said relative to it."""
+    return next((a.producer_id for a in answers if a.error == "NONE"), None)
+
+
 class InitTransport(Protocol):
-    def init_transactional(self, transactional_id: str, producer_id: int, epoch: int) -> InitAnswer: ...
+    def init_transactional(self, rule: str, transactional_id: str | None, producer_id: int, epoch: int,
+                           timeout_ms: int) -> InitAnswer: ...
 
 
 def run_init_rules(transport: InitTransport, run: str, rules: tuple[InitRule, ...] = INIT_RULES
@@ -259,14 +286,13 @@ def run_init_rules(transport: InitTransport, run: str, rules: tuple[InitRule, ..
         for step, want in zip(rule.steps, expected, strict=True):
             pid, epoch = _expected_pid_epoch(step, got[-1] if got else None)
             try:
-                answer = transport.init_transactional(tid, pid, epoch)
+                answer = transport.init_transactional(rule.name, step.tid(tid), pid, epoch, step.timeout_ms)
             except (OSError, WireError) as exc:
                 result.note = f"step {len(sent) + 1} failed: {exc}"
                 break
             got.append(answer)
-            first_pid = got[0].producer_id if got[0].error == "NONE" else None
-            actual = answer.relative_to(first_pid)
-            wanted = want.relative_to(expected[0].producer_id)
+            actual = answer.relative_to(_first_producer_id(got))
+            wanted = want.relative_to(_first_producer_id(expected))
             sent.append({"request": step.describe(), "expected": wanted, "actual": actual})
             result.checked += 1
             if actual != wanted:
@@ -377,15 +403,17 @@ class SocketTransport:
             raise WireError(f"InitProducerId answered {error_name(int(r.error_code))}")
         return int(r.producer_id), int(r.producer_epoch)
 
-    def init_transactional(self, transactional_id: str, producer_id: int, epoch: int) -> InitAnswer:
-        """InitProducerId for a transactional id; the coordinator's retriable answers (loading, not the
-        coordinator yet, a transition in progress) are retried a bounded number of times, as a client does."""
+    def init_transactional(self, rule: str, transactional_id: str | None, producer_id: int, epoch: int,
+                           timeout_ms: int) -> InitAnswer:
+        """InitProducerId, with the rule's transactional id (or none, or empty); the coordinator's retriable
+        answers (loading, not the coordinator yet, a transition in progress) are retried a bounded number of
+        times, as a client does."""
         from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 
         assert self.conn is not None
         if self.init_version < 3 and producer_id != -1:
             raise WireError(f"the broker's InitProducerId v{self.init_version} has no expected producer id/epoch")
-        fields: dict[str, Any] = {"transactional_id": transactional_id, "transaction_timeout_ms": 60000}
+        fields: dict[str, Any] = {"transactional_id": transactional_id, "transaction_timeout_ms": timeout_ms}
         if self.init_version >= 3:
             fields.update(producer_id=producer_id, producer_epoch=epoch)
         for _ in range(40):

@@ -86,6 +86,22 @@ def test_init_producer_id_expectations_come_from_the_spec_coordinator() -> None:
     assert by_rule["init_producer_id.expected_stale_epoch"][-1] == {"error": "PRODUCER_FENCED"}
 
 
+def test_an_idempotent_producer_gets_a_new_producer_id_each_time() -> None:
+    rule = next(r for r in wire.INIT_RULES if r.name == "init_producer_id.idempotent")
+    first, second = expected_init_answers(rule)
+    assert first.error == second.error == "NONE" and first.epoch == second.epoch == 0
+    assert second.relative_to(first.producer_id)["producer_id"] == "other"
+    same = RecordedTransport({}, {rule.name: [InitAnswer("NONE", 7, 0), InitAnswer("NONE", 7, 0)]})
+    assert run_init_rules(same, "t", (rule,))[0].outcome == "violated"
+
+
+def test_malformed_init_producer_id_requests_are_refused_by_the_spec() -> None:
+    by_rule = {r.name: [a.error for a in expected_init_answers(r)] for r in wire.INIT_RULES}
+    assert by_rule["init_producer_id.empty_transactional_id"] == ["INVALID_REQUEST"]
+    assert by_rule["init_producer_id.producer_id_without_epoch"] == ["NONE", "INVALID_REQUEST"]
+    assert by_rule["init_producer_id.transaction_timeout"] == ["INVALID_TRANSACTION_TIMEOUT"] * 2 + ["NONE"]
+
+
 def test_conforming_init_answers_are_held() -> None:
     answers = {r.name: [InitAnswer(a.error, a.producer_id + 1000 if a.producer_id >= 0 else -1, a.epoch)
                         for a in expected_init_answers(r)] for r in wire.INIT_RULES}
@@ -96,9 +112,11 @@ def test_conforming_init_answers_are_held() -> None:
 @pytest.mark.parametrize(("broker", "violated"), [
     ("noida", {"init_producer_id.expected_stale_epoch", "init_producer_id.expected_other_producer_id"}),
     ("tansu", {"init_producer_id.expected_current_epoch", "init_producer_id.expected_stale_epoch",
-               "init_producer_id.expected_other_producer_id"}),
+               "init_producer_id.expected_other_producer_id", "init_producer_id.empty_transactional_id",
+               "init_producer_id.producer_id_without_epoch", "init_producer_id.transaction_timeout"}),
     ("librdkafka-mock", {"init_producer_id.first_and_bump", "init_producer_id.expected_stale_epoch",
-                         "init_producer_id.expected_other_producer_id"}),
+                         "init_producer_id.expected_other_producer_id", "init_producer_id.producer_id_without_epoch",
+                         "init_producer_id.transaction_timeout"}),
 ])
 def test_recorded_init_answers_of_each_broker(broker: str, violated: set[str]) -> None:
     results = run_init_rules(_transport(broker), "fx")
