@@ -13,13 +13,16 @@ import sys
 import time
 from pathlib import Path
 
+from txnspec.conformance.audit.report import AuditReport
 from txnspec.conformance.cli import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError, subcommand
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--broker", required=True, metavar="BOOTSTRAP|tansu|noida|librdkafka-mock",
-                   help="a bootstrap address (host:port[,host:port]) or a broker txnspec starts on 127.0.0.1")
-    p.add_argument("--level", choices=("wire", "client", "both"), default="both", help="what to check")
+    p.add_argument("--broker", required=True, metavar="BOOTSTRAP|tansu|noida|librdkafka-mock|impl",
+                   help="a bootstrap address (host:port[,host:port]), a broker txnspec starts on 127.0.0.1, or "
+                        "impl: the reference implementation in process (wire level only)")
+    p.add_argument("--level", choices=("wire", "client", "both"), default=None,
+                   help="what to check (default both; wire for impl)")
     p.add_argument("--ops", type=int, default=20, help="transactions the client workload runs (default 20)")
     p.add_argument("--traces", type=int, default=2, metavar="N",
                    help="wire level: client traces of the conformance generator per scenario (default 2; 0: none)")
@@ -30,7 +33,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 
 @subcommand("audit", "audit a Kafka-protocol broker against the spec (wire level and client level)", _arguments)
 def cmd_audit(args: argparse.Namespace) -> int:
-    from txnspec.conformance.audit.report import AuditReport, BrokerUnavailable, Level
+    from txnspec.conformance.audit.report import BrokerUnavailable, Level
     from txnspec.conformance.audit.targets import open_target
 
     if args.ops < 1:
@@ -41,9 +44,20 @@ def cmd_audit(args: argparse.Namespace) -> int:
         if args.out.exists() and not args.out.is_dir():
             raise UsageError(f"--out {str(args.out)!r} exists and is not a folder")
         args.out.mkdir(parents=True, exist_ok=True)
-    levels: tuple[Level, ...] = ("wire", "client") if args.level == "both" else (args.level,)
+    level = args.level or ("wire" if args.broker == "impl" else "both")
+    if args.broker == "impl" and level != "wire":
+        raise UsageError("--broker impl is the reference implementation in process: it has no socket for a client, "
+                         "use --level wire")
+    levels: tuple[Level, ...] = ("wire", "client") if level == "both" else ("wire",) if level == "wire" \
+        else ("client",)
     report = AuditReport(args.broker, levels, args.seed)
     started = time.monotonic()
+    if args.broker == "impl":
+        from txnspec.conformance.audit.wire_traces import run_impl_wire_audit
+
+        report.facts.update({"bootstrap": "in process", "version": "txnspec.impl"})
+        report.rules.extend(run_impl_wire_audit(args.seed, args.traces))
+        return _finish(args, report, started)
     try:
         with open_target(args.broker, args.out) as target:
             report.facts.update({"bootstrap": target.bootstrap, **({"version": target.version} if target.version
@@ -60,6 +74,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
     except BrokerUnavailable as exc:
         print(f"txnspec audit: broker {args.broker!r} unavailable: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    return _finish(args, report, started)
+
+
+def _finish(args: argparse.Namespace, report: AuditReport, started: float) -> int:
     report.facts["seconds"] = round(time.monotonic() - started, 1)
     text = report.render()
     if args.out is not None:

@@ -53,6 +53,12 @@ def test_a_complete_report_at_both_levels(broker: str, tmp_path: Path, capsys: p
     assert (tmp_path / "history.jsonl").stat().st_size > 0
 
 
+def test_the_reference_implementation_passes_the_wire_audit(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["audit", "--broker", "impl", "--traces", "1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] and report["levels"] == ["wire"] and len(report["rules"]) == 28
+
+
 def test_an_unreachable_broker_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", "--broker", "127.0.0.1:1", "--level", "wire"]) == 2
     assert "could be reached" in capsys.readouterr().err
@@ -62,6 +68,7 @@ def test_an_unreachable_broker_exits_2(capsys: pytest.CaptureFixture[str]) -> No
     (["--broker", "kafka"], "'kafka' is not a host:port bootstrap address"),
     (["--broker", "librdkafka-mock", "--ops", "0"], "--ops must be at least 1"),
     (["--broker", "librdkafka-mock", "--traces", "-1"], "--traces must be at least 0"),
+    (["--broker", "impl", "--level", "both"], "it has no socket for a client, use --level wire"),
 ])
 def test_bad_arguments_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", *argv]) == 2

@@ -266,3 +266,47 @@ def test_the_mock_has_no_last_stable_offset() -> None:
     example = _replay("librdkafka-mock")["fetch.read_committed"].examples[0]["sequence"][-1]
     assert example["expected"]["last_stable_offset"] < example["expected"]["high_watermark"]
     assert example["actual"]["last_stable_offset"] == example["actual"]["high_watermark"]
+
+
+# --- the reference implementation as the broker ----------------------------------------------------------------
+
+def test_the_reference_implementation_answers_as_the_spec_on_every_rule_and_trace() -> None:
+    results = wt.run_impl_wire_audit(0, 2)
+    assert [r.rule for r in results if r.violations] == []
+    assert all(r.checked for r in results), [r.rule for r in results if not r.checked]
+    assert next(r for r in results if r.rule == "txn.traces").checked == 24  # 12 traces of each version
+
+
+# broker mutants of the implementation the trace replay kills (TV2 traces), and why the others survive it
+KILLED = {"no-duplicate-check": "txn.Produce", "no-epoch-fencing": "txn.Produce",
+          "lso-is-high-watermark": "fetch.read_committed", "offsets-visible-before-marker": "offset_fetch",
+          "abort-keeps-offsets": "offset_fetch", "markers-skip-a-partition": "fetch.read_committed",
+          "init-does-not-fence-ongoing": "txn.InitProducerId"}
+SURVIVE = {"duplicate-check-last-batch-only": "needs 5 batches: the hand-chosen rule produce.duplicate_within_last_5",
+           "no-aborted-filter": "a consumer's bug: the audit filters fetched batches itself",
+           "timeout-commits": "needs a transaction timeout, which no client can cause"}
+
+
+def test_the_trace_replay_kills_the_broker_mutants_of_the_implementation() -> None:
+    from txnspec.impl import _mutants
+
+    assert set(KILLED) | set(SURVIVE) == set(_mutants.MUTANTS)
+    for name in _mutants.MUTANTS:
+        results = _results()
+        with _mutants.activated(name):
+            for i, plan in enumerate(wt.plans(0, 2, "current", True)):
+                wt.run_trace(wt.ImplTxnWire(2), plan, f"m-{i}", results)
+        violated = {rule for rule, r in results.items() if r.violations}
+        if name in KILLED:
+            assert KILLED[name] in violated, (name, violated)
+        else:
+            assert violated == set(), (name, violated)
+
+
+def test_the_hand_chosen_rules_kill_the_mutant_the_traces_miss() -> None:
+    from txnspec.conformance.audit import wire
+    from txnspec.impl import _mutants
+
+    with _mutants.activated("duplicate-check-last-batch-only"):
+        results = wire.run_rules(wt.ImplTransport(2))
+    assert {r.rule for r in results if r.violations} == {"produce.duplicate_within_last_5"}
