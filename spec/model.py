@@ -54,7 +54,7 @@ def build_model(scenario: Scenario | str, variant: str = "current") -> Model[sys
     """The model of ``scenario`` under protocol ``variant`` (see ``spec/variants``)."""
     system = build_system(scenario, variant)
     return Model(
-        name=f"kafka-eos[scenario={system.scenario.name}, variant={system.protocol.name}]",
+        name=f"kafka-eos[scenario={system.scenario.name}, variant={variant}]",
         init_states=lambda: (sysm.initial_state(system),),
         next_steps=lambda state: sysm.next_steps(system, state),
         properties=props.properties(system),

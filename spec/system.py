@@ -11,7 +11,10 @@ System
       ``sendOffsetsToTransaction``, ``commitTransaction``, ``abortTransaction``; the client's Sender
       dispatches what it can after each step (one transactional request in flight, as Kafka's Sender;
       EndTxn only once no produce is in flight; TV1 adds partitions before producing; TV2 produces
-      directly). Errors are classified as Kafka's ``TransactionManager`` does: retriable (resend),
+      directly; requests of equal priority, AddPartitionsToTxn, AddOffsetsToTxn and TxnOffsetCommit, go in
+      the order ``TransactionManager.pendingRequests`` holds them, a retried one at the back and the first
+      TxnOffsetCommit behind its group-coordinator lookup). Errors are classified as Kafka's
+      ``TransactionManager`` does: retriable (resend),
       abortable (``ABORTABLE_ERROR``, the application must abort; for TV < 2 the abort is followed by
       an InitProducerId epoch bump, KIP-360), fatal (``FATAL_ERROR``).
     * Coordinator: each delivered request runs the handler of :mod:`txnspec.spec.coordinator`; markers
@@ -183,6 +186,13 @@ class Producer:
     added: frozenset[str] = frozenset()  # partitions the coordinator knows are in the transaction
     to_add: frozenset[str] = frozenset()  # TV1: partitions waiting for AddPartitionsToTxn
     adding: frozenset[str] = frozenset()  # TV1: the partitions of the AddPartitionsToTxn in flight
+    # TransactionManager.pendingRequests among its equal-priority handlers, oldest first: "partitions" (the
+    # AddPartitionsToTxn of to_add) and "offsets" (AddOffsetsToTxn or TxnOffsetCommit, as ``offsets`` says)
+    queued: tuple[str, ...] = ()
+    # TV1: the group coordinator was found (TransactionManager keeps it). The first TxnOffsetCommit first looks it
+    # up and is re-enqueued behind the handlers queued meanwhile; TV2 queues nothing beside it, so the flag stays
+    # False there (equal states stay equal)
+    group_found: bool = False
     unsent: tuple[str, ...] = ()  # records waiting for their partition to be added
     # produces outstanding, as (partition, producer id, epoch, base sequence): what correlates a response
     in_flight: frozenset[tuple[str, int, int, int]] = frozenset()
@@ -377,21 +387,33 @@ def dispatch(system: System, p: Producer, used: frozenset[Any] = frozenset()) ->
             out.append(Envelope(src, COORDINATOR, InitProducerId(
                 tid, TXN_TIMEOUT_MS, p.producer_id if bump else -1, p.producer_epoch if bump else -1),
                 _awaited(p), p.tag))
-        elif p.to_add and p.phase in (IN_TRANSACTION, COMMITTING):
-            # TransactionManager moves newPartitionsInTransaction to pendingPartitionsInTransaction: a
-            # partition sent while this request is in flight waits for the next one
-            p = replace(_next_correlation(p, "AddPartitionsToTxn", used), adding=p.to_add, to_add=frozenset())
-            out.append(Envelope(src, COORDINATOR, AddPartitionsToTxn(
-                tid, p.producer_id, p.producer_epoch, p.adding, 0), _awaited(p), p.tag))
-        elif p.offsets == "add" and p.phase in (IN_TRANSACTION, COMMITTING):
-            p = _next_correlation(p, "AddOffsetsToTxn", used)
-            out.append(Envelope(src, COORDINATOR, AddOffsetsToTxn(
-                tid, p.producer_id, p.producer_epoch, system.scenario.group_id), _awaited(p), p.tag))
-        elif p.offsets == "commit" and p.phase in (IN_TRANSACTION, COMMITTING):
-            p = _next_correlation(p, "TxnOffsetCommit", used)
-            offsets = (("input-0", p.txn_no),)
-            out.append(Envelope(src, GROUP, TxnOffsetCommit(
-                tid, system.scenario.group_id, p.producer_id, p.producer_epoch, offsets), _awaited(p), p.tag))
+        elif p.phase in (IN_TRANSACTION, COMMITTING) and (p.queued or p.to_add):
+            # nextRequest: new partitions become an AddPartitionsToTxn queued behind the handlers already
+            # waiting (equal priority, first come first served); the oldest is sent
+            if p.to_add and "partitions" not in p.queued:
+                p = replace(p, queued=(*p.queued, "partitions"))
+            head, p = p.queued[0], replace(p, queued=p.queued[1:])
+            if head == "offsets" and p.offsets == "commit" and not system.tv2 and not p.group_found and p.queued:
+                # Sender: no coordinator for the handler -> lookupCoordinator(GROUP) and reenqueue(); the
+                # FindCoordinator (answered at once here) goes first, then the oldest handler
+                head, p = p.queued[0], replace(p, queued=(*p.queued[1:], "offsets"), group_found=True)
+            elif head == "offsets" and p.offsets == "commit" and not system.tv2:
+                p = replace(p, group_found=True)
+            if head == "partitions":
+                # newPartitionsInTransaction move to pendingPartitionsInTransaction: a partition sent while
+                # this request is in flight waits for the next one
+                p = replace(_next_correlation(p, "AddPartitionsToTxn", used), adding=p.to_add, to_add=frozenset())
+                out.append(Envelope(src, COORDINATOR, AddPartitionsToTxn(
+                    tid, p.producer_id, p.producer_epoch, p.adding, 0), _awaited(p), p.tag))
+            elif p.offsets == "add":
+                p = _next_correlation(p, "AddOffsetsToTxn", used)
+                out.append(Envelope(src, COORDINATOR, AddOffsetsToTxn(
+                    tid, p.producer_id, p.producer_epoch, system.scenario.group_id), _awaited(p), p.tag))
+            elif p.offsets == "commit":
+                p = _next_correlation(p, "TxnOffsetCommit", used)
+                offsets = (("input-0", p.txn_no),)
+                out.append(Envelope(src, GROUP, TxnOffsetCommit(
+                    tid, system.scenario.group_id, p.producer_id, p.producer_epoch, offsets), _awaited(p), p.tag))
     # Produce: records whose partition is in the transaction (TV2: every partition is, implicitly). Kafka's
     # Sender sends no produce while a transactional request is in flight (Sender.runOnce waits for it).
     unsent = list(p.unsent)
@@ -428,7 +450,7 @@ def dispatch(system: System, p: Producer, used: frozenset[Any] = frozenset()) ->
 
 def _transaction_completed(system: System, p: Producer, result: TransactionResult) -> Producer:
     phase = INITIALIZING if p.bump_required and not system.tv2 else READY
-    return replace(p, phase=phase, added=frozenset(), to_add=frozenset(), unsent=(), offsets="none",
+    return replace(p, phase=phase, added=frozenset(), to_add=frozenset(), queued=(), unsent=(), offsets="none",
                    started=False, end_result=None, bump_required=False if phase is READY else p.bump_required,
                    records_sent=0)
 
@@ -470,17 +492,19 @@ def application_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
                     yield (Action("send", f"{who}.send({partition})", who, who),
                            _with_dispatch(system, state, q))
             if s.commit_offsets and p.offsets == "none":
-                q = replace(p, offsets="commit" if system.tv2 else "add")
+                q = replace(p, offsets="commit" if system.tv2 else "add", queued=(*p.queued, "offsets"))
                 yield (Action("sendOffsetsToTransaction", f"{who}.sendOffsetsToTransaction()", who, who),
                        _with_dispatch(system, state, q))
             if p.records_sent == s.records_per_transaction and (not s.commit_offsets or p.offsets != "none"):
-                q = replace(p, phase=COMMITTING, end_result=TransactionResult.COMMIT)
+                # beginCompletingTransaction queues the AddPartitionsToTxn of new partitions at once
+                queued = (*p.queued, "partitions") if p.to_add and "partitions" not in p.queued else p.queued
+                q = replace(p, phase=COMMITTING, end_result=TransactionResult.COMMIT, queued=queued)
                 yield (Action("commitTransaction", f"{who}.commitTransaction()", who, who),
                        _with_dispatch(system, state, q))
         if p.phase in (IN_TRANSACTION, ABORTABLE_ERROR) and p.awaiting is None:
             # beginAbort drops partitions not yet added and records not yet sent
             q = replace(p, phase=ABORTING, end_result=TransactionResult.ABORT, to_add=frozenset(), unsent=(),
-                        offsets="none" if p.offsets in ("add", "commit") else p.offsets)
+                        offsets="none" if p.offsets in ("add", "commit") else p.offsets, queued=())
             yield (Action("abortTransaction", f"{who}.abortTransaction()", who, who),
                    _with_dispatch(system, state, q))
 
@@ -729,7 +753,7 @@ def _producer_receives(system: System, state: SystemState, env: Envelope) -> Sys
     p = replace(p, awaiting=None, adding=frozenset(), to_add=p.to_add | adding)  # re-enqueued unless added
     error = body.error
     if error in RETRIABLE:
-        return _with_dispatch(system, state, p)  # the Sender re-enqueues the request
+        return _with_dispatch(system, state, _reenqueue(p, name))  # the Sender re-enqueues the request
     if error is not Errors.NONE:
         fatal = error in FATAL or name in ("InitProducerId",)
         if fatal:
@@ -742,7 +766,7 @@ def _producer_receives(system: System, state: SystemState, env: Envelope) -> Sys
     elif name == "AddPartitionsToTxn":
         p = replace(p, added=p.added | adding, to_add=p.to_add - adding, started=True)
     elif name == "AddOffsetsToTxn":
-        p = replace(p, offsets="commit", started=True)
+        p = replace(p, offsets="commit", started=True, queued=(*p.queued, "offsets"))
     elif name == "TxnOffsetCommit":
         p = replace(p, offsets="done", started=True)
     elif name == "EndTxn":
@@ -753,6 +777,12 @@ def _producer_receives(system: System, state: SystemState, env: Envelope) -> Sys
             p = replace(p, producer_id=body.producer_id, producer_epoch=body.producer_epoch, sequences=())
         p = _transaction_completed(system, p, result)
     return _with_dispatch(system, state, p)
+
+
+def _reenqueue(p: Producer, name: str) -> Producer:
+    """``TxnRequestHandler.reenqueue``: the handler goes back to the end of the queue."""
+    kind = {"AddPartitionsToTxn": "partitions", "AddOffsetsToTxn": "offsets", "TxnOffsetCommit": "offsets"}.get(name)
+    return replace(p, queued=(*p.queued, kind)) if kind is not None and kind not in p.queued else p
 
 
 def _abortable(p: Producer) -> Producer:
@@ -854,7 +884,7 @@ def client_retry_steps(system: System, state: SystemState) -> Iterator[tuple[Act
         who = producer_address(p)
         mine = [e for e in state.network if e.source == who or e.target == who]
         if p.awaiting is not None and not any(e.context == p.awaiting[1] for e in mine):
-            q = replace(p, awaiting=None, adding=frozenset(), to_add=p.to_add | p.adding)
+            q = _reenqueue(replace(p, awaiting=None, adding=frozenset(), to_add=p.to_add | p.adding), p.awaiting[0])
             yield (Action("retry", f"{who} times out waiting for {p.awaiting[0]} and retries", who, who),
                    _with_dispatch(system, state, q))
         for key in sorted(p.in_flight):

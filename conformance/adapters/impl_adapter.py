@@ -148,7 +148,7 @@ class ImplAdapter:
         for m in candidates:
             response = m.response
             if response is not None and f"({response.error.name}" in step.action \
-                    and (kind == "ProduceResponse"  # the spec's text shows the error and offset, not an epoch
+                    and (kind in ("ProduceResponse", "ErrorResponse")  # texts that show no epoch
                          or f"epoch={getattr(response, 'producer_epoch', -1)})" in step.action):
                 return m
         return candidates[0] if candidates else None
