@@ -47,6 +47,7 @@ from txnspec.impl.errors import (
     KafkaException,
     ProducerFencedException,
     RetriableException,
+    TimeoutException,
     TopicAuthorizationException,
     TransactionAbortableException,
     TransactionAbortedException,
@@ -1014,6 +1015,38 @@ class Producer:
         if handler.coordinator_type is not None:
             self.tm._lookup_coordinator(handler.coordinator_type, handler.coordinator_key)
         handler.reenqueue()
+
+    def expire_batch(self, partition: str) -> None:
+        """The delivery timeout expired for the batch in flight to ``partition`` (``Sender.failBatch`` with a
+        ``TimeoutException``). It may have been written, so its sequence is unresolved: the transaction must
+        abort, and a TV < 2 producer bumps its epoch after the abort, also when it was already completing
+        (``TransactionManager.handleFailedBatch`` -> ``maybeResolveSequences``). Its answer, if it ever comes,
+        is ignored."""
+        found = [(cid, batch) for cid, (_, batch) in self.in_flight_produce.items() if batch.partition == partition]
+        if not found:
+            raise InvalidRequestError(f"no Produce to {partition} is in flight")
+        cid, batch = found[0]
+        del self.in_flight_produce[cid]
+        tm = self.tm
+        entry = tm.partitions.setdefault(partition, TxnPartitionEntry())
+        if batch in entry.in_flight:
+            entry.in_flight.remove(batch)
+        batch.in_flight = False
+        queue = self.accumulator.get(partition, deque())
+        if batch in queue:
+            queue.remove(batch)
+        exc = TimeoutException(f"expiring the batch to {partition}: the delivery timeout elapsed")
+        for f in batch.futures:
+            f._fail(exc)
+        tm._on_sender_thread = True
+        try:
+            tm.maybe_transition_to_error_state(exc)
+            if tm.is_transactional and tm.need_to_trigger_epoch_bump_from_client:
+                tm.client_side_epoch_bump_required = True  # the sequence is unresolved
+        except IllegalStateException:
+            pass
+        finally:
+            tm._on_sender_thread = False
 
     def _complete_batch(self, request: Produce, response: Response) -> None:
         found = self.in_flight_produce.pop(request.correlation_id, None)

@@ -11,9 +11,10 @@ How steps map onto :class:`txnspec.impl.cluster.Cluster`
       producer does (``batch.size`` and ``max.in.flight.requests.per.connection``, both Kafka-legal);
     * ``FindCoordinator``, which the spec abstracts away, is delivered as soon as it is queued;
     * faults: ``duplicate`` re-sends the request, ``timeout`` advances the clock past the transaction
-      timeout (without running the network), ``failover`` crashes and restarts the coordinators; loss,
-      append failure, producer crash and batch expiry are not mapped yet and report the step as not
-      enabled (a divergence naming the fault).
+      timeout (without running the network), ``failover`` crashes and restarts the coordinators (markers
+      already sent stay in flight), ``expire batch`` expires the in-flight batch
+      (``Producer.expire_batch``); loss, append failure and producer crash are not mapped yet and report
+      the step as not enabled (a divergence naming the fault).
 
 What is compared (:meth:`ImplAdapter.project`)
     The records visible per *data* partition at both isolation levels and the committed group offsets.
@@ -132,6 +133,9 @@ class ImplAdapter:
         # several copies in flight (a duplicated request): prefer the Produce with the epoch and sequence the
         # spec's text names, a response to the request the client still waits for, then the response the
         # spec's text describes
+        if kind == "WriteTxnMarkers" and len(candidates) > 1:  # copies from two coordinator epochs (failover)
+            named = [m for m in candidates if f"coordinatorEpoch={m.request.coordinator_epoch})" in step.action]
+            candidates = named or candidates
         if kind == "Produce" and len(candidates) > 1:
             named = [m for m in candidates if f"epoch={m.request.producer_epoch}, seq={m.request.base_sequence})"
                      in step.action]
@@ -158,7 +162,7 @@ class ImplAdapter:
         return StepNotEnabledError(step.action + (f" ({why})" if why else ""), pending)
 
     def apply(self, step: Any) -> dict[str, Any]:
-        from txnspec.impl.errors import KafkaException
+        from txnspec.impl.errors import InvalidRequestError, KafkaException
 
         if self.cluster is None:
             raise RuntimeError("reset() the adapter before applying steps")
@@ -220,9 +224,20 @@ class ImplAdapter:
             self.cluster.now_ms += 60_001
             self.cluster.broker.tick(self.cluster.now_ms)
             self.cluster._queue_markers()
+        elif kind == "expire batch":  # "producer-0 gives up on its produce to p0"
+            who, partition = step.action.split(" gives up on its produce to ")
+            _, producer = self.producers[who]
+            try:
+                producer.expire_batch(impl_partition(partition))
+            except InvalidRequestError as exc:
+                raise self._not_enabled(step, str(exc)) from None
         elif kind == "failover":
+            # markers the old coordinator already sent stay on their way to the leaders (the spec keeps them;
+            # the new coordinator ignores answers of an older coordinator epoch)
+            sent = [m for m in self.cluster.network.messages if type(m.request).__name__ == "TxnMarker"]
             self.cluster.crash_coordinator()
             self.cluster.restart_coordinator()
+            self.cluster.network.messages[:0] = sent
         else:
             raise self._not_enabled(step, f"the fault {kind!r} is not mapped onto the implementation yet")
         self._pump()

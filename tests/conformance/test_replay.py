@@ -80,10 +80,23 @@ def test_the_implementation_conforms(scenario: str) -> None:
         assert verdict.ok, verdict.detail
 
 
-def test_an_unmapped_fault_is_reported_as_a_divergence_naming_it() -> None:
+def test_an_unmapped_fault_is_reported_as_a_divergence_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from txnspec.conformance.adapters.impl_adapter import ImplAdapter
+    from txnspec.spec.scenarios import SCENARIOS, Scenario
+
+    monkeypatch.setitem(SCENARIOS, "crashing", Scenario("crashing", "a producer may crash", faults={"crash": 1}))
+    trace = next(t for t in (gen.random_walk("crashing", s) for s in range(200)) if "crash" in t.kinds())
+    verdict = replay(trace, ImplAdapter())
+    assert not verdict.ok and "the fault 'crash' is not mapped onto the implementation" in verdict.detail
+
+
+@pytest.mark.parametrize("variant", ["current", "tv1"])
+def test_an_expired_batch_replays_on_the_implementation(variant: str) -> None:
     from txnspec.conformance.adapters.impl_adapter import ImplAdapter
 
-    trace = next(t for t in (gen.random_walk("delayed-produce", s) for s in range(200))
-                 if "expire batch" in t.kinds())
-    verdict = replay(trace, ImplAdapter())
-    assert not verdict.ok and "not mapped onto the implementation" in verdict.detail
+    traces = [t for t in (gen.random_walk("delayed-produce", s, variant=variant) for s in range(60))
+              if "expire batch" in t.kinds()]
+    assert len(traces) >= 10
+    for trace in traces:
+        verdict = replay(trace, ImplAdapter())
+        assert verdict.ok, verdict.detail

@@ -19,6 +19,7 @@ REGRESSIONS = [
     ("default", 1617, "a stale EndTxn copy was delivered where the spec delivered the retry, or the reverse"),
     ("default", 2624, "the first TxnOffsetCommit of a transaction duplicated during PrepareAbort"),
     ("default", 5543, "two answers to copies of one Produce: the adapter matched the error, not the epoch text"),
+    ("large", 15, "the adapter dropped the markers the old coordinator had sent when it failed over"),
 ]
 # transaction version 1: the client's queue of AddPartitionsToTxn / AddOffsetsToTxn / TxnOffsetCommit
 TV1_REGRESSIONS = [

@@ -91,3 +91,27 @@ def test_an_invalid_call_raises_without_changing_state() -> None:
     with pytest.raises(IllegalStateException):
         p.commit_transaction()
     assert p.state is State.READY
+
+
+def test_an_expired_batch_makes_the_transaction_abortable_and_tv1_bumps_the_epoch_after_the_abort() -> None:
+    from txnspec.impl.errors import InvalidRequestError
+
+    p = ready(0)
+    p.begin_transaction()
+    future = p.send("t-0", "v")
+    [add] = p.poll()
+    p.on_response(add, Response(Errors.NONE))
+    [produce] = p.poll()
+    p.expire_batch("t-0")
+    assert p.state is State.ABORTABLE_ERROR
+    with pytest.raises(KafkaException, match="delivery timeout"):
+        future.get()
+    with pytest.raises(InvalidRequestError, match="no Produce to t-0 is in flight"):
+        p.expire_batch("t-0")
+    with pytest.raises(InvalidRequestError, match="is in flight"):  # no longer awaited (the Cluster drops it)
+        p.on_response(produce, Response(Errors.NONE, base_offset=0))
+    p.abort_transaction()
+    [end] = p.poll()
+    p.on_response(end, Response(Errors.NONE))
+    [bump] = p.poll()
+    assert request_name(bump) == "InitProducerId" and (bump.producer_id, bump.producer_epoch) == (5, 0)
