@@ -10,9 +10,9 @@ How steps map onto :class:`txnspec.impl.cluster.Cluster`
     * each producer runs with one record per batch and one Produce in flight per partition, as the spec's
       producer does (``batch.size`` and ``max.in.flight.requests.per.connection``, both Kafka-legal);
     * ``FindCoordinator``, which the spec abstracts away, is delivered as soon as it is queued;
-    * faults: ``duplicate`` re-sends the request, ``timeout`` advances the clock past the transaction
-      timeout (without running the network), ``failover`` crashes and restarts the coordinators (markers
-      already sent stay in flight), ``expire batch`` expires the in-flight batch
+    * faults: ``duplicate`` re-sends the request, ``timeout`` (and ``abandoned timeout``) advances the clock
+      past the transaction timeout (without running the network), ``failover`` crashes and restarts the
+      coordinators (markers already sent stay in flight), ``expire batch`` expires the in-flight batch
       (``Producer.expire_batch``); loss, append failure and producer crash are not mapped yet and report
       the step as not enabled (a divergence naming the fault).
 
@@ -220,7 +220,7 @@ class ImplAdapter:
             if m is None:
                 raise self._not_enabled(step, "no such message to duplicate")
             self.cluster.network.send(m.client, m.request, m.response)
-        elif kind == "timeout":
+        elif kind in ("timeout", "abandoned timeout"):  # the transaction timeout fires (abandoned: nobody ends it)
             self.cluster.now_ms += 60_001
             self.cluster.broker.tick(self.cluster.now_ms)
             self.cluster._queue_markers()
