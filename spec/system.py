@@ -200,6 +200,10 @@ class Producer:
     offsets: str = "none"  # consume-transform-produce: none -> add (TV1) -> commit -> done
     started: bool = False  # transactionStarted: something was added, so EndTxn must be sent
     bump_required: bool = False  # TV1 after an abortable produce error: bump the epoch after the abort
+    # TV1: beginCompletingTransaction found the bump required and queued its InitProducerId behind EndTxn. A bump
+    # required only later (a batch expired while completing: maybeResolveSequences) is queued by nobody: after
+    # EndTxn the client is INITIALIZING with nothing to send, and no call of the application is valid any more
+    bump_queued: bool = False
     end_result: TransactionResult | None = None
     txn_no: int = 0
     records_sent: int = 0
@@ -381,7 +385,7 @@ def dispatch(system: System, p: Producer, used: frozenset[Any] = frozenset()) ->
     if p.phase is FATAL_ERROR:
         return p, ()
     if p.awaiting is None:
-        if p.phase is INITIALIZING:
+        if p.phase is INITIALIZING and (p.producer_id == NO_PRODUCER_ID or p.bump_queued):
             bump = p.producer_id != NO_PRODUCER_ID
             p = _next_correlation(p, "InitProducerId", used)
             out.append(Envelope(src, COORDINATOR, InitProducerId(
@@ -498,12 +502,14 @@ def application_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
             if p.records_sent == s.records_per_transaction and (not s.commit_offsets or p.offsets != "none"):
                 # beginCompletingTransaction queues the AddPartitionsToTxn of new partitions at once
                 queued = (*p.queued, "partitions") if p.to_add and "partitions" not in p.queued else p.queued
-                q = replace(p, phase=COMMITTING, end_result=TransactionResult.COMMIT, queued=queued)
+                q = replace(p, phase=COMMITTING, end_result=TransactionResult.COMMIT, queued=queued,
+                            bump_queued=p.bump_required and not system.tv2)
                 yield (Action("commitTransaction", f"{who}.commitTransaction()", who, who),
                        _with_dispatch(system, state, q))
         if p.phase in (IN_TRANSACTION, ABORTABLE_ERROR) and p.awaiting is None:
             # beginAbort drops partitions not yet added and records not yet sent
             q = replace(p, phase=ABORTING, end_result=TransactionResult.ABORT, to_add=frozenset(), unsent=(),
+                        bump_queued=p.bump_required and not system.tv2,
                         offsets="none" if p.offsets in ("add", "commit") else p.offsets, queued=())
             yield (Action("abortTransaction", f"{who}.abortTransaction()", who, who),
                    _with_dispatch(system, state, q))
@@ -762,7 +768,7 @@ def _producer_receives(system: System, state: SystemState, env: Envelope) -> Sys
         return _with_dispatch(system, state, _abortable(p))
     if name == "InitProducerId":
         p = replace(p, phase=READY, producer_id=body.producer_id, producer_epoch=body.producer_epoch,
-                    sequences=(), bump_required=False)
+                    sequences=(), bump_required=False, bump_queued=False)
     elif name == "AddPartitionsToTxn":
         p = replace(p, added=p.added | adding, to_add=p.to_add - adding, started=True)
     elif name == "AddOffsetsToTxn":

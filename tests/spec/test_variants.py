@@ -52,5 +52,23 @@ def test_kafka_17754_counterexample_reads_as_the_bug() -> None:
 
 
 def test_transaction_version_1_has_kafka_17754_but_not_the_other_bugs() -> None:
-    assert check(build_model("delayed-produce", "tv1")).ok
+    delayed_produce = check(build_model("delayed-produce", "tv1"))
+    # no hanging transaction, no late produce joining the next transaction (partition verification); only the
+    # client's wedge below
+    assert {v.name for v in delayed_produce.verdicts if v.holds is False} == {"init_producer_id_completes"}
     assert not check(build_model("delayed-end-txn", "tv1")).ok
+
+
+def test_a_tv1_client_whose_batch_expires_during_the_abort_is_wedged() -> None:
+    """TransactionManager: maybeResolveSequences requires the epoch bump while the abort is under way, but only
+    beginCompletingTransaction queues the bump's InitProducerId; after EndTxn the client is INITIALIZING with
+    nothing to send (beginTransaction and initTransactions are then invalid transitions)."""
+    result = check(build_model("delayed-produce", "tv1"))
+    assert result.deadlock is not None and len(result.deadlock) == 15
+    actions = result.deadlock.actions
+    assert actions.index("producer-0.abortTransaction()") < actions.index("producer-0 gives up on its produce to p0")
+    answer = "deliver coordinator->producer-0: EndTxnResponse(NONE"
+    answered = [i for i, a in enumerate(actions) if a.startswith(answer)]
+    assert answered and answered[0] > actions.index("producer-0 gives up on its produce to p0")
+    assert not any("InitProducerId(t1, pid=0" in a for a in actions)  # the bump is never sent
+    assert check(build_model("delayed-produce", "current")).ok  # TV2 bumps the epoch at every EndTxn
