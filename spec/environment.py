@@ -36,6 +36,21 @@ def with_one_more(counts: Counts, fault: str) -> Counts:
     return tuple(sorted(used.items()))
 
 
+class FaultLedger:
+    """Mixin of a frozen state with a ``faults_used`` field: how often a fault was used, and the counts after
+    one more (the state stays canonical: counts are sorted pairs)."""
+
+    __slots__ = ()
+    faults_used: Counts
+
+    def used(self, fault: str) -> int:
+        return count(self.faults_used, fault)
+
+    def spend(self, fault: str) -> Counts:
+        """The fault counts after one more ``fault``."""
+        return with_one_more(self.faults_used, fault)
+
+
 def fairness_by_kind(fair_kinds: Collection[str]) -> Callable[[object], str | None]:
     """Weak fairness per action kind for the protocol's own steps; None for choices and faults."""
     def fairness(action: object) -> str | None:

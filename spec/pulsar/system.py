@@ -39,7 +39,7 @@ import enum
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
-from txnspec.spec.environment import Action, Counts, count, with_one_more
+from txnspec.spec.environment import Action, FaultLedger, count
 from txnspec.spec.pulsar import buffer as buf
 from txnspec.spec.pulsar import coordinator as tcm
 from txnspec.spec.pulsar.coordinator import SUBSCRIPTION, TxnAction
@@ -107,7 +107,7 @@ class Ghost:
 
 
 @dataclass(frozen=True, slots=True)
-class PulsarState:
+class PulsarState(FaultLedger):
     tc: tcm.Coordinator
     buffers: tuple[tuple[str, buf.TransactionBuffer], ...]
     subscription: buf.Subscription
@@ -115,13 +115,6 @@ class PulsarState:
     network: tuple[Msg, ...] = ()
     faults_used: tuple[tuple[str, int], ...] = ()
     ghost: Ghost = field(default_factory=Ghost)
-
-    def used(self, fault: str) -> int:
-        return count(self.faults_used, fault)
-
-    def spend(self, fault: str) -> Counts:
-        """The fault counts after one more ``fault``."""
-        return with_one_more(self.faults_used, fault)
 
     def buffer(self, partition: str) -> buf.TransactionBuffer:
         return dict(self.buffers)[partition]

@@ -38,7 +38,7 @@ import enum
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
-from txnspec.spec.environment import Action, Counts, count, with_one_more
+from txnspec.spec.environment import Action, FaultLedger, count
 from txnspec.spec.rocketmq import broker as broker_mod
 from txnspec.spec.rocketmq.broker import Broker, CheckStep, EndType
 
@@ -114,19 +114,12 @@ class Ghost:
 
 
 @dataclass(frozen=True, slots=True)
-class RocketState:
+class RocketState(FaultLedger):
     broker: Broker
     txns: tuple[Txn, ...]
     network: tuple[Message, ...] = ()
     faults_used: tuple[tuple[str, int], ...] = ()
     ghost: Ghost = field(default_factory=Ghost)
-
-    def used(self, fault: str) -> int:
-        return count(self.faults_used, fault)
-
-    def spend(self, fault: str) -> Counts:
-        """The fault counts after one more ``fault``."""
-        return with_one_more(self.faults_used, fault)
 
 
 @dataclass(frozen=True)
