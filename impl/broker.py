@@ -182,7 +182,7 @@ class Broker:
                 request.transactional_id, request.producer_id, request.producer_epoch, [partition], TV_2,
                 now_ms=now_ms)
             if err is not Errors.NONE:
-                mapped = _verification_error(err, generic_error_supported=True)
+                mapped = verification_error(err, generic_error_supported=True)
                 return Response(mapped, partition_errors=tuple((tp, mapped) for tp, _ in request.offsets),
                                 correlation_id=rid)
         errors = self.group_coordinator.handle_txn_offset_commit(request.group_id, request.producer_id,
@@ -215,12 +215,12 @@ class Broker:
         if request.transaction_version >= TV_2:
             err = tc.handle_add_partitions_to_txn(tid, request.producer_id, request.producer_epoch,
                                                   [request.partition], TV_2, now_ms=now_ms)
-            return _verification_error(err, _generic_error_supported(request))
+            return verification_error(err, _generic_error_supported(request))
         if not self.config.partition_verification:
             return Errors.NONE
         err, md = tc.txn_manager.get_transaction_state(tid)
         if err is not Errors.NONE:
-            return _verification_error(err, _generic_error_supported(request))
+            return verification_error(err, _generic_error_supported(request))
         if md is None or md.producer_id != request.producer_id:
             return Errors.INVALID_PRODUCER_ID_MAPPING
         if md.producer_epoch != request.producer_epoch:
@@ -229,7 +229,7 @@ class Broker:
             return Errors.NOT_ENOUGH_REPLICAS
         if request.partition not in md.topic_partitions:
             # handleVerifyPartitionsInTransaction: TRANSACTION_ABORTABLE for a partition not in the transaction
-            return _verification_error(Errors.TRANSACTION_ABORTABLE, _generic_error_supported(request))
+            return verification_error(Errors.TRANSACTION_ABORTABLE, _generic_error_supported(request))
         return Errors.NONE
 
     def _maybe_snapshot(self, p: Partition) -> None:
@@ -380,7 +380,7 @@ def _generic_error_supported(request: Produce) -> bool:
     return request.api_version is None or request.api_version >= PRODUCE_VERSION_GENERIC_ERROR
 
 
-def _verification_error(err: Errors, generic_error_supported: bool) -> Errors:
+def verification_error(err: Errors, generic_error_supported: bool) -> Errors:
     """How a leader maps a coordinator's answer for the producer (``AddPartitionsToTxnManager``)."""
     if err is Errors.PRODUCER_FENCED:
         return Errors.INVALID_PRODUCER_EPOCH
