@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from txnspec.conformance.audit.report import AuditReport
+from txnspec.conformance.audit.report import AuditReport, RuleResult
 from txnspec.conformance.cli import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError, subcommand
 
 
@@ -66,6 +66,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
         report.facts.update({"bootstrap": "in process", "version": "txnspec.impl"})
         report.rules.extend(run_impl_wire_audit(args.seed, args.traces))
+        report.rules.append(_impl_timeout_rule())
         return _finish(args, report, started)
     try:
         with open_target(args.broker, args.out, args.transaction_version, args.kafka_cache) as target:
@@ -84,6 +85,20 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(f"txnspec audit: broker {args.broker!r} unavailable: {exc}", file=sys.stderr)
         return EXIT_USAGE
     return _finish(args, report, started)
+
+
+def _impl_timeout_rule() -> RuleResult:
+    """The timeout rule on the implementation at transaction versions 1 and 2, as one row."""
+    from txnspec.conformance.audit.timeout import ImplTimeoutWire, run_timeout_rule
+
+    rows = [run_timeout_rule(ImplTimeoutWire(wire_tv), spec_tv, f"impl-tv{spec_tv}", sleep=lambda _: None)
+            for wire_tv, spec_tv in ((0, 1), (2, 2))]
+    merged = rows[0]
+    merged.checked += rows[1].checked
+    merged.violations += rows[1].violations
+    merged.examples += rows[1].examples
+    merged.note = "; ".join(r.note for r in rows if r.note)
+    return merged
 
 
 def _finish(args: argparse.Namespace, report: AuditReport, started: float) -> int:

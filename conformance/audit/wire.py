@@ -513,7 +513,8 @@ def socket_transport(bootstrap: str, run: str) -> Iterator[SocketTransport]:
 
 def run_wire_audit(bootstrap: str, run: str, seed: int = 0, traces: int = 2) -> list[RuleResult]:
     """The hand-chosen rules of this module, then ``traces`` client traces per scenario of the conformance
-    generator (:mod:`txnspec.conformance.audit.wire_traces`)."""
+    generator (:mod:`txnspec.conformance.audit.wire_traces`), then the transaction timeout rule
+    (:mod:`txnspec.conformance.audit.timeout`)."""
     from txnspec.conformance.audit.wire_traces import run_txn_wire_audit
 
     with socket_transport(bootstrap, run) as transport:
@@ -525,4 +526,9 @@ def run_wire_audit(bootstrap: str, run: str, seed: int = 0, traces: int = 2) -> 
                                      checked=1))
     if traces:
         results.extend(run_txn_wire_audit(bootstrap, run, seed, traces))
+    from txnspec.conformance.audit.timeout import run_timeout_rule
+    from txnspec.conformance.audit.wire_traces import socket_txn_wire
+
+    with socket_txn_wire(bootstrap) as wire:
+        results.append(run_timeout_rule(wire, wire.transaction_version, run))
     return results
