@@ -23,9 +23,9 @@ case "${1:-}" in
     ;;
   test)
     shift
-    # Everything but the long runs (-m slow); the Spark tests are included.
+    # Everything but the long runs (-m slow); the Spark and real-Kafka tests are included (-rs: why any skipped).
     set +e
-    python -m pytest -m "not slow" -p no:cacheprovider "$@"
+    python -m pytest -m "not slow" -rs -p no:cacheprovider "$@"
     status=$?
     set -e
     [ "$status" -eq 5 ] && { echo "no tests were collected" >&2; exit 1; }

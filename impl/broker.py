@@ -177,6 +177,13 @@ class Broker:
         # as UnifiedLog.maybeStartTransactionVerification: no verification while the offsets partition already
         # has this producer's transaction open
         verified = offsets_log.producer_state.has_ongoing_transaction(request.producer_id, request.producer_epoch)
+        if self.config.transaction_version < TV_2 and not verified and self.config.partition_verification:
+            # CoordinatorPartitionWriter.maybeStartTransactionVerification: TV1 commits are verified too
+            mapped = self._verify_only(request.transactional_id, request.producer_id, request.producer_epoch,
+                                       partition, generic_error_supported=True)
+            if mapped is not Errors.NONE:
+                return Response(mapped, partition_errors=tuple((tp, mapped) for tp, _ in request.offsets),
+                                correlation_id=rid)
         if self.config.transaction_version >= TV_2 and not verified:
             err = self.txn_coordinator.handle_add_partitions_to_txn(
                 request.transactional_id, request.producer_id, request.producer_epoch, [partition], TV_2,
@@ -212,24 +219,35 @@ class Broker:
         p = self.partition(request.partition)
         if p.producer_state.has_ongoing_transaction(request.producer_id, request.producer_epoch):
             return Errors.NONE
+        if request.transaction_version >= TV_2 or self.config.partition_verification:
+            p.maybe_start_transaction_verification(request.producer_id, request.base_sequence,
+                                                   request.producer_epoch, request.transaction_version >= TV_2,
+                                                   now_ms)
         if request.transaction_version >= TV_2:
             err = tc.handle_add_partitions_to_txn(tid, request.producer_id, request.producer_epoch,
                                                   [request.partition], TV_2, now_ms=now_ms)
             return verification_error(err, _generic_error_supported(request))
         if not self.config.partition_verification:
             return Errors.NONE
-        err, md = tc.txn_manager.get_transaction_state(tid)
+        return self._verify_only(tid, request.producer_id, request.producer_epoch, request.partition,
+                                 _generic_error_supported(request))
+
+    def _verify_only(self, tid: str, producer_id: int, producer_epoch: int, partition: str,
+                     generic_error_supported: bool) -> Errors:
+        """A TV1 leader's ``verifyOnly`` AddPartitionsToTxn (``handleVerifyPartitionsInTransaction``) as the
+        producer sees it through ``AddPartitionsToTxnManager`` and ``ReplicaManager``."""
+        err, md = self.txn_coordinator.txn_manager.get_transaction_state(tid)
         if err is not Errors.NONE:
-            return verification_error(err, _generic_error_supported(request))
-        if md is None or md.producer_id != request.producer_id:
+            return verification_error(err, generic_error_supported)
+        if md is None or md.producer_id != producer_id:
             return Errors.INVALID_PRODUCER_ID_MAPPING
-        if md.producer_epoch != request.producer_epoch:
+        if md.producer_epoch != producer_epoch:
             return Errors.INVALID_PRODUCER_EPOCH
         if md.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
             return Errors.NOT_ENOUGH_REPLICAS
-        if request.partition not in md.topic_partitions:
+        if partition not in md.topic_partitions:
             # handleVerifyPartitionsInTransaction: TRANSACTION_ABORTABLE for a partition not in the transaction
-            return verification_error(Errors.TRANSACTION_ABORTABLE, _generic_error_supported(request))
+            return verification_error(Errors.TRANSACTION_ABORTABLE, generic_error_supported)
         return Errors.NONE
 
     def _maybe_snapshot(self, p: Partition) -> None:

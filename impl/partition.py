@@ -216,8 +216,18 @@ class Partition:
         stored = self.log.append(batch)
         if info is not None:
             self.producer_state.update(info)
+        if is_transactional:  # UnifiedLog.updateProducers: the transaction has its first offset now
+            self.producer_state.clear_verification_state_entry(producer_id)
         self._after_append()
         return ProduceResult(Errors.NONE, stored.base_offset, stored.last_offset, False, self.log_start_offset)
+
+    def maybe_start_transaction_verification(self, producer_id: int, sequence: int, producer_epoch: int,
+                                             supports_epoch_bump: bool, now_ms: int = 0) -> None:
+        """``UnifiedLog.maybeStartTransactionVerification``: unless the producer's transaction is already open
+        here, create (or lower) its verification state before the broker asks the coordinator."""
+        if not self.producer_state.has_ongoing_transaction(producer_id, producer_epoch):
+            self.producer_state.maybe_create_verification_state_entry(producer_id, sequence, producer_epoch,
+                                                                      supports_epoch_bump, now_ms)
 
     def write_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                          result: ControlType, transaction_version: int = 0, *, now_ms: int = 0) -> ProduceResult:
@@ -235,6 +245,10 @@ class Partition:
         stored = self.log.append(RecordBatch(-1, (Record(timestamp=now_ms),), producer_id, producer_epoch,
                                              NO_SEQUENCE, True, result, coordinator_epoch, now_ms))
         self.producer_state.update(info)
+        verifying = self.producer_state.verification_states.get(producer_id)
+        # a marker ends what was being verified, unless a TV2 producer already verifies its next transaction
+        if verifying is None or not (verifying.supports_epoch_bump and producer_epoch == verifying.epoch):
+            self.producer_state.clear_verification_state_entry(producer_id)
         if completed is not None:
             self._complete(completed)
         self._after_append()

@@ -15,9 +15,13 @@ What is modelled:
   (the value stored in an aborted-transaction index entry), high-watermark updates;
 * producer expiration (``producer.id.expiration.ms``) and snapshots holding only each entry's last batch.
 
-Assumed / left out: KIP-890 transaction verification (``VerificationStateEntry``; as with
-``transaction.partition.verification.enable=false``), so the "TV2 sequence 0 without state" rule does not
-apply. A check failure raises :class:`ProducerStateError` carrying Kafka's error; the caller
+* KIP-890 verification state (``VerificationStateEntry``): the lowest sequence seen while a producer's
+  transactional batch is verified with its coordinator, and the TV2 rule that a producer with no state starts
+  at sequence 0; created by the broker before it asks the coordinator, cleared by the producer's next
+  transactional append or marker.
+
+Assumed / left out: the verification guard's identity (the broker verifies and appends in one step). A check
+failure raises :class:`ProducerStateError` carrying Kafka's error; the caller
 (:class:`txnspec.impl.partition.Partition`) turns it into the produce response's error.
 """
 
@@ -163,13 +167,31 @@ class CompletedTxn:
     is_aborted: bool
 
 
+@dataclass
+class VerificationStateEntry:
+    """``VerificationStateEntry``: the lowest sequence (and its epoch) seen while verifying a producer."""
+
+    timestamp: int
+    lowest_sequence: int
+    epoch: int
+    supports_epoch_bump: bool
+
+    def maybe_update_lowest_sequence_and_epoch(self, sequence: int, epoch: int) -> None:
+        if epoch == self.epoch and sequence < self.lowest_sequence:
+            self.lowest_sequence = sequence
+        if epoch > self.epoch:
+            self.epoch, self.lowest_sequence = epoch, sequence
+
+
 class ProducerAppendInfo:
     """Validation and staged update for one producer within one append (``ProducerAppendInfo``)."""
 
-    def __init__(self, producer_id: int, current: ProducerStateEntry, origin: AppendOrigin) -> None:
+    def __init__(self, producer_id: int, current: ProducerStateEntry, origin: AppendOrigin,
+                 verification: VerificationStateEntry | None = None) -> None:
         self.producer_id = producer_id
         self.current = current
         self.origin = origin
+        self.verification = verification
         self.updated = current.copy_without_batches()
         self.started_transactions: list[TxnMetadata] = []
 
@@ -190,6 +212,17 @@ class ProducerAppendInfo:
                 f"{current}")
 
     def check_sequence(self, producer_epoch: int, first_seq: int, offset: int) -> None:
+        v = self.verification
+        if v is not None and v.supports_epoch_bump and first_seq != 0 and self.current.is_empty:
+            raise ProducerStateError(
+                Errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"invalid sequence number for producer {self.producer_id} at offset {offset}: {first_seq} "
+                "(incoming seq. number); a transactions v2 producer with no state starts at sequence 0")
+        if v is not None and first_seq > v.lowest_sequence:
+            raise ProducerStateError(
+                Errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"out of order sequence number for producer {self.producer_id} at offset {offset}: {first_seq} "
+                f"(incoming seq. number), {v.lowest_sequence} (earliest seen sequence)")
         if producer_epoch != self.updated.producer_epoch:
             if first_seq != 0 and self.updated.producer_epoch != NO_PRODUCER_EPOCH:
                 raise ProducerStateError(
@@ -253,6 +286,7 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         self.ongoing_txns: dict[int, TxnMetadata] = {}
         self.unreplicated_txns: dict[int, TxnMetadata] = {}
+        self.verification_states: dict[int, VerificationStateEntry] = {}  # in memory only, as in Kafka
         self.map_end_offset = log_start_offset
         self.log_start_offset = log_start_offset
 
@@ -263,7 +297,17 @@ class ProducerStateManager:
 
     def prepare_update(self, producer_id: int, origin: AppendOrigin) -> ProducerAppendInfo:
         current = self.producers.get(producer_id) or ProducerStateEntry(producer_id)
-        return ProducerAppendInfo(producer_id, current, origin)
+        return ProducerAppendInfo(producer_id, current, origin, self.verification_states.get(producer_id))
+
+    def maybe_create_verification_state_entry(self, producer_id: int, sequence: int, epoch: int,
+                                              supports_epoch_bump: bool, now_ms: int = 0) -> VerificationStateEntry:
+        entry = self.verification_states.setdefault(
+            producer_id, VerificationStateEntry(now_ms, sequence, epoch, supports_epoch_bump))
+        entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch)
+        return entry
+
+    def clear_verification_state_entry(self, producer_id: int) -> None:
+        self.verification_states.pop(producer_id, None)
 
     def update(self, info: ProducerAppendInfo) -> None:
         current = self.producers.get(info.producer_id)
@@ -323,6 +367,9 @@ class ProducerStateManager:
         expired = [pid for pid, e in self.producers.items() if self.is_producer_expired(now_ms, e)]
         for pid in expired:
             del self.producers[pid]
+        for pid in [pid for pid, v in self.verification_states.items()
+                    if now_ms - v.timestamp >= self.producer_id_expiration_ms]:
+            del self.verification_states[pid]
         return expired
 
     def snapshot(self) -> dict[str, Any]:

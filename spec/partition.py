@@ -114,6 +114,17 @@ class AbortedTxn:
 
 
 @dataclass(frozen=True, slots=True)
+class VerificationEntry:
+    """``VerificationStateEntry``: a producer's transactional batch is being verified with the coordinator
+    (KIP-890). It keeps the lowest sequence seen while verifying, so that a higher sequence cannot be written
+    before a lower one that still needs a retry, and whether the producer speaks TV2 (``supportsEpochBump``)."""
+
+    lowest_sequence: int
+    epoch: int
+    supports_epoch_bump: bool
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionState:
     log: tuple[RecordBatch, ...] = ()
     log_start_offset: int = 0
@@ -123,9 +134,16 @@ class PartitionState:
     ongoing: tuple[tuple[int, int], ...] = ()  # (first offset, producer id) of undecided transactions
     unreplicated: tuple[tuple[int, int, int], ...] = ()  # (first offset, producer id, marker offset)
     aborted_index: tuple[AbortedTxn, ...] = ()
+    verifying: tuple[tuple[int, VerificationEntry], ...] = ()  # ProducerStateManager.verificationStates
 
     def entry(self, producer_id: int) -> ProducerStateEntry | None:
         for pid, entry in self.producers:
+            if pid == producer_id:
+                return entry
+        return None
+
+    def verification(self, producer_id: int) -> VerificationEntry | None:
+        for pid, entry in self.verifying:
             if pid == producer_id:
                 return entry
         return None
@@ -173,9 +191,16 @@ def check_producer_epoch(entry: ProducerStateEntry, epoch: int, *, marker: bool,
 
 
 def check_sequence(entry: ProducerStateEntry, epoch: int, first_seq: int,
-                   limits: PartitionLimits = DEFAULT_LIMITS) -> Errors:
-    """``checkSequence`` (origin CLIENT): a new epoch starts at 0 unless the producer has no state; in the
-    same epoch the batch must follow the last one."""
+                   limits: PartitionLimits = DEFAULT_LIMITS, verification: VerificationEntry | None = None,
+                   has_state: bool = True) -> Errors:
+    """``checkSequence`` (origin CLIENT): while the producer is being verified, a TV2 producer with no state must
+    start at 0 and no sequence above the lowest one seen while verifying is written; a new epoch starts at 0
+    unless the producer has no state; in the same epoch the batch must follow the last one."""
+    if verification is not None:
+        if verification.supports_epoch_bump and first_seq != 0 and not has_state:
+            return Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+        if first_seq > verification.lowest_sequence:
+            return Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
     if epoch != entry.producer_epoch:
         if first_seq != 0 and entry.producer_epoch != -1:
             return Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
@@ -231,7 +256,8 @@ def append_data(state: PartitionState, producer_id: int, producer_epoch: int, fi
     entry = current or ProducerStateEntry()
     error = check_producer_epoch(entry, producer_epoch, marker=False, limits=limits)
     if error is Errors.NONE and validate_sequence:
-        error = check_sequence(entry, producer_epoch, first_seq, limits)
+        has_state = current is not None and bool(current.batches)
+        error = check_sequence(entry, producer_epoch, first_seq, limits, state.verification(producer_id), has_state)
     if error is Errors.NONE and entry.current_txn_first_offset != -1 and not transactional:
         error = Errors.INVALID_TXN_STATE  # a non-transactional batch inside an open transaction
     if error is not Errors.NONE:
@@ -243,6 +269,8 @@ def append_data(state: PartitionState, producer_id: int, producer_epoch: int, fi
         ongoing = tuple(sorted((*ongoing, (base, producer_id))))
     batch = RecordBatch(base, last_offset, producer_id, producer_epoch, first_seq, last_seq, transactional)
     state = replace(state, log=(*state.log, batch), log_end_offset=last_offset + 1, ongoing=ongoing)
+    if transactional:
+        state = _clear_verification(state, producer_id)  # the transaction has its first offset now
     state = _drop_replicated(_with_entry(state, producer_id, entry))
     return state, ProduceResponse(Errors.NONE, base, last_offset)
 
@@ -280,7 +308,40 @@ def append_end_txn_marker(state: PartitionState, producer_id: int, producer_epoc
     batch = RecordBatch(offset, offset, producer_id, producer_epoch, -1, -1, True, result, coordinator_epoch)
     state = replace(state, log=(*state.log, batch), log_end_offset=offset + 1, ongoing=ongoing,
                     unreplicated=unreplicated, aborted_index=index)
+    verifying = state.verification(producer_id)
+    # UnifiedLog.updateProducers: a marker ends what was being verified, unless a TV2 producer already verifies
+    # its next transaction at the marker's (bumped) epoch
+    if verifying is not None and not (verifying.supports_epoch_bump and producer_epoch == verifying.epoch):
+        state = _clear_verification(state, producer_id)
     return _drop_replicated(_with_entry(state, producer_id, entry)), WriteTxnMarkersResponse(Errors.NONE)
+
+
+def start_verification(state: PartitionState, producer_id: int, sequence: int, epoch: int,
+                       supports_epoch_bump: bool) -> PartitionState:
+    """``UnifiedLog.maybeStartTransactionVerification``: unless the producer's transaction is already open here,
+    create its verification entry (``maybeCreateVerificationStateEntry``) or lower its sequence
+    (``maybeUpdateLowestSequenceAndEpoch``: a lower sequence in the same epoch, or any sequence of a higher
+    epoch)."""
+    if has_ongoing_transaction(state, producer_id, epoch):
+        return state
+    entry = state.verification(producer_id)
+    if entry is None:
+        entry = VerificationEntry(sequence, epoch, supports_epoch_bump)
+    elif epoch == entry.epoch and sequence < entry.lowest_sequence:
+        entry = replace(entry, lowest_sequence=sequence)
+    elif epoch > entry.epoch:
+        entry = replace(entry, lowest_sequence=sequence, epoch=epoch)
+    else:
+        return state
+    others = tuple((pid, e) for pid, e in state.verifying if pid != producer_id)
+    return replace(state, verifying=tuple(sorted((*others, (producer_id, entry)), key=lambda pe: pe[0])))
+
+
+def _clear_verification(state: PartitionState, producer_id: int) -> PartitionState:
+    """``ProducerStateManager.clearVerificationStateEntry``."""
+    if state.verification(producer_id) is None:
+        return state
+    return replace(state, verifying=tuple((pid, e) for pid, e in state.verifying if pid != producer_id))
 
 
 def _drop_replicated(state: PartitionState) -> PartitionState:

@@ -627,6 +627,7 @@ def _partition_receives(system: System, state: SystemState, env: Envelope) -> Sy
     if verified is None:
         return None  # TV2: the leader retries CONCURRENT_TRANSACTIONS itself; the produce waits
     state, error = verified
+    pstate = state.partition(name)  # with the verification entry it may have started
     if error is not Errors.NONE:
         response = ProduceResponse(error)
     else:
@@ -666,23 +667,33 @@ def _verify_transactional_produce(system: System, state: SystemState, pstate: An
         if error is Errors.CONCURRENT_TRANSACTIONS:
             return None
         env = Envelope(body.partition, COORDINATOR, add, None, tag)
+        state = _set_partition(state, body.partition, partition_mod.start_verification(
+            pstate, body.producer_id, body.base_sequence, body.producer_epoch, supports_epoch_bump=True))
         state = replace(state, ghost=_coordinator_ghost(state, result, env), coordinator=result.state)
         if error is Errors.NONE:
             return state, Errors.NONE
         return state, _map_verification_error(error)
     if not system.scenario.partition_verification:
         return state, Errors.NONE
-    md = state.coordinator.metadata(tid)
-    if md is None or md.producer_id != body.producer_id:
-        return state, Errors.INVALID_PRODUCER_ID_MAPPING
-    if md.producer_epoch != body.producer_epoch:
-        return state, Errors.INVALID_PRODUCER_EPOCH
+    state = _set_partition(state, body.partition, partition_mod.start_verification(
+        pstate, body.producer_id, body.base_sequence, body.producer_epoch, supports_epoch_bump=False))
+    return state, _verify_only(state.coordinator, tid, body.producer_id, body.producer_epoch, body.partition)
+
+
+def _verify_only(cs: coord.CoordinatorState, tid: str, producer_id: int, epoch: int, partition: str) -> Errors:
+    """A TV1 leader's ``verifyOnly`` AddPartitionsToTxn (``handleVerifyPartitionsInTransaction``) as the producer
+    sees it through ``AddPartitionsToTxnManager`` and ``ReplicaManager`` (a transaction being completed is a
+    retriable NOT_ENOUGH_REPLICAS; a partition not in the transaction TRANSACTION_ABORTABLE)."""
+    md = cs.metadata(tid)
+    if md is None or md.producer_id != producer_id:
+        return Errors.INVALID_PRODUCER_ID_MAPPING
+    if md.producer_epoch != epoch:
+        return _map_verification_error(Errors.PRODUCER_FENCED)
     if md.state in PREPARE_STATES:
-        return state, Errors.NOT_ENOUGH_REPLICAS
-    if body.partition in md.partitions:
-        return state, Errors.NONE
-    # handleVerifyPartitionsInTransaction answers TRANSACTION_ABORTABLE for a partition not in the transaction
-    return state, _map_verification_error(Errors.TRANSACTION_ABORTABLE)
+        return Errors.NOT_ENOUGH_REPLICAS
+    if partition in md.partitions:
+        return Errors.NONE
+    return _map_verification_error(Errors.TRANSACTION_ABORTABLE)
 
 
 def _map_verification_error(error: Errors) -> Errors:
@@ -711,7 +722,14 @@ def _group_receives(system: System, state: SystemState, env: Envelope) -> System
             reply.error), env.context)))
     if not isinstance(body, TxnOffsetCommit):
         raise TypeError(f"the group coordinator does not handle {type(body).__name__}")
-    if system.tv2 and not partition_mod.has_ongoing_transaction(offsets_log, body.producer_id, body.producer_epoch):
+    verified = partition_mod.has_ongoing_transaction(offsets_log, body.producer_id, body.producer_epoch)
+    if not system.tv2 and not verified and system.scenario.partition_verification:
+        # CoordinatorPartitionWriter.maybeStartTransactionVerification: TV1 commits are verified too
+        error = _verify_only(state.coordinator, body.transactional_id, body.producer_id, body.producer_epoch, name)
+        if error is not Errors.NONE:
+            return replace(state, network=send(state.network, Envelope(GROUP, env.source, ErrorResponse(error),
+                                                                       env.context)))
+    if system.tv2 and not verified:
         add = AddPartitionsToTxn(body.transactional_id, body.producer_id, body.producer_epoch,
                                  frozenset({name}), 2)
         result = system.protocol.handle_add_partitions_to_txn(state.coordinator, add,

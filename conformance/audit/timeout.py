@@ -103,7 +103,7 @@ def expected(transaction_version: int) -> Expected:
     verify = spec_coordinator.handle_add_partitions_to_txn(
         end.state, AddPartitionsToTxn(SPEC_TID, pid, epoch, frozenset({SPEC_PARTITION}), transaction_version),
         config=config)
-    late = verify.response.error if verify.response is not None else Errors.NONE  # type: ignore[union-attr]
+    late = verify.response.error if verify.response is not None else Errors.NONE
     again = spec_coordinator.handle_init_producer_id(cs, InitProducerId(SPEC_TID, TIMEOUT_MS), config=config)
     assert again.response is not None
     init_again: dict[str, Any] = {"error": again.response.error.value}

@@ -137,9 +137,14 @@ class PartitionSession:
                 if r.error.name == "NONE":
                     obs.update(first_offset=r.base_offset, last_offset=r.last_offset)
         elif "event" in when:
-            event = get_choice(when, "event", ("HighWatermark", "ExpireProducers"))
+            event = get_choice(when, "event", ("HighWatermark", "ExpireProducers", "StartVerification"))
             if event == "HighWatermark":
                 p.update_high_watermark(get_int(when, "offset", minimum=0))
+            elif event == "StartVerification":
+                p.maybe_start_transaction_verification(get_int(when, "producer_id", minimum=0),
+                                                       get_int(when, "sequence", minimum=0),
+                                                       get_int(when, "producer_epoch", minimum=0),
+                                                       get_bool(when, "supports_epoch_bump"))
             else:
                 p.producer_state.producer_id_expiration_ms = get_int(when, "expiration_ms", self.expiration_ms,
                                                                      minimum=0)

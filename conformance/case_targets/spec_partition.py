@@ -103,6 +103,11 @@ class PartitionSession:
             event = when["event"]
             if event == "HighWatermark":
                 self.state = part.update_high_watermark(self.state, get_int(when, "offset", minimum=0))
+            elif event == "StartVerification":
+                self.state = part.start_verification(self.state, get_int(when, "producer_id", minimum=0),
+                                                     get_int(when, "sequence", minimum=0),
+                                                     get_int(when, "producer_epoch", minimum=0),
+                                                     get_bool(when, "supports_epoch_bump"))
             elif event == "ExpireProducers":
                 self.state = part.expire_producers(self.state, get_int(when, "now_ms", minimum=0),
                                                    get_int(when, "expiration_ms", part.PRODUCER_ID_EXPIRATION_MS))

@@ -65,7 +65,8 @@ def test_an_unreachable_broker_exits_2(capsys: pytest.CaptureFixture[str]) -> No
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--broker", "kafka"], "'kafka' is not a host:port bootstrap address"),
+    (["--broker", "kafka:4.x"], "write kafka or kafka:VERSION"),
+    (["--broker", "kafka-broker"], "'kafka-broker' is not a host:port bootstrap address"),
     (["--broker", "librdkafka-mock", "--ops", "0"], "--ops must be at least 1"),
     (["--broker", "librdkafka-mock", "--traces", "-1"], "--traces must be at least 0"),
     (["--broker", "impl", "--level", "both"], "it has no socket for a client, use --level wire"),

@@ -10,11 +10,11 @@ from txnspec.spec.scenarios import SCENARIOS, Scenario
 
 PINNED = {
     "tiny": 27,
-    "zombie": 2036,
-    "delayed-produce": 819,
-    "delayed-end-txn": 2146,
+    "zombie": 2276,
+    "delayed-produce": 887,
+    "delayed-end-txn": 2228,
     "failover": 208,
-    "retry": 826,
+    "retry": 839,
     "epoch-exhaustion": 403,
 }
 
