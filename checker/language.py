@@ -38,6 +38,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from txnspec.checker.model import Model
@@ -225,7 +226,7 @@ class _Side:
             cursor = parent[cursor]
         chain.reverse()
         steps: list[tuple[Any, Any]] = [(None, self.states[chain[0]])]
-        for before, after in zip(chain, chain[1:], strict=False):
+        for before, after in pairwise(chain):
             steps.append((self._action(before, after), self.states[after]))
         return tuple(steps)
 
