@@ -279,7 +279,8 @@ def language_difference(left: Model[Any], right: Model[Any], projection: Project
     paused = gc.isenabled()
     gc.disable()
     try:
-        roots = tuple(side.closure([side.state_id(s) for s in side.model.init_states()]) for side in sides)
+        roots = (sides[0].closure([sides[0].state_id(s) for s in left.init_states()]),
+                 sides[1].closure([sides[1].state_id(s) for s in right.init_states()]))
         start_views = {sides[k].views[sid] for k in (0, 1) for sid in sides[k].macros[roots[k]]}
         if len(start_views) > 1:
             raise ValueError("the initial states show different views; the projection must not tell them apart")
