@@ -119,7 +119,6 @@ class _Side:
         self.views: list[Hashable | None] = []
         self.silent: list[tuple[int, ...] | None] = []
         self.moves: list[tuple[tuple[int, int], ...] | None] = []  # (label id, target id)
-        self.actions: list[dict[int, Any] | None] = []  # target id -> an action leading there (for paths)
         self.macro_ids: dict[frozenset[int], int] = {}
         self.macros: list[frozenset[int]] = []
         self.macro_moves: list[dict[int, int] | None] = []
@@ -138,7 +137,6 @@ class _Side:
         self.views.append(view(state) if view is not None else None)
         self.silent.append(None)
         self.moves.append(None)
-        self.actions.append(None)
         return new
 
     def expand(self, sid: int) -> None:
@@ -146,11 +144,9 @@ class _Side:
             return
         silent: list[int] = []
         moves: list[tuple[int, int]] = []
-        actions: dict[int, Any] = {}
         view = self.views[sid]
         for action, target in self.model.next_steps(self.states[sid]):
             tid = self.state_id(target)
-            actions.setdefault(tid, action)
             label = self.projection.action_label(action)
             new_view = self.views[tid]
             changed = new_view != view
@@ -162,7 +158,6 @@ class _Side:
             moves.append((lid, tid))
         self.silent[sid] = tuple(silent)
         self.moves[sid] = tuple(moves)
-        self.actions[sid] = actions
 
     def closure(self, seeds: Sequence[int]) -> int:
         """The interned macro-state of the silent closure of ``seeds``."""
@@ -231,9 +226,9 @@ class _Side:
         return tuple(steps)
 
     def _action(self, source: int, target: int) -> Any:
-        actions = self.actions[source]
-        assert actions is not None
-        return actions[target]
+        """An action from ``source`` to ``target`` (recomputed: paths are short, and storing one per edge is not)."""
+        wanted = self.states[target]
+        return next(action for action, state in self.model.next_steps(self.states[source]) if state == wanted)
 
 
 class _CapReached(Exception):
