@@ -249,3 +249,11 @@ def ink(width: int, rows: list[bytes]) -> tuple[int, int]:
     inked = sum(1 for row in rows[::4] for x in range(0, width, 4) if row[x * bpp:x * bpp + 3] != background)
     colours = {row[x * bpp:x * bpp + 3] for row in rows[::8] for x in range(0, width, 8)}
     return inked, len(colours)
+
+
+def test_audit_of_the_implementation_writes_a_page(tmp_path: Path) -> None:
+    out = tmp_path / "audit.html"
+    assert main(["audit", "--broker", "impl", "--traces", "1", "--html-out", str(out)]) == 0
+    html = out.read_text()
+    assert_self_contained(html)
+    assert "28 held, 0 violated" in html and html.count('<td class="ok">held</td>') == 28
