@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-COLUMN, ROW, TOP, NOTE_CHAR, LABEL_CHAR = 170, 34, 56, 6.6, 6.4
-MAX_LABEL = 44
+COLUMN, ROW, TOP, NOTE_CHAR = 240, 34, 56, 6.6
+MAX_LABEL = 40
 MAX_NOTE = 110
 
 

@@ -78,17 +78,15 @@ def check_page(model: Any, result: Any, command: str) -> Page:
     verdict = (f"VIOLATED: {violated} of {len(result.verdicts)} properties fail" if not result.ok
                else f"all {len(result.verdicts)} properties hold on {result.states:,} states" if result.complete
                else f"incomplete: {result.stop_reason}")
-    coverage = tuple((kind, f"{n:,}") for kind, n in result.coverage.items())
+    coverage = tuple((f"transitions: {kind}", f"{n:,}") for kind, n in result.coverage.items())
     return Page(
         f"txnspec check: {model.name}", verdict, cls,
         facts=(("command", command), ("model", model.name), ("complete", str(result.complete))),
-        tables=(Table("Properties", ("property", "kind", "verdict", "meaning"), rows, status_column=2),
-                *((Table("Transitions per action kind", ("action kind", "transitions"), coverage),)
-                  if coverage else ())),
+        tables=(Table("Properties", ("property", "kind", "verdict", "meaning"), rows, status_column=2),),
         diagrams=diagrams,
         figures=(("distinct states", f"{result.states:,}"), ("transitions", f"{result.transitions:,}"),
                  ("depth", str(result.depth)), ("seconds", f"{result.seconds:.2f}"),
-                 ("states per second", f"{result.states / max(result.seconds, 1e-9):,.0f}")))
+                 ("states per second", f"{result.states / max(result.seconds, 1e-9):,.0f}"), *coverage))
 
 
 def diff_page(summary: dict[str, Any], result: Any, models: Sequence[Any]) -> Page:
