@@ -34,6 +34,17 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--html-out", type=Path, help="write a self-contained HTML report with sequence diagrams")
 
 
+def projection(system: Any, level: str = "application") -> Any:
+    """What clients observe of ``system``'s steps (:mod:`txnspec.spec.observe`), as the checker's projection."""
+    from txnspec.checker.language import Projection
+    from txnspec.spec.observe import LEVELS, action_label, client_view
+
+    if level not in LEVELS:
+        raise ValueError(f"unknown observation level {level!r}; known: {', '.join(LEVELS)}")
+    return Projection(lambda action: action_label(action, level),
+                      lambda state: client_view(system, state))
+
+
 def load_variant_files(files: list[Path]) -> list[str]:
     """Load each ``--variant-file``; the names of the variants they define (exit 2 on a bad file)."""
     from txnspec.spec.variants.user import VariantFileError, load_variant_file
@@ -63,7 +74,6 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from txnspec.checker.language import language_difference
     from txnspec.conformance.progress import progress_line
     from txnspec.spec.model import build_model
-    from txnspec.spec.observe import projection
     from txnspec.spec.scenarios import SCENARIOS
     from txnspec.spec.variants import variant_named
 

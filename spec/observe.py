@@ -22,7 +22,9 @@ Assumptions
     that writes its own values can tell apart. Positions in the log and producer ids are not observed.
 
 Left out
-    Timing (the view is compared step by step, not by a clock) and consumer positions other than 0.
+    Timing (the view is compared step by step, not by a clock) and consumer positions other than 0. The
+    projection handed to the checker (``checker.language.Projection``) is built from these functions in
+    ``conformance/cli_diff.py`` (spec imports nothing of the checker but its model contract).
 """
 
 from __future__ import annotations
@@ -31,11 +33,11 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from txnspec.checker.language import Label, Projection
 from txnspec.spec.messages import EndTxn, IsolationLevel
 from txnspec.spec.system import ACTION_KINDS, System, SystemState, Tag
 
 Level = Literal["application", "wire"]
+Label = tuple[Hashable | None, Hashable | None]  # an observable step: (action label, the new view if it changed)
 LEVELS: tuple[Level, ...] = ("application", "wire")
 APPLICATION_KINDS = frozenset(ACTION_KINDS[:6])  # initTransactions ... abortTransaction
 
@@ -115,13 +117,6 @@ def wire_name(action: Any) -> str:
     if name.endswith("Response"):
         return f"{name}({text.split('(', 1)[1].split(',', 1)[0].rstrip(')')})"
     return name
-
-
-def projection(system: System, level: Level = "application") -> Projection:
-    """The projection of ``system``'s steps onto what its clients observe."""
-    if level not in LEVELS:
-        raise ValueError(f"unknown observation level {level!r}; known: {', '.join(LEVELS)}")
-    return Projection(lambda action: action_label(action, level), lambda state: client_view(system, state))
 
 
 def render_label(label: Label, previous: ClientView | None) -> str:
