@@ -39,7 +39,8 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--graph-out", type=Path, help="write the state graph (.graphml or .dot)")
     p.add_argument("--html-out", type=Path, help="write a self-contained HTML report with sequence diagrams")
     p.add_argument("--progress", action="store_true",
-                   help="show states, depth and states/s while exploring (the default on a terminal without --json)")
+                   help="accepted for compatibility: states, depth and states/s are shown on a terminal anyway "
+                        "(never with --json or when stderr is not a terminal)")
     p.add_argument("--list", action="store_true", help="list scenarios, variants and properties, then exit")
 
 
