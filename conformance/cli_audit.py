@@ -13,14 +13,20 @@ import sys
 import time
 from pathlib import Path
 
-from txnspec.conformance.audit.report import AuditReport
+from txnspec.conformance.audit.report import AuditReport, RuleResult
 from txnspec.conformance.cli import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError, subcommand
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--broker", required=True, metavar="BOOTSTRAP|tansu|noida|librdkafka-mock|impl",
-                   help="a bootstrap address (host:port[,host:port]), a broker txnspec starts on 127.0.0.1, or "
-                        "impl: the reference implementation in process (wire level only)")
+    p.add_argument("--broker", required=True, metavar="BOOTSTRAP|kafka[:VERSION]|tansu|noida|librdkafka-mock|impl",
+                   help="a bootstrap address (host:port[,host:port]) of a broker you run, real Apache Kafka "
+                        "(kafka: the newest 4.x, or kafka:4.1.1) or another broker txnspec starts on 127.0.0.1, "
+                        "or impl: the reference implementation in process (wire level only)")
+    p.add_argument("--transaction-version", type=int, choices=(1, 2), default=2,
+                   help="real Kafka: the transaction.version feature it is formatted with (default 2, KIP-890)")
+    p.add_argument("--kafka-cache", type=Path, default=None,
+                   help="real Kafka: where its jars are resolved and kept (default $TXNSPEC_KAFKA_CACHE or "
+                        "~/.cache/txnspec/kafka)")
     p.add_argument("--level", choices=("wire", "client", "both"), default=None,
                    help="what to check (default both; wire for impl)")
     p.add_argument("--ops", type=int, default=20, help="transactions the client workload runs (default 20)")
@@ -35,7 +41,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 @subcommand("audit", "audit a Kafka-protocol broker against the spec (wire level and client level)", _arguments)
 def cmd_audit(args: argparse.Namespace) -> int:
     from txnspec.conformance.audit.report import BrokerUnavailable, Level
-    from txnspec.conformance.audit.targets import open_target
+    from txnspec.conformance.audit.targets import is_kafka, open_target
 
     if args.ops < 1:
         raise UsageError("--ops must be at least 1")
@@ -45,6 +51,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
         if args.out.exists() and not args.out.is_dir():
             raise UsageError(f"--out {str(args.out)!r} exists and is not a folder")
         args.out.mkdir(parents=True, exist_ok=True)
+    if args.transaction_version != 2 and not is_kafka(args.broker):
+        raise UsageError("--transaction-version applies to --broker kafka[:VERSION]; other brokers are audited at "
+                         "the transaction version they finalise")
     level = args.level or ("wire" if args.broker == "impl" else "both")
     if args.broker == "impl" and level != "wire":
         raise UsageError("--broker impl is the reference implementation in process: it has no socket for a client, "
@@ -65,10 +74,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
             report.facts.update({"bootstrap": "in process", "version": "txnspec.impl"})
             stage("wire level")
             report.rules.extend(run_impl_wire_audit(args.seed, args.traces))
+            stage("transaction timeout")
+            report.rules.append(_impl_timeout_rule())
             return _finish(args, report, started)
         try:
             stage(f"starting or reaching {args.broker}")
-            with open_target(args.broker, args.out) as target:
+            with open_target(args.broker, args.out, args.transaction_version, args.kafka_cache) as target:
                 report.facts.update({"bootstrap": target.bootstrap, **({"version": target.version}
                                                                         if target.version else {}), **target.facts})
                 run = f"{args.seed}-{int(time.time() * 1000) % 10**8}"
@@ -86,6 +97,20 @@ def cmd_audit(args: argparse.Namespace) -> int:
             print(f"txnspec audit: broker {args.broker!r} unavailable: {exc}", file=sys.stderr)
             return EXIT_USAGE
     return _finish(args, report, started)
+
+
+def _impl_timeout_rule() -> RuleResult:
+    """The timeout rule on the implementation at transaction versions 1 and 2, as one row."""
+    from txnspec.conformance.audit.timeout import ImplTimeoutWire, run_timeout_rule
+
+    rows = [run_timeout_rule(ImplTimeoutWire(wire_tv), spec_tv, f"impl-tv{spec_tv}", sleep=lambda _: None)
+            for wire_tv, spec_tv in ((0, 1), (2, 2))]
+    merged = rows[0]
+    merged.checked += rows[1].checked
+    merged.violations += rows[1].violations
+    merged.examples += rows[1].examples
+    merged.note = "; ".join(r.note for r in rows if r.note)
+    return merged
 
 
 def _finish(args: argparse.Namespace, report: AuditReport, started: float) -> int:

@@ -182,7 +182,7 @@ class Broker:
                 request.transactional_id, request.producer_id, request.producer_epoch, [partition], TV_2,
                 now_ms=now_ms)
             if err is not Errors.NONE:
-                mapped = _verification_error(err, TV_2)
+                mapped = verification_error(err, generic_error_supported=True)
                 return Response(mapped, partition_errors=tuple((tp, mapped) for tp, _ in request.offsets),
                                 correlation_id=rid)
         errors = self.group_coordinator.handle_txn_offset_commit(request.group_id, request.producer_id,
@@ -215,12 +215,12 @@ class Broker:
         if request.transaction_version >= TV_2:
             err = tc.handle_add_partitions_to_txn(tid, request.producer_id, request.producer_epoch,
                                                   [request.partition], TV_2, now_ms=now_ms)
-            return _verification_error(err, TV_2)
+            return verification_error(err, _generic_error_supported(request))
         if not self.config.partition_verification:
             return Errors.NONE
         err, md = tc.txn_manager.get_transaction_state(tid)
         if err is not Errors.NONE:
-            return _verification_error(err, 0)
+            return verification_error(err, _generic_error_supported(request))
         if md is None or md.producer_id != request.producer_id:
             return Errors.INVALID_PRODUCER_ID_MAPPING
         if md.producer_epoch != request.producer_epoch:
@@ -228,7 +228,8 @@ class Broker:
         if md.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
             return Errors.NOT_ENOUGH_REPLICAS
         if request.partition not in md.topic_partitions:
-            return Errors.INVALID_TXN_STATE
+            # handleVerifyPartitionsInTransaction: TRANSACTION_ABORTABLE for a partition not in the transaction
+            return verification_error(Errors.TRANSACTION_ABORTABLE, _generic_error_supported(request))
         return Errors.NONE
 
     def _maybe_snapshot(self, p: Partition) -> None:
@@ -369,14 +370,24 @@ def validate_request(request: object) -> str:
     return "; ".join(c for c in checks if c)
 
 
-def _verification_error(err: Errors, transaction_version: int) -> Errors:
+# AddPartitionsToTxnManager.produceRequestVersionToTransactionSupportedOperation: from Produce v11 (TxnOffsetCommit
+# v4) the client handles TRANSACTION_ABORTABLE and gets it as it is; older requests get INVALID_TXN_STATE
+PRODUCE_VERSION_GENERIC_ERROR = 11
+
+
+def _generic_error_supported(request: Produce) -> bool:
+    """A Produce without an API version is taken as the newest a client of its transaction version sends."""
+    return request.api_version is None or request.api_version >= PRODUCE_VERSION_GENERIC_ERROR
+
+
+def verification_error(err: Errors, generic_error_supported: bool) -> Errors:
     """How a leader maps a coordinator's answer for the producer (``AddPartitionsToTxnManager``)."""
     if err is Errors.PRODUCER_FENCED:
         return Errors.INVALID_PRODUCER_EPOCH
     if err in (Errors.NETWORK_EXCEPTION, Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.COORDINATOR_NOT_AVAILABLE,
                Errors.NOT_COORDINATOR, Errors.CONCURRENT_TRANSACTIONS):
         return Errors.NOT_ENOUGH_REPLICAS
-    if err is Errors.TRANSACTION_ABORTABLE and transaction_version < TV_2:
+    if err is Errors.TRANSACTION_ABORTABLE and not generic_error_supported:
         return Errors.INVALID_TXN_STATE
     return err
 

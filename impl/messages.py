@@ -87,6 +87,7 @@ class Produce:
     transactional_id: str | None = None
     transaction_version: int = 0
     correlation_id: int = 0
+    api_version: int | None = None  # the Produce version on the wire; None: the newest of its transaction version
 
 
 @dataclass(frozen=True, slots=True)

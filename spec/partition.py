@@ -367,3 +367,31 @@ def describe(state: PartitionState) -> str:
         else:
             parts.append(f"{b.base_offset}:data(pid={b.producer_id},e={b.producer_epoch},seq={b.base_sequence})")
     return f"[{' '.join(parts)}] lso={state.last_stable_offset}"
+
+
+# --- transaction verification (KIP-890): what the producer sees of the coordinator's answer ------------------
+
+# AddPartitionsToTxnManager.produceRequestVersionToTransactionSupportedOperation: Produce v11 is the first whose
+# client handles TRANSACTION_ABORTABLE (GENERIC_ERROR_SUPPORTED), v12 the first that lets the leader add the
+# partition itself (ADD_PARTITION, transaction version 2); TxnOffsetCommit likewise at v4 and v5.
+PRODUCE_VERSION_GENERIC_ERROR, PRODUCE_VERSION_ADD_PARTITION = 11, 12
+TXN_OFFSET_COMMIT_VERSION_GENERIC_ERROR, TXN_OFFSET_COMMIT_VERSION_ADD_PARTITION = 4, 5
+# the errors under which ReplicaManager reports a verification that could not complete as retriable
+VERIFICATION_NOT_COMPLETED = frozenset({Errors.NETWORK_EXCEPTION, Errors.COORDINATOR_LOAD_IN_PROGRESS,
+                                        Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR})
+
+
+def verification_error(coordinator_error: Errors, generic_error_supported: bool) -> Errors:
+    """The error a producer gets when the transaction coordinator answers its leader's verification (or, in
+    TV2, add) with ``coordinator_error``: ``AddPartitionsToTxnManager.AddPartitionsToTxnHandler.onComplete``
+    (PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH; TRANSACTION_ABORTABLE becomes INVALID_TXN_STATE only for
+    a request older than ``*_VERSION_GENERIC_ERROR``) and ``ReplicaManager``'s mapping of a verification that
+    did not complete to NOT_ENOUGH_REPLICAS. Found on Kafka 4.4 by ``txnspec audit --broker kafka
+    --transaction-version 1``: a TV1 Produce v11 outside the transaction is TRANSACTION_ABORTABLE."""
+    if coordinator_error is Errors.PRODUCER_FENCED:
+        return Errors.INVALID_PRODUCER_EPOCH
+    if coordinator_error in VERIFICATION_NOT_COMPLETED:
+        return Errors.NOT_ENOUGH_REPLICAS
+    if coordinator_error is Errors.TRANSACTION_ABORTABLE and not generic_error_supported:
+        return Errors.INVALID_TXN_STATE
+    return coordinator_error

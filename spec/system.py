@@ -669,7 +669,7 @@ def _verify_transactional_produce(system: System, state: SystemState, pstate: An
         state = replace(state, ghost=_coordinator_ghost(state, result, env), coordinator=result.state)
         if error is Errors.NONE:
             return state, Errors.NONE
-        return state, _map_verification_error(error, tv2=True)
+        return state, _map_verification_error(error)
     if not system.scenario.partition_verification:
         return state, Errors.NONE
     md = state.coordinator.metadata(tid)
@@ -681,19 +681,14 @@ def _verify_transactional_produce(system: System, state: SystemState, pstate: An
         return state, Errors.NOT_ENOUGH_REPLICAS
     if body.partition in md.partitions:
         return state, Errors.NONE
-    return state, Errors.INVALID_TXN_STATE
+    # handleVerifyPartitionsInTransaction answers TRANSACTION_ABORTABLE for a partition not in the transaction
+    return state, _map_verification_error(Errors.TRANSACTION_ABORTABLE)
 
 
-def _map_verification_error(error: Errors, tv2: bool) -> Errors:
-    """``AddPartitionsToTxnManager`` and ``ReplicaManager``: what the producer sees for a failed verification."""
-    if error is Errors.PRODUCER_FENCED:
-        return Errors.INVALID_PRODUCER_EPOCH
-    if error in (Errors.NETWORK_EXCEPTION, Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.COORDINATOR_NOT_AVAILABLE,
-                 Errors.NOT_COORDINATOR):
-        return Errors.NOT_ENOUGH_REPLICAS
-    if error is Errors.TRANSACTION_ABORTABLE and not tv2:
-        return Errors.INVALID_TXN_STATE
-    return error
+def _map_verification_error(error: Errors) -> Errors:
+    """What the producer sees of a failed verification; the modelled clients send Produce v11 (TV1) and v12
+    (TV2) and TxnOffsetCommit v4 and v5, which all handle TRANSACTION_ABORTABLE."""
+    return partition_mod.verification_error(error, generic_error_supported=True)
 
 
 def _group_receives(system: System, state: SystemState, env: Envelope) -> SystemState:
@@ -726,7 +721,7 @@ def _group_receives(system: System, state: SystemState, env: Envelope) -> System
         verification = Envelope(GROUP, COORDINATOR, add, None, env.tag)
         state = replace(state, ghost=_coordinator_ghost(state, result, verification), coordinator=result.state)
         if result.response.error is not Errors.NONE:
-            error = _map_verification_error(result.response.error, tv2=True)
+            error = _map_verification_error(result.response.error)
             return replace(state, network=send(state.network, Envelope(GROUP, env.source, ErrorResponse(error),
                                                                        env.context)))
     offsets_log, appended = proto.append_data(offsets_log, body.producer_id, body.producer_epoch, -1, 1, True,

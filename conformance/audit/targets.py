@@ -6,6 +6,8 @@
   0.2.3's binary needs glibc 2.39.
 * ``librdkafka-mock``: librdkafka's mock cluster (``test.mock.num.brokers``), which lives inside a
   confluent-kafka client of this process and listens on loopback ports.
+* ``kafka`` / ``kafka:VERSION``: real Apache Kafka, resolved from Maven Central and run as a single KRaft node
+  at the transaction version asked for (:mod:`txnspec.conformance.audit.kafka`).
 * anything else is a ``host:port[,host:port]`` bootstrap address of a running broker (a real Apache Kafka
   cluster included).
 
@@ -201,8 +203,24 @@ def bootstrap(address: str) -> Iterator[Target]:
 
 
 @contextlib.contextmanager
-def open_target(name: str, workdir: Path | None = None) -> Iterator[Target]:
-    """The broker called ``name`` (one of :data:`SELF_STARTED` or a bootstrap address), up for the block."""
+def kafka(workdir: Path, name: str, transaction_version: int, cache: Path | None) -> Iterator[Target]:
+    from txnspec.conformance.audit.kafka import kafka_broker, parse_broker_name
+
+    with kafka_broker(workdir, parse_broker_name(name), transaction_version, cache) as running:
+        yield Target(f"kafka:{running.version}", running.bootstrap, f"Apache Kafka {running.version}",
+                     {"transaction.version": running.transaction_version, "pid": running.pid,
+                      "start_seconds": running.start_seconds, "log": str(running.log)})
+
+
+def is_kafka(name: str) -> bool:
+    return name == "kafka" or name.startswith("kafka:")
+
+
+@contextlib.contextmanager
+def open_target(name: str, workdir: Path | None = None, transaction_version: int = 2,
+                kafka_cache: Path | None = None) -> Iterator[Target]:
+    """The broker called ``name`` (one of :data:`SELF_STARTED`, ``kafka[:VERSION]`` or a bootstrap address), up
+    for the block; ``transaction_version`` and ``kafka_cache`` apply to real Kafka only."""
     with contextlib.ExitStack() as stack:
         if workdir is None:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="txnspec-audit-")))
@@ -210,4 +228,7 @@ def open_target(name: str, workdir: Path | None = None) -> Iterator[Target]:
         starters = {"tansu": tansu, "noida": noida, "librdkafka-mock": librdkafka_mock}
         assert set(starters) == set(SELF_STARTED)
         starter = starters.get(name)
-        yield stack.enter_context(starter(workdir) if starter else bootstrap(name))
+        if is_kafka(name):
+            yield stack.enter_context(kafka(workdir, name, transaction_version, kafka_cache))
+        else:
+            yield stack.enter_context(starter(workdir) if starter else bootstrap(name))

@@ -307,6 +307,8 @@ def run_init_rules(transport: InitTransport, run: str, rules: tuple[InitRule, ..
 
 RETRIABLE_COORDINATOR_ERRORS = frozenset({"COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE",
                                           "NOT_COORDINATOR", "CONCURRENT_TRANSACTIONS"})
+COORDINATOR_RETRIES = 80   # resends of a request a coordinator answers retriably (0.25 s apart: 20 s)
+RETRY_PAUSE_SECONDS = 0.25
 
 
 class WireError(Exception):
@@ -376,6 +378,7 @@ class SocketTransport:
     conn: BrokerConnection | None = None
     produce_version: int = 0
     init_version: int = 0
+    others: dict[str, BrokerConnection] = field(default_factory=dict)  # coordinators other than the bootstrap
 
     def connect(self) -> None:
         host, _, port = self.bootstrap.split(",")[0].rpartition(":")
@@ -392,36 +395,59 @@ class SocketTransport:
         return topic
 
     def init_producer_id(self) -> tuple[int, int]:
-        from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
-
-        assert self.conn is not None
-        fields: dict[str, Any] = {"transactional_id": None, "transaction_timeout_ms": 60000}
-        if self.init_version >= 3:
-            fields.update(producer_id=-1, producer_epoch=-1)
-        r = self.conn.call(InitProducerIdRequest, InitProducerIdResponse, self.init_version, **fields)
-        if r.error_code != 0:
-            raise WireError(f"InitProducerId answered {error_name(int(r.error_code))}")
-        return int(r.producer_id), int(r.producer_epoch)
+        """InitProducerId without a transactional id (idempotent producer); a coordinator that is still loading
+        is asked again, as a client does."""
+        answer = self._init(self._connection(), {"transactional_id": None, "transaction_timeout_ms": 60000},
+                            expected_producer=(-1, -1))
+        if answer.error != "NONE":
+            raise WireError(f"InitProducerId answered {answer.error}")
+        return answer.producer_id, answer.epoch
 
     def init_transactional(self, rule: str, transactional_id: str | None, producer_id: int, epoch: int,
                            timeout_ms: int) -> InitAnswer:
-        """InitProducerId, with the rule's transactional id (or none, or empty); the coordinator's retriable
-        answers (loading, not the coordinator yet, a transition in progress) are retried a bounded number of
-        times, as a client does."""
-        from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
-
-        assert self.conn is not None
+        """InitProducerId, with the rule's transactional id (or none, or empty), sent to the transaction
+        coordinator FindCoordinator names, as a client does (Kafka creates ``__transaction_state`` on the first
+        FindCoordinator); the coordinator's retriable answers (loading, not the coordinator yet, a transition
+        in progress) are retried a bounded number of times."""
         if self.init_version < 3 and producer_id != -1:
             raise WireError(f"the broker's InitProducerId v{self.init_version} has no expected producer id/epoch")
-        fields: dict[str, Any] = {"transactional_id": transactional_id, "transaction_timeout_ms": timeout_ms}
+        conn = self._connection() if not transactional_id else self._transaction_coordinator(transactional_id)
+        return self._init(conn, {"transactional_id": transactional_id, "transaction_timeout_ms": timeout_ms},
+                          expected_producer=(producer_id, epoch))
+
+    def _connection(self, address: str | None = None) -> BrokerConnection:
+        assert self.conn is not None
+        if address is None or address == self.bootstrap.split(",")[0]:
+            return self.conn
+        if address not in self.others:
+            host, _, port = address.rpartition(":")
+            self.others[address] = BrokerConnection(host, int(port))
+        return self.others[address]
+
+    def _transaction_coordinator(self, transactional_id: str) -> BrokerConnection:
+        from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+
+        conn = self._connection()
+        version = conn.version(FindCoordinatorRequest, 1, 3)
+        for _ in range(COORDINATOR_RETRIES):
+            r = conn.call(FindCoordinatorRequest, FindCoordinatorResponse, version, key=transactional_id, key_type=1)
+            if int(r.error_code) == 0:
+                return self._connection(f"{r.host}:{r.port}")
+            time.sleep(RETRY_PAUSE_SECONDS)
+        raise WireError(f"FindCoordinator({transactional_id}) answered {error_name(int(r.error_code))}")
+
+    def _init(self, conn: BrokerConnection, fields: dict[str, Any], expected_producer: tuple[int, int]
+              ) -> InitAnswer:
+        from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+
         if self.init_version >= 3:
-            fields.update(producer_id=producer_id, producer_epoch=epoch)
-        for _ in range(40):
-            r = self.conn.call(InitProducerIdRequest, InitProducerIdResponse, self.init_version, **fields)
+            fields.update(producer_id=expected_producer[0], producer_epoch=expected_producer[1])
+        for _ in range(COORDINATOR_RETRIES):
+            r = conn.call(InitProducerIdRequest, InitProducerIdResponse, self.init_version, **fields)
             name = error_name(int(r.error_code))
             if name not in RETRIABLE_COORDINATOR_ERRORS:
-                return InitAnswer(name, int(r.producer_id), int(r.producer_epoch))
-            time.sleep(0.25)
+                break
+            time.sleep(RETRY_PAUSE_SECONDS)
         return InitAnswer(name, int(r.producer_id), int(r.producer_epoch))
 
     def produce(self, topic: str, producer_id: int, epoch: int, base_sequence: int, count: int) -> Answer:
@@ -448,7 +474,13 @@ def error_name(code: int) -> str:
     import kafka.errors
 
     name = str(getattr(kafka.errors.for_code(code), "message", f"ERROR_{code}"))
-    return {"NO_ERROR": "NONE", "UNKNOWN": "UNKNOWN_SERVER_ERROR"}.get(name, name)
+    return KAFKA_ERROR_NAMES.get(name, name)
+
+
+# kafka-python's names that differ from Kafka's own (org.apache.kafka.common.protocol.Errors): code 6 was
+# renamed NOT_LEADER_OR_FOLLOWER in Kafka 2.6 (KIP-392)
+KAFKA_ERROR_NAMES = {"NO_ERROR": "NONE", "UNKNOWN": "UNKNOWN_SERVER_ERROR",
+                     "NOT_LEADER_FOR_PARTITION": "NOT_LEADER_OR_FOLLOWER"}
 
 
 @contextlib.contextmanager
@@ -474,13 +506,15 @@ def socket_transport(bootstrap: str, run: str) -> Iterator[SocketTransport]:
     try:
         yield transport
     finally:
-        if transport.conn is not None:
-            transport.conn.close()
+        for conn in [transport.conn, *transport.others.values()]:
+            if conn is not None:
+                conn.close()
 
 
 def run_wire_audit(bootstrap: str, run: str, seed: int = 0, traces: int = 2) -> list[RuleResult]:
     """The hand-chosen rules of this module, then ``traces`` client traces per scenario of the conformance
-    generator (:mod:`txnspec.conformance.audit.wire_traces`)."""
+    generator (:mod:`txnspec.conformance.audit.wire_traces`), then the transaction timeout rule
+    (:mod:`txnspec.conformance.audit.timeout`)."""
     from txnspec.conformance.audit.wire_traces import run_txn_wire_audit
 
     with socket_transport(bootstrap, run) as transport:
@@ -492,4 +526,9 @@ def run_wire_audit(bootstrap: str, run: str, seed: int = 0, traces: int = 2) -> 
                                      checked=1))
     if traces:
         results.extend(run_txn_wire_audit(bootstrap, run, seed, traces))
+    from txnspec.conformance.audit.timeout import run_timeout_rule
+    from txnspec.conformance.audit.wire_traces import socket_txn_wire
+
+    with socket_txn_wire(bootstrap) as wire:
+        results.append(run_timeout_rule(wire, wire.transaction_version, run))
     return results

@@ -92,6 +92,7 @@ RETRIABLE = frozenset({"CONCURRENT_TRANSACTIONS", "COORDINATOR_LOAD_IN_PROGRESS"
                        "NOT_COORDINATOR", "NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION",
                        "REQUEST_TIMED_OUT", "NOT_ENOUGH_REPLICAS", "LEADER_NOT_AVAILABLE"})
 RETRIES = 40        # resends of a request answered retriably (0.25 s apart: 10 s)
+FETCH_ROUNDS = 64   # fetches of one read, each from the offset after the last batch the previous one returned
 POLLS = 12          # reads of a checkpoint that differs (0.25 s apart: 3 s)
 PAUSE_SECONDS = 0.25
 
@@ -588,7 +589,15 @@ class SocketTxnWire:
         self.sleep(PAUSE_SECONDS)
 
     def prepare(self, topics: list[str]) -> None:
+        """Create the topics and wait (bounded) until each one's leader serves it: a KRaft broker lists a new
+        topic's leader in Metadata a moment before its replica manager hosts the partition."""
         self.leaders.update(self.create_topics(topics))
+        for topic in topics:
+            for _ in range(RETRIES):
+                got = self._fetch_once(topic, False, 0)
+                if not isinstance(got, str) or got not in RETRIABLE:
+                    break
+                self.pause()
 
     def _call(self, conn: BrokerConnection, name: str, **fields: Any) -> Any:
         import kafka.protocol.consumer.fetch as fetch_mod
@@ -662,10 +671,11 @@ class SocketTxnWire:
     def _leader(self, topic: str) -> BrokerConnection:
         return self._conn(self.leaders.get(topic, self.bootstrap.split(",")[0]))
 
-    def fetch(self, topic: str, committed: bool) -> dict[str, Any]:
+    def _fetch_once(self, topic: str, committed: bool, offset: int) -> Any:
+        """One Fetch of partition 0 from ``offset``: the partition's answer, or its error's name."""
         from kafka.protocol.consumer.fetch import FetchRequest as Req
 
-        partition = Req.FetchTopic.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=0,
+        partition = Req.FetchTopic.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=offset,
                                                   log_start_offset=-1, partition_max_bytes=1 << 20)
         # min_bytes 0 answers at once; a short max_wait because Tansu answers nothing at all with 0
         r = self._call(self._leader(topic), "Fetch", replica_id=-1, max_wait_ms=100, min_bytes=0, max_bytes=1 << 22,
@@ -673,16 +683,35 @@ class SocketTxnWire:
                        topics=[Req.FetchTopic(topic=topic, partitions=[partition])], forgotten_topics_data=[],
                        rack_id="")
         if not r.responses or not r.responses[0].partitions:
-            return {"error": f"the response has no partition {topic}-0 (top-level {error_name(int(r.error_code))})"}
+            return f"the response has no partition {topic}-0 (top-level {error_name(int(r.error_code))})"
         p = r.responses[0].partitions[0]
         error = error_name(int(p.error_code))
-        if error != "NONE":
-            return {"error": error}
-        aborted = [(int(a.producer_id), int(a.first_offset)) for a in (p.aborted_transactions or [])]
-        hw, lso = int(p.high_watermark), int(p.last_stable_offset)
-        return {"high_watermark": hw, "last_stable_offset": lso, "aborted_transactions": aborted if committed else [],
-                "records": consumer_view(bytes(p.records or b""), aborted if committed else [],
-                                         lso if committed else hw)}
+        return p if error == "NONE" else error
+
+    def fetch(self, topic: str, committed: bool) -> dict[str, Any]:
+        """What a consumer reads of partition 0 from offset 0 up to the high watermark (read_uncommitted) or the
+        last stable offset (read_committed). A fetch may answer fewer batches than there are (Kafka 4.4 was seen
+        to stop before a transaction marker), so the consumer fetches again from the offset after the last batch
+        it got, as Kafka's ``Fetcher`` does, until it reaches that bound or gets nothing."""
+        batches: list[FetchedBatch] = []
+        aborted: set[tuple[int, int]] = set()
+        offset, hw, lso = 0, 0, 0
+        for _ in range(FETCH_ROUNDS):
+            p = self._fetch_once(topic, committed, offset)
+            if isinstance(p, str):
+                return {"error": p}
+            hw, lso = int(p.high_watermark), int(p.last_stable_offset)
+            aborted.update((int(a.producer_id), int(a.first_offset)) for a in (p.aborted_transactions or []))
+            new = [b for b in fetched_batches(bytes(p.records or b"")) if (b.offsets or (b.base_offset,))[-1] >= offset]
+            if not new:
+                break
+            batches.extend(new)
+            offset = (new[-1].offsets or (new[-1].base_offset,))[-1] + 1
+            if offset >= (lso if committed else hw):
+                break
+        listed = sorted(aborted, key=lambda a: (a[1], a[0])) if committed else []
+        return {"high_watermark": hw, "last_stable_offset": lso, "aborted_transactions": listed,
+                "records": consumer_records(batches, listed, lso if committed else hw)}
 
     def offset_fetch(self, group: str, topic: str) -> dict[str, Any]:
         from kafka.protocol.consumer.group import OffsetFetchRequest as Req
@@ -743,6 +772,11 @@ def consumer_records(batches: list[FetchedBatch], aborted: list[tuple[int, int]]
 
 def consumer_view(records: bytes, aborted: list[tuple[int, int]], upper: int) -> list[int]:
     """:func:`consumer_records` of a fetch response's record bytes (kafka-python's ``MemoryRecords``)."""
+    return consumer_records(fetched_batches(records), aborted, upper)
+
+
+def fetched_batches(records: bytes) -> list[FetchedBatch]:
+    """The batches of a fetch response's record bytes (kafka-python's ``MemoryRecords``)."""
     from kafka.record.memory_records import MemoryRecords
 
     batches: list[FetchedBatch] = []
@@ -756,7 +790,7 @@ def consumer_view(records: bytes, aborted: list[tuple[int, int]], upper: int) ->
             control = "ABORT" if any(getattr(r, "abort", False) for r in batch) else "COMMIT"
         batches.append(FetchedBatch(int(batch.base_offset), tuple(int(r.offset) for r in batch),
                                     int(batch.producer_id), bool(batch.is_transactional), control))
-    return consumer_records(batches, aborted, upper)
+    return batches
 
 
 class ImplTxnWire:

@@ -15,7 +15,9 @@ from typing import Any
 
 from txnspec.conformance.case_targets.case_values import get_bool, get_choice, get_int
 from txnspec.conformance.cases import CaseInputError
+from txnspec.impl.broker import PRODUCE_VERSION_GENERIC_ERROR, verification_error
 from txnspec.impl.consumer import visible_records
+from txnspec.impl.errors import Errors
 from txnspec.impl.log import ControlType, Record, RecordBatch, decrement_sequence
 from txnspec.impl.partition import IsolationLevel, Partition
 from txnspec.impl.producer_state import BatchMetadata, ProducerStateEntry, TxnMetadata
@@ -91,6 +93,21 @@ def state_view(p: Partition) -> dict[str, Any]:
                 for pid, e in sorted(p.producer_state.producers.items())}}
 
 
+def _verification_refusal(when: Mapping[str, Any]) -> Errors | None:
+    """The error of a data append whose ``verification`` (FORMAT.md) the coordinator did not pass, else None:
+    the leader's mapping in :mod:`txnspec.impl.broker`."""
+    verification = when.get("verification")
+    if verification is None:
+        return None
+    if not isinstance(verification, Mapping):
+        raise CaseInputError("'verification' must be an object")
+    answer = Errors[get_choice(verification, "coordinator_error", tuple(e.name for e in Errors))]
+    version = get_int(verification, "produce_version", 12, minimum=3)
+    if answer is Errors.NONE:
+        return None
+    return verification_error(answer, version >= PRODUCE_VERSION_GENERIC_ERROR)
+
+
 class PartitionSession:
     def __init__(self, given: Mapping[str, Any]) -> None:
         self.partition = _build(given)
@@ -102,7 +119,10 @@ class PartitionSession:
         if "append" in when:
             kind = get_choice(when, "append", ("data", "marker"))
             pid, epoch = get_int(when, "producer_id"), get_int(when, "producer_epoch")
-            if kind == "data":
+            refused = _verification_refusal(when)
+            if kind == "data" and refused is not None:
+                obs["error"] = refused.name
+            elif kind == "data":
                 count = get_int(when, "count", minimum=1)
                 r = p.append_records(pid, epoch, get_int(when, "first_seq"), [Record()] * count,
                                      get_bool(when, "transactional"))

@@ -14,6 +14,7 @@ from typing import Any
 from txnspec.conformance.case_targets.case_values import get_bool, get_choice, get_int
 from txnspec.conformance.cases import CaseInputError
 from txnspec.spec import partition as part
+from txnspec.spec.errors import Errors
 from txnspec.spec.messages import IsolationLevel, TransactionResult
 
 
@@ -46,6 +47,21 @@ def state_view(state: part.PartitionState) -> dict[str, Any]:
     }
 
 
+def _verification_refusal(when: Mapping[str, Any]) -> Errors | None:
+    """The error of a data append whose ``verification`` (FORMAT.md) the coordinator did not pass, else None."""
+    verification = when.get("verification")
+    if verification is None:
+        return None
+    if not isinstance(verification, Mapping):
+        raise CaseInputError("'verification' must be an object")
+    names = tuple(e.value for e in Errors)
+    answer = Errors(get_choice(verification, "coordinator_error", names))
+    version = get_int(verification, "produce_version", part.PRODUCE_VERSION_ADD_PARTITION, minimum=3)
+    if answer is Errors.NONE:
+        return None
+    return part.verification_error(answer, version >= part.PRODUCE_VERSION_GENERIC_ERROR)
+
+
 class PartitionSession:
     def __init__(self, given: Mapping[str, Any]) -> None:
         producers_json = given.get("producers", {})
@@ -67,7 +83,10 @@ class PartitionSession:
         if "append" in when:
             kind = get_choice(when, "append", ("data", "marker"))
             pid, epoch = get_int(when, "producer_id"), get_int(when, "producer_epoch")
-            if kind == "data":
+            refused = _verification_refusal(when)
+            if kind == "data" and refused is not None:
+                observation.update(error=refused.value)
+            elif kind == "data":
                 self.state, reply = part.append_data(self.state, pid, epoch, get_int(when, "first_seq"),
                                                      get_int(when, "count", minimum=1), get_bool(when, "transactional"))
                 observation.update(error=reply.error.value)

@@ -15,14 +15,14 @@ KNOWN = {
     "noida": {"produce.duplicate_within_last_5", "produce.duplicate_beyond_last_5", "produce.lower_epoch",
               "produce.unknown_producer_id", "history.aborted_read", "history.fenced_write_accepted",
               "init_producer_id.expected_stale_epoch", "init_producer_id.expected_other_producer_id",
-              "txn.InitProducerId", "txn.AddPartitionsToTxn", "txn.Produce", "offset_fetch"},
+              "txn.InitProducerId", "txn.AddPartitionsToTxn", "txn.Produce", "offset_fetch", "txn.timeout_abort"},
     "tansu": {"produce.duplicate_of_last_batch", "produce.duplicate_within_last_5", "produce.duplicate_beyond_last_5",
               "produce.lower_epoch", "produce.higher_epoch_seq0", "produce.higher_epoch_nonzero_seq",
               "produce.unknown_producer_id", "history.aborted_read", "history.fenced_write_accepted",
               "init_producer_id.expected_current_epoch", "init_producer_id.expected_stale_epoch",
               "init_producer_id.expected_other_producer_id", "init_producer_id.empty_transactional_id",
               "init_producer_id.producer_id_without_epoch", "init_producer_id.transaction_timeout",
-              "txn.InitProducerId", "txn.Produce", "fetch.read_committed", "offset_fetch"},
+              "txn.InitProducerId", "txn.Produce", "fetch.read_committed", "offset_fetch", "txn.timeout_abort"},
     "librdkafka-mock": {"produce.duplicate_of_last_batch", "produce.duplicate_within_last_5",
                         "produce.duplicate_beyond_last_5", "produce.sequence_gap", "produce.lower_epoch",
                         "produce.higher_epoch_nonzero_seq", "produce.unknown_producer_id", "history.aborted_read",
@@ -30,7 +30,7 @@ KNOWN = {
                         "init_producer_id.first_and_bump", "init_producer_id.expected_stale_epoch",
                         "init_producer_id.expected_other_producer_id", "init_producer_id.producer_id_without_epoch",
                         "init_producer_id.transaction_timeout", "txn.InitProducerId", "txn.Produce",
-                        "fetch.read_committed", "fetch.read_uncommitted", "offset_fetch"},
+                        "fetch.read_committed", "fetch.read_uncommitted", "offset_fetch", "txn.timeout_abort"},
 }
 
 
@@ -56,7 +56,7 @@ def test_a_complete_report_at_both_levels(broker: str, tmp_path: Path, capsys: p
 def test_the_reference_implementation_passes_the_wire_audit(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", "--broker", "impl", "--traces", "1", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["ok"] and report["levels"] == ["wire"] and len(report["rules"]) == 28
+    assert report["ok"] and report["levels"] == ["wire"] and len(report["rules"]) == 29
 
 
 def test_an_unreachable_broker_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
