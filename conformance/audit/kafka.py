@@ -317,3 +317,26 @@ def kafka_broker(workdir: Path, version: str | None = None, transaction_version:
                                round(time.monotonic() - started, 2))
         finally:
             _stop(process)
+
+
+RECORDING = "tests/conformance/fixtures/audit/kafka_answers.json"
+
+
+def record_answers(path: str = RECORDING, version: str | None = None, seed: int = 0, traces: int = 9) -> None:
+    """Start real Kafka at transaction versions 2 and 1, replay the audit's traces against each and keep its
+    answers: the fixture that tests the comparison on machines without Java
+    (``tests/conformance/test_audit_kafka.py``)."""
+    import json
+
+    from txnspec.conformance.audit.wire_traces import RecordingWire, plans, run_plans, socket_txn_wire
+
+    out: dict[str, object] = {}
+    for transaction_version, variant in ((2, "current"), (1, "tv1")):
+        with tempfile.TemporaryDirectory() as workdir, \
+                kafka_broker(Path(workdir), version, transaction_version) as running, \
+                socket_txn_wire(running.bootstrap) as socket_wire:
+            wire = RecordingWire(socket_wire)
+            run_plans(wire, plans(seed, traces, variant, True), f"fixture-{int(time.time())}")
+            out[f"tv{transaction_version}"] = {"kafka": running.version, "variant": variant, "seed": seed,
+                                               "traces": traces, "calls": wire.calls}
+    Path(path).write_text(json.dumps(out, sort_keys=True, separators=(",", ":")) + "\n")

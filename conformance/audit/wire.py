@@ -307,6 +307,7 @@ def run_init_rules(transport: InitTransport, run: str, rules: tuple[InitRule, ..
 
 RETRIABLE_COORDINATOR_ERRORS = frozenset({"COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE",
                                           "NOT_COORDINATOR", "CONCURRENT_TRANSACTIONS"})
+NOT_YET_LEADER = frozenset({"NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION", "LEADER_NOT_AVAILABLE"})
 COORDINATOR_RETRIES = 80   # resends of a request a coordinator answers retriably (0.25 s apart: 20 s)
 RETRY_PAUSE_SECONDS = 0.25
 
@@ -463,10 +464,14 @@ class SocketTransport:
                    "topic_data": [ProduceRequest.TopicProduceData(
                        name=topic, partition_data=[ProduceRequest.TopicProduceData.PartitionProduceData(
                            index=0, records=records)])]}
-        response = self.conn.call(ProduceRequest, ProduceResponse, self.produce_version, **request)
-        partition = response.responses[0].partition_responses[0]
-        code = int(partition.error_code)
-        return Answer(error_name(code), int(partition.base_offset))
+        for _ in range(COORDINATOR_RETRIES):
+            response = self.conn.call(ProduceRequest, ProduceResponse, self.produce_version, **request)
+            partition = response.responses[0].partition_responses[0]
+            name = error_name(int(partition.error_code))
+            if name not in NOT_YET_LEADER:  # a new partition's leader may not host it yet: a client retries
+                break
+            time.sleep(RETRY_PAUSE_SECONDS)
+        return Answer(name, int(partition.base_offset))
 
 
 def error_name(code: int) -> str:
@@ -497,6 +502,11 @@ def socket_transport(bootstrap: str, run: str) -> Iterator[SocketTransport]:
             for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
                 with contextlib.suppress(Exception):
                     future.result(5)
+            found = admin.list_topics(topic=topic, timeout=5).topics.get(topic)
+        for _ in range(COORDINATOR_RETRIES):  # a KRaft controller publishes a new topic a moment later
+            if found is not None and found.error is None:
+                break
+            time.sleep(RETRY_PAUSE_SECONDS)
             found = admin.list_topics(topic=topic, timeout=5).topics.get(topic)
         if found is None or found.error is not None:
             raise WireError(f"cannot create topic {topic}: {found.error if found else 'not in metadata'}")

@@ -494,12 +494,13 @@ def coverage_items(plan: WirePlan) -> set[str]:
 def plans(seed: int, walks_per_scenario: int, variant: str, require_stable: bool,
           scenarios: tuple[str, ...] = SCENARIOS) -> tuple[WirePlan, ...]:
     """The audit's traces: per scenario, ``walks_per_scenario`` client walks chosen among ``CANDIDATES`` seeded
-    ones (seeds from ``seed``), greedily by what they add to the coverage of the ones already chosen."""
+    ones (or as many as asked for, when more; seeds from ``seed``), greedily by what they add to the coverage of
+    the ones already chosen."""
     chosen: list[WirePlan] = []
     covered: set[str] = set()
     for scenario in scenarios:
         candidates = [wire_plan(client_walk(scenario, variant, seed * 1000 + k), require_stable)
-                      for k in range(CANDIDATES)]
+                      for k in range(max(CANDIDATES, walks_per_scenario))]
         for _ in range(min(walks_per_scenario, len(candidates))):
             best = max(candidates, key=lambda p: (len(coverage_items(p) - covered), len(p.exchanges)))
             candidates.remove(best)
@@ -944,6 +945,11 @@ def socket_txn_wire(bootstrap: str) -> Iterator[SocketTxnWire]:
         leaders = {}
         for t in topics:
             leader = _metadata(admin, t)
+            for _ in range(RETRIES):  # a new cluster's controller may take a while with its first topic
+                if leader is not None:
+                    break
+                time.sleep(PAUSE_SECONDS)
+                leader = _metadata(admin, t)
             if leader is None:
                 raise WireError(f"cannot create topic {t}")
             leaders[t] = leader
