@@ -1,7 +1,7 @@
 """The observable-language difference of two labelled transition systems: what one allows that the other does not.
 
 What is modelled
-    Two :class:`~txnspec.checker.model.Model`\\ s and one :class:`Projection` of their steps onto what an
+    Two models (:class:`~txnspec.checker.model.Model`) and one :class:`Projection` of their steps onto what an
     observer sees. A step is *observable* when the projection labels its action or when the observer's
     view of the state changes across it; every other step is *silent*. The observable language of a
     model is the set of label sequences of its behaviours with the silent steps left out (weak traces).

@@ -77,7 +77,8 @@ def record_name(tag: Tag | None) -> str:
     if tag is None:
         return "?"
     producer, incarnation, txn = tag
-    return f"P{producer}{chr(39) * incarnation}t{txn}"
+    restarts = "'" * incarnation
+    return f"P{producer}{restarts}t{txn}"
 
 
 def client_view(system: System, state: SystemState) -> ClientView:
