@@ -70,8 +70,7 @@ def check_page(model: Any, result: Any, command: str) -> Page:
                  for v in result.verdicts)
     lifelines = list(model.metadata.get("lifelines", ()))
     diagrams = tuple(_diagram(f"{cex.property}: shortest counterexample ({len(cex.steps) - 1} steps)", cex.steps,
-                              lifelines, model.describe_state,
-                              caption="the state changes of the coordinator and the partitions are on the right")
+                              lifelines, model.describe_state, caption=_how_it_ends(cex))
                      for cex in result.counterexamples)
     cls = "bad" if not result.ok else "ok" if result.complete else "unknown"
     violated = len(result.violated) + (result.deadlock is not None)
@@ -87,6 +86,16 @@ def check_page(model: Any, result: Any, command: str) -> Page:
         figures=(("distinct states", f"{result.states:,}"), ("transitions", f"{result.transitions:,}"),
                  ("depth", str(result.depth)), ("seconds", f"{result.seconds:.2f}"),
                  ("states per second", f"{result.states / max(result.seconds, 1e-9):,.0f}"), *coverage))
+
+
+def _how_it_ends(cex: Any) -> str:
+    text = "The state changes of the coordinator and the partitions are on the right."
+    if cex.loop_start is not None:
+        return f"{text} After the last step the behaviour returns to the state after step {cex.loop_start} and " \
+               "repeats the steps from there forever (a weakly fair behaviour)."
+    if cex.stutter:
+        return f"{text} After the last step nothing more happens, forever: no weakly fair action is enabled."
+    return text
 
 
 def diff_page(summary: dict[str, Any], result: Any, models: Sequence[Any]) -> Page:

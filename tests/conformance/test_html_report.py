@@ -257,3 +257,12 @@ def test_audit_of_the_implementation_writes_a_page(tmp_path: Path) -> None:
     assert_self_contained(html)
     held = html.count('<td class="ok">held</td>')  # one row per rule (29 now: the wire rules and the timeout)
     assert held >= 29 and f"{held} held, 0 violated" in html and 'class="bad"' not in html
+
+
+def test_a_liveness_counterexample_says_how_it_ends(tmp_path: Path) -> None:
+    out = tmp_path / "live.html"
+    assert main(["check", "--scenario", "failover", "--variant", "failover-without-markers", "--property",
+                 "prepared_transactions_complete", "--html-out", str(out)]) == 1
+    html = out.read_text()
+    assert len(messages(html)) == 1 and messages(html)[0] > 0
+    assert "After the last step nothing more happens, forever: no weakly fair action is enabled." in html
