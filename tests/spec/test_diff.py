@@ -51,6 +51,8 @@ SLOW: dict[tuple[str, str, str], tuple[Direction, Direction, int]] = {
     ("delayed-end-txn", "tv1", "kafka-17754"): (None, None, 8240),  # the same protocol under two names
     ("default", "current", "tv1"): (
         (8, "producer-0 is READY; P0t1 told aborted"), (5, "producer-0 is FATAL_ERROR"), 63321),
+    ("default", "current", "kafka-3.9"): (
+        (8, "producer-0 is READY; P0t1 told aborted"), (5, "producer-0 is FATAL_ERROR"), 63321),
 }
 
 
@@ -126,3 +128,19 @@ def test_cli_exit_statuses(capsys: pytest.CaptureFixture[str]) -> None:
 def test_cli_bad_arguments(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diff", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_variant_file_against_current_with_a_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    page = tmp_path / "diff.html"
+    assert main(["diff", "--scenario", "delayed-end-txn", "--variant-file", str(EXAMPLE), "--html-out", str(page)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("diff of scenario delayed-end-txn: current vs end-txn-keeps-epoch")
+    assert "7. producer-0 is FATAL_ERROR; P0t1 told fatal   <- current cannot" in out
+    html = page.read_text()
+    assert html.count('<svg xmlns="http://www.w3.org/2000/svg" class="sequence"') == 1
+
+
+def test_a_record_names_its_producer_incarnation_and_transaction() -> None:
+    from txnspec.spec.observe import record_name
+
+    assert (record_name((0, 0, 1)), record_name((1, 2, 3)), record_name(None)) == ("P0t1", "P1''t3", "?")
