@@ -44,7 +44,8 @@ FAST: dict[tuple[str, str, str], tuple[Direction, Direction, int]] = {
         (9, "read_uncommitted p0: [P0t2]"), (6, "producer-0 is FATAL_ERROR; P0t1 told fatal"), 1429),
     ("delayed-produce", "tv1", "late-produce-joins-next"): (
         (6, "producer-0 is INITIALIZING; P0t1 told aborted"), (6, "producer-0 is READY; P0t1 told aborted"), 439),
-    # the new coordinator leaves the transaction in PrepareCommit, but with one transaction no client sees it
+    # the new coordinator leaves the transaction in PrepareCommit: a refusal (the failover is silent, and every
+    # observation after it can also be made by failing over at a harmless moment), which traces do not show
     ("failover", "current", "failover-without-markers"): (None, None, 336),
 }
 SLOW: dict[tuple[str, str, str], tuple[Direction, Direction, int]] = {
