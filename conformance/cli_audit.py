@@ -35,6 +35,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the workload's choices and of the traces")
     p.add_argument("--out", type=Path, help="folder for report.txt, report.json, history.jsonl and broker logs")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--html-out", type=Path, help="write a self-contained HTML report (violations as diagrams)")
 
 
 @subcommand("audit", "audit a Kafka-protocol broker against the spec (wire level and client level)", _arguments)
@@ -61,29 +62,40 @@ def cmd_audit(args: argparse.Namespace) -> int:
         else ("client",)
     report = AuditReport(args.broker, levels, args.seed)
     started = time.monotonic()
-    if args.broker == "impl":
-        from txnspec.conformance.audit.wire_traces import run_impl_wire_audit
+    from txnspec.conformance.progress import progress_line
 
-        report.facts.update({"bootstrap": "in process", "version": "txnspec.impl"})
-        report.rules.extend(run_impl_wire_audit(args.seed, args.traces))
-        report.rules.append(_impl_timeout_rule())
-        return _finish(args, report, started)
-    try:
-        with open_target(args.broker, args.out, args.transaction_version, args.kafka_cache) as target:
-            report.facts.update({"bootstrap": target.bootstrap, **({"version": target.version} if target.version
-                                                                    else {}), **target.facts})
-            run = f"{args.seed}-{int(time.time() * 1000) % 10**8}"
-            if "wire" in levels:
-                from txnspec.conformance.audit.wire import run_wire_audit
+    with progress_line(sys.stderr.isatty() and not args.json) as line:
+        def stage(what: str) -> None:
+            line(f"{sum(r.checked for r in report.rules):,} checks of {len(report.rules)} rules done; {what}")
 
-                report.rules.extend(run_wire_audit(target.bootstrap, run, args.seed, args.traces))
-            if "client" in levels:
-                from txnspec.conformance.audit.workload import run_client_audit
+        if args.broker == "impl":
+            from txnspec.conformance.audit.wire_traces import run_impl_wire_audit
 
-                report.rules.extend(run_client_audit(target.bootstrap, args.ops, args.seed, args.out))
-    except BrokerUnavailable as exc:
-        print(f"txnspec audit: broker {args.broker!r} unavailable: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+            report.facts.update({"bootstrap": "in process", "version": "txnspec.impl"})
+            stage("wire level")
+            report.rules.extend(run_impl_wire_audit(args.seed, args.traces))
+            stage("transaction timeout")
+            report.rules.append(_impl_timeout_rule())
+            return _finish(args, report, started)
+        try:
+            stage(f"starting or reaching {args.broker}")
+            with open_target(args.broker, args.out, args.transaction_version, args.kafka_cache) as target:
+                report.facts.update({"bootstrap": target.bootstrap, **({"version": target.version}
+                                                                        if target.version else {}), **target.facts})
+                run = f"{args.seed}-{int(time.time() * 1000) % 10**8}"
+                if "wire" in levels:
+                    from txnspec.conformance.audit.wire import run_wire_audit
+
+                    stage("wire level")
+                    report.rules.extend(run_wire_audit(target.bootstrap, run, args.seed, args.traces))
+                if "client" in levels:
+                    from txnspec.conformance.audit.workload import run_client_audit
+
+                    stage(f"client level ({args.ops} transactions)")
+                    report.rules.extend(run_client_audit(target.bootstrap, args.ops, args.seed, args.out))
+        except BrokerUnavailable as exc:
+            print(f"txnspec audit: broker {args.broker!r} unavailable: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     return _finish(args, report, started)
 
 
@@ -107,5 +119,9 @@ def _finish(args: argparse.Namespace, report: AuditReport, started: float) -> in
     if args.out is not None:
         (args.out / "report.txt").write_text(text + "\n")
         (args.out / "report.json").write_text(json.dumps(report.to_json(), indent=2, default=str) + "\n")
+    if args.html_out is not None:
+        from txnspec.conformance.html_report import audit_page, write_page
+
+        write_page(args.html_out, audit_page(report))
     print(json.dumps(report.to_json(), indent=2, default=str) if args.json else text)
     return EXIT_OK if report.ok else EXIT_VIOLATION

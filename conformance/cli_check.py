@@ -23,7 +23,10 @@ from txnspec.conformance.cli import (
 
 def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", default="tiny", help="a named scenario (see --list)")
-    p.add_argument("--variant", default="current", help="a protocol variant (see --list)")
+    p.add_argument("--variant", default=None, help="a protocol variant (see --list; default current, or the "
+                   "--variant-file's)")
+    p.add_argument("--variant-file", type=Path, metavar="FILE.py",
+                   help="load a user-written variant (a module defining VARIANT, see docs/variants.md)")
     p.add_argument("--property", action="append", dest="properties", metavar="NAME",
                    help="check only this property (repeatable); default: all of them")
     p.add_argument("--max-states", type=int, default=None, help="stop after this many distinct states")
@@ -34,7 +37,10 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--itf-out", type=Path, help="write the first counterexample as ITF (Apalache ADR-015)")
     p.add_argument("--mermaid-out", type=Path, help="write the first counterexample as a Mermaid sequence diagram")
     p.add_argument("--graph-out", type=Path, help="write the state graph (.graphml or .dot)")
-    p.add_argument("--progress", action="store_true", help="show states, depth and states/s while exploring")
+    p.add_argument("--html-out", type=Path, help="write a self-contained HTML report with sequence diagrams")
+    p.add_argument("--progress", action="store_true",
+                   help="accepted for compatibility: states, depth and states/s are shown on a terminal anyway "
+                        "(never with --json or when stderr is not a terminal)")
     p.add_argument("--list", action="store_true", help="list scenarios, variants and properties, then exit")
 
 
@@ -67,6 +73,12 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     if args.max_states is not None and args.max_states <= 0:
         raise UsageError("--max-states must be a positive number")
+    if args.variant_file is not None:
+        from txnspec.conformance.cli_diff import load_variant_files
+
+        (loaded,) = load_variant_files([args.variant_file])
+        args.variant = args.variant or loaded
+    args.variant = args.variant or "current"
     try:
         model = build_model(args.scenario, args.variant)
     except (KeyError, ValueError) as exc:
@@ -85,8 +97,13 @@ def cmd_check(args: argparse.Namespace) -> int:
         names = [p.name for p in model.properties
                  if p.expectation.value != "leads_to" and (not names or p.name in names)]
     result = check(model, properties=names, max_states=args.max_states, max_depth=args.max_depth,
-                   progress=args.progress and sys.stderr.isatty(), build_graph=args.graph_out is not None)
+                   progress=sys.stderr.isatty() and not args.json, build_graph=args.graph_out is not None)
     _write_outputs(args, model, result)
+    if args.html_out is not None:
+        from txnspec.conformance.html_report import check_page, write_page
+
+        command = f"txnspec check --scenario {args.scenario} --variant {args.variant}"
+        write_page(args.html_out, check_page(model, result, command))
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:

@@ -22,8 +22,10 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +61,7 @@ class JobConfig:
     max_steps: int = 200
     adapter: str = "spec"
     shrink: bool = True
+    variant_file: str | None = None  # a user-written variant (--variant-file), loaded by each worker too
     covering_paths: tuple[tuple[tuple[str, int], ...], ...] = field(default=(), repr=False)
 
 
@@ -106,15 +109,23 @@ def run_task(config: JobConfig, index: int, strategy: str, seed: int) -> dict[st
     return row
 
 
-def run_partition(config: JobConfig, tasks: Iterable[tuple[int, str, int]]) -> Iterator[tuple[Any, ...]]:
+def run_partition(config: JobConfig, tasks: Iterable[tuple[int, str, int]], done: Any = None
+                  ) -> Iterator[tuple[Any, ...]]:
+    """Run the tasks of one Spark partition; ``done``: an accumulator counting the traces finished."""
+    if config.variant_file is not None:
+        from txnspec.spec.variants.user import load_variant_file
+
+        load_variant_file(config.variant_file)
     for index, strategy, seed in tasks:
         row = run_task(config, index, strategy, seed)
         yield tuple(row[c] for c in RESULT_COLUMNS)
+        if done is not None:
+            done.add(1)
 
 
-def _partition_runner(config: JobConfig) -> Any:
+def _partition_runner(config: JobConfig, done: Any = None) -> Any:
     def run(tasks: Iterable[tuple[int, str, int]]) -> Iterator[tuple[Any, ...]]:
-        return run_partition(config, tasks)
+        return run_partition(config, tasks, done)
     return run
 
 
@@ -161,6 +172,27 @@ def spark_session(master: str = "local[*]", app_name: str = "txnspec-conform") -
     return session
 
 
+@contextmanager
+def _reporting(progress: Callable[[int, int], None] | None, done: Callable[[], int], total: int) -> Iterator[None]:
+    """Call ``progress(done(), total)`` about once a second from a thread while the body runs."""
+    if progress is None:
+        yield
+        return
+    stop = threading.Event()
+
+    def report() -> None:
+        while not stop.wait(1.0):
+            progress(done(), total)
+
+    thread = threading.Thread(target=report, name="txnspec-conform-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
 @dataclass
 class JobResult:
     summary: dict[str, Any]
@@ -168,8 +200,12 @@ class JobResult:
 
 
 def run_job(config: JobConfig, *, master: str = "local[*]", out: Path = Path("out/conform"),
-            session: Any = None, max_states: int | None = None) -> JobResult:
-    """Plan, run on Spark, write ``out/results`` (Parquet) and ``out/summary.json``; return the summary."""
+            session: Any = None, max_states: int | None = None,
+            progress: Callable[[int, int], None] | None = None) -> JobResult:
+    """Plan, run on Spark, write ``out/results`` (Parquet) and ``out/summary.json``; return the summary.
+
+    ``progress`` is called about once a second with ``(traces done, traces)`` while the traces run (the
+    count grows as Spark tasks finish)."""
     from pyspark.sql import functions as F
 
     started = time.monotonic()
@@ -189,10 +225,12 @@ def run_job(config: JobConfig, *, master: str = "local[*]", out: Path = Path("ou
     try:
         sc = spark.sparkContext
         slices = max(1, min(len(tasks), sc.defaultParallelism * 4))
-        rdd = sc.parallelize(tasks, slices).mapPartitions(_partition_runner(config))
+        done = sc.accumulator(0)
+        rdd = sc.parallelize(tasks, slices).mapPartitions(_partition_runner(config, done))
         df = spark.createDataFrame(rdd, _schema())
         results = out / "results"
-        df.write.mode("overwrite").parquet(str(results))
+        with _reporting(progress, lambda: int(done.value), len(tasks)):
+            df.write.mode("overwrite").parquet(str(results))
         written = spark.read.parquet(str(results))
         # three small jobs: counts per (verdict, strategy), the union of the coverage, the first divergences
         groups = written.groupBy("verdict", "strategy").agg(F.count("*").alias("n"), F.sum("length").alias("steps"))
@@ -211,7 +249,7 @@ def run_job(config: JobConfig, *, master: str = "local[*]", out: Path = Path("ou
         transitions = [v[2:] for v in union if v.startswith("t:")]
         errors = [v[2:] for v in union if v.startswith("e:")]
         first = (written.where(F.col("verdict") != "pass").orderBy("trace_id")
-                 .select("trace_id", "divergence_step", "detail", "shrunk_length").limit(5).collect())
+                 .select("trace_id", "divergence_step", "detail", "shrunk_length", "shrunk_trace").limit(5).collect())
     finally:
         if own_session:
             spark.stop()
@@ -223,7 +261,8 @@ def run_job(config: JobConfig, *, master: str = "local[*]", out: Path = Path("ou
         "passed": counts.get("pass", 0), "diverged": counts.get("diverge", 0), "errors": counts.get("error", 0),
         "coverage": {"kinds": kinds, "transitions": transitions, "error_codes": errors},
         "first_divergences": [{"trace_id": r["trace_id"], "step": r["divergence_step"], "detail": r["detail"],
-                               "shrunk_length": r["shrunk_length"]} for r in first],
+                               "shrunk_length": r["shrunk_length"], "shrunk_trace": r["shrunk_trace"]}
+                              for r in first],
         "seconds": {"plan": round(planned - started, 3), "session": round(session_ready - planned, 3),
                     "run": round(finished - session_ready, 3), "total": round(finished - started, 3)},
         "results": str(out / "results"),
