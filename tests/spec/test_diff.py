@@ -26,24 +26,24 @@ FAST: dict[tuple[str, str, str], tuple[Direction, Direction, int]] = {
     ("offsets", "current", "tv1"): (None, None, 220),
     ("offsets", "current", "kafka-3.9"): (None, None, 220),
     ("multi-partition", "current", "tv1"): (None, None, 458),
-    ("zombie", "current", "tv1"): ((7, "producer-0 is ABORTABLE_ERROR"), (6, "producer-0 is FATAL_ERROR"), 1014),
+    ("zombie", "current", "tv1"): ((7, "producer-0 is ABORTABLE_ERROR"), (6, "producer-0 is FATAL_ERROR"), 1139),
     # a fenced zombie's abort fails; without the epoch check on EndTxn it succeeds
     ("zombie", "current", "zombie-not-fenced"): ((7, "producer-0 is FATAL_ERROR; P0t1 told fatal"),
                                                  (7, "producer-0 is READY; P0t1 told aborted"), 730),
     # a retried produce appended twice is read twice
-    ("retry", "current", "no-duplicate-detection"): (None, (6, "read_uncommitted p0: [P0t1 P0t1]"), 1696),
+    ("retry", "current", "no-duplicate-detection"): (None, (6, "read_uncommitted p0: [P0t1 P0t1]"), 1722),
     ("delayed-end-txn", "current", "kafka-17754"): (
         (10, "producer-0.abortTransaction(); producer-0 is ABORTING_TRANSACTION"), (5, "producer-0 is FATAL_ERROR"),
-        3722),
+        3996),
     ("delayed-produce", "current", "hanging-transaction"): (
         (6, "producer-0 is READY; P0t1 told aborted"), (6, "producer-0 is INITIALIZING; P0t1 told aborted"), 288),
     # against its own transaction version, the hanging transaction shows: an aborted record read as committed
     ("delayed-produce", "tv1-no-verification", "hanging-transaction"): (
         (6, "producer-0 is FATAL_ERROR; P0t1 told fatal"), (12, "read_committed p0: [P0t1 P0t2]"), 3390),
     ("delayed-produce", "current", "late-produce-joins-next"): (
-        (9, "read_uncommitted p0: [P0t2]"), (6, "producer-0 is FATAL_ERROR; P0t1 told fatal"), 1429),
+        (9, "read_uncommitted p0: [P0t2]"), (6, "producer-0 is FATAL_ERROR; P0t1 told fatal"), 1819),
     ("delayed-produce", "tv1", "late-produce-joins-next"): (
-        (6, "producer-0 is INITIALIZING; P0t1 told aborted"), (6, "producer-0 is READY; P0t1 told aborted"), 439),
+        (6, "producer-0 is INITIALIZING; P0t1 told aborted"), (6, "producer-0 is READY; P0t1 told aborted"), 537),
     # the new coordinator leaves the transaction in PrepareCommit: a refusal (the failover is silent, and every
     # observation after it can also be made by failing over at a harmless moment), which traces do not show
     ("failover", "current", "failover-without-markers"): (None, None, 336),
@@ -86,7 +86,7 @@ def test_pinned_differences_on_bigger_scenarios(pair: tuple[str, str, str]) -> N
 
 def test_the_example_variant_file_against_current() -> None:
     name = load_variant_file(EXAMPLE).name
-    assert _run("delayed-end-txn", "current", name) == (None, (7, "producer-0 is FATAL_ERROR; P0t1 told fatal"), 5475)
+    assert _run("delayed-end-txn", "current", name) == (None, (7, "producer-0 is FATAL_ERROR; P0t1 told fatal"), 5533)
 
 
 def test_wire_level_sees_the_requests() -> None:
