@@ -44,6 +44,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from txnspec.conformance.audit.processes import free_port, stop_process
 from txnspec.conformance.audit.report import BrokerUnavailable
 
 GROUP_ID, ARTIFACT_ID = "org.apache.kafka", "kafka_2.13"
@@ -258,21 +259,6 @@ def wait_ready(port: int, transaction_version: int, process: subprocess.Popen[by
     raise BrokerUnavailable(f"Kafka did not become ready on 127.0.0.1:{port} within {seconds:.0f} s ({last})")
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    import signal
-
-    if process.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
-
-
 @dataclass(frozen=True)
 class RunningKafka:
     bootstrap: str
@@ -287,8 +273,6 @@ class RunningKafka:
 def kafka_broker(workdir: Path, version: str | None = None, transaction_version: int = 2,
                  cache: Path | None = None) -> Iterator[RunningKafka]:
     """A fresh single-node Kafka for the block: formatted, started, ready; stopped and its data removed after."""
-    from txnspec.conformance.audit.targets import free_port
-
     if transaction_version not in (1, 2):
         raise BrokerUnavailable(f"transaction version {transaction_version}: Kafka's transaction.version is 1 or 2 "
                                 "here (0 behaves as 1 for every rule the audit checks)")
@@ -316,7 +300,7 @@ def kafka_broker(workdir: Path, version: str | None = None, transaction_version:
             yield RunningKafka(f"127.0.0.1:{broker_port}", runtime.version, transaction_version, process.pid, log,
                                round(time.monotonic() - started, 2))
         finally:
-            _stop(process)
+            stop_process(process, grace_seconds=10.0)
 
 
 RECORDING = "tests/conformance/fixtures/audit/kafka_answers.json"

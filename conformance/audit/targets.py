@@ -20,9 +20,7 @@ each started process runs in its own process group and is killed with it. Nothin
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -32,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from txnspec.conformance.audit.processes import free_port, stop_process
 from txnspec.conformance.audit.report import BrokerUnavailable
 
 SELF_STARTED = ("tansu", "noida", "librdkafka-mock")
@@ -45,12 +44,6 @@ class Target:
     version: str = ""
     facts: dict[str, Any] = field(default_factory=dict)
     keepalive: Any = None  # the object whose lifetime keeps the broker up (the mock cluster's client)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for_port(host: str, port: int, seconds: float, process: subprocess.Popen[bytes] | None = None,
@@ -67,19 +60,6 @@ def wait_for_port(host: str, port: int, seconds: float, process: subprocess.Pope
     raise BrokerUnavailable(f"nothing listens on {host}:{port} after {seconds:.0f} s")
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=5)
-
-
 @contextlib.contextmanager
 def _process(name: str, argv: list[str], port: int, workdir: Path) -> Iterator[subprocess.Popen[bytes]]:
     log = workdir / f"{name}.log"
@@ -93,7 +73,7 @@ def _process(name: str, argv: list[str], port: int, workdir: Path) -> Iterator[s
             wait_for_port("127.0.0.1", port, READY_SECONDS, process, log)
             yield process
         finally:
-            _stop(process)
+            stop_process(process)
 
 
 def tansu_binary() -> Path:
