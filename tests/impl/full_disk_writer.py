@@ -1,0 +1,73 @@
+"""A transactional writer that runs into a real file-size limit: ``python full_disk_writer.py DATA_DIR TARGET``.
+
+``TARGET`` is ``data`` (records of 20 kB; the limit falls inside the next frame of ``out-0``) or ``txnlog``
+(small records; the limit falls inside the next record of the transaction log). The limit is
+``RLIMIT_FSIZE`` with SIGXFSZ ignored, so the kernel writes what fits and then answers EFBIG, as a full disk
+answers ENOSPC. The writer commits 3 transactions, sets the limit, tries a fourth (the failure is printed as
+``E <message>``), checks that the files and the in-memory logs are as before, lifts the limit, retries the
+same commit and commits 3 more. It prints ``C <txn>`` once a commit returned and ``OK`` at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import sys
+
+from txnspec.impl.cluster import Cluster
+from txnspec.impl.errors import KafkaStorageException
+from txnspec.impl.storage import SEGMENT
+
+PARTITIONS = ("out-0", "out-1")
+
+
+def sizes(data_dir: str) -> dict[str, int]:
+    return {d: os.path.getsize(os.path.join(data_dir, d, SEGMENT)) for d in os.listdir(data_dir)
+            if os.path.exists(os.path.join(data_dir, d, SEGMENT))}
+
+
+def main() -> None:
+    data_dir, target = sys.argv[1], sys.argv[2]
+    value = "x" * 20_000 if target == "data" else "x"
+    cluster = Cluster(data_dir=data_dir)
+    p = cluster.producer("writer")
+    p.init_transactions()
+
+    def transaction(txn: int) -> None:
+        p.begin_transaction()
+        for part in PARTITIONS:
+            p.send(part, f"{txn}:{value}")
+
+    for txn in range(3):
+        transaction(txn)
+        p.commit_transaction()
+        print(f"C {txn}", flush=True)
+    cluster.run()  # the last commit's markers land
+    before = sizes(data_dir)
+    limited = "out-0" if target == "data" else "__transaction_state-0"
+    end = cluster.broker.partition(limited).log_end_offset
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (before[limited] + (10_000 if target == "data" else 100),
+                                               resource.RLIM_INFINITY))
+    transaction(3)
+    try:
+        p.commit_transaction()
+        print("NO ERROR", flush=True)
+    except KafkaStorageException as exc:
+        print(f"E {exc}", flush=True)
+    after = sizes(data_dir)
+    assert after[limited] == before[limited], (limited, before[limited], after[limited])
+    assert cluster.broker.partition(limited).log_end_offset == end  # memory and file agree: nothing appended
+    resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    p.commit_transaction()  # the same commit, retried
+    print("C 3", flush=True)
+    for txn in range(4, 7):
+        transaction(txn)
+        p.commit_transaction()
+        print(f"C {txn}", flush=True)
+    print("OK", flush=True)
+
+
+if __name__ == "__main__":
+    main()
