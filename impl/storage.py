@@ -32,6 +32,7 @@ Left out: segment rolling, indexes, retention.
 from __future__ import annotations
 
 import base64
+import contextlib
 import errno
 import json
 import logging
@@ -208,7 +209,8 @@ class SegmentStore:
         while pos < len(data):
             batch, reason = _read_frame(data, pos)
             if batch is not None and batches and batch.base_offset != batches[-1].next_offset:
-                batch, reason = None, f"base offset {batch.base_offset} where {batches[-1].next_offset} was due"
+                reason = f"base offset {batch.base_offset} where {batches[-1].next_offset} was due"
+                batch = None
             if batch is None:
                 break
             self.positions.append((batch.base_offset, pos))
@@ -308,10 +310,8 @@ def _atomic_write(path: str, payload: bytes) -> None:
         os.replace(tmp, path)
         _fsync_dir(os.path.dirname(os.path.abspath(path)))
     except OSError as exc:
-        try:
+        with contextlib.suppress(OSError):
             os.remove(tmp)
-        except OSError:
-            pass
         raise StorageError(path, f"writing it failed: {exc.strerror or exc}") from exc
 
 
@@ -352,7 +352,7 @@ def open_partition(data_dir: str, name: str, kwargs: dict[str, int], fsync: bool
     directory = os.path.join(data_dir, name)
     store = SegmentStore(directory, fsync, failures)
     batches = store.recover(recover_corruption)
-    p = Partition(name, store=store, **kwargs)  # type: ignore[arg-type]
+    p = Partition(name, store=store, **kwargs)
     p.log.batches = batches
     p.log._bases = [b.base_offset for b in batches]
     p.log._end = batches[-1].next_offset if batches else p.log.log_start_offset

@@ -125,7 +125,7 @@ def test_a_damaged_transaction_log_is_an_error(tmp_path: Path) -> None:
     data_dir, _, _ = _segment_with_three_transactions(tmp_path)
     txn_log = tmp_path / "kafka" / "__transaction_state-0" / SEGMENT
     _flip(txn_log, 30)
-    with pytest.raises(CorruptDataError, match="__transaction_state-0.*CRC mismatch followed by"):
+    with pytest.raises(CorruptDataError, match=r"__transaction_state-0.*CRC mismatch followed by"):
         Cluster(data_dir=data_dir)
 
 
@@ -157,7 +157,11 @@ def test_fsync_is_a_cluster_setting_and_fsyncs_every_append(tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
     real = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd))[1])
+
+    def counting_fsync(fd: int) -> None:
+        calls.append(fd)
+        real(fd)
+    monkeypatch.setattr(os, "fsync", counting_fsync)
     for fsync, grows in ((False, False), (True, True)):
         c = Cluster(data_dir=str(tmp_path / str(fsync)), fsync=fsync)
         c.produce_plain("t-0", ["warm-up"])
