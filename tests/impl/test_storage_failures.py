@@ -93,6 +93,15 @@ def test_a_damaged_frame_followed_by_valid_frames_is_corruption_not_a_torn_tail(
     assert path.stat().st_size == size  # refusing to open changed nothing
 
 
+def test_a_flipped_byte_inside_a_record_value_is_caught_by_the_crc(tmp_path: Path) -> None:
+    data_dir, path, starts = _segment_with_three_transactions(tmp_path)
+    value_at = path.read_bytes().index(b'"1:a"') + 3
+    _flip(path, value_at)  # "1:a" becomes "1:4": still a well-formed batch, only the CRC tells
+    with pytest.raises(CorruptDataError, match="CRC mismatch followed by 3 valid frames") as caught:
+        Cluster(data_dir=data_dir)
+    assert caught.value.position == starts[2]
+
+
 def test_recovery_asked_for_truncates_at_the_damage_and_names_what_it_dropped(tmp_path: Path) -> None:
     data_dir, path, starts = _segment_with_three_transactions(tmp_path)
     _flip(path, starts[2] + 20)
