@@ -1,16 +1,24 @@
 """``txnspec conform``: generate traces from the spec and replay them against an adapter, on Spark.
 
 Exit 0 when every trace replayed without divergence, 1 on a divergence (the first ones are printed,
-shrunk; all are in the Parquet results), 2 on bad arguments or when Spark cannot start (no Java).
+shrunk; all are in the Parquet results), 2 on bad arguments or when Spark cannot start (no Java, a
+standalone master that cannot be reached or gives no executor: refused within 30 s, not after Spark's own
+three 20-second registration attempts).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from txnspec.conformance.cli import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError, subcommand
+from txnspec.conformance.cli import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, EnvironmentProblem, UsageError, subcommand
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
@@ -50,18 +58,93 @@ def cmd_conform(args: argparse.Namespace) -> int:
         make_adapter(args.adapter)
     except (KeyError, ValueError) as exc:
         raise UsageError(str(exc).strip("'\"")) from None
+    if args.max_states is not None and args.max_states <= 0:
+        raise UsageError("--max-states must be a positive number")
+    standalone = standalone_masters(args.master)
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {str(args.out)!r} exists and is not a folder")
     problem = java_problem()
     if problem:
         print(f"txnspec conform: error: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    from txnspec.conformance.spark_job import JobConfig, render, run_job
+    check_reachable(args.master, standalone)
+    from txnspec.conformance.spark_job import JobConfig, render, run_job, spark_session
 
     config = JobConfig(scenario=args.scenario, traces=args.traces, strategy=args.strategy, variant=args.variant,
                        seed=args.seed, max_steps=args.max_steps, adapter=args.adapter, shrink=not args.no_shrink)
-    result = run_job(config, master=args.master, out=args.out, max_states=args.max_states)
+    session = start_standalone_session(args.master, spark_session) if standalone else None
+    try:
+        result = run_job(config, master=args.master, out=args.out, max_states=args.max_states, session=session)
+    finally:
+        if session is not None:
+            session.stop()
     if args.json:
         print(json.dumps(result.summary, indent=2, sort_keys=True))
     else:
         print(render(result.summary))
     failed = result.summary["diverged"] + result.summary["errors"]
     return EXIT_OK if failed == 0 else EXIT_VIOLATION
+
+
+REACH_TIMEOUT_S = 5.0
+SESSION_WAIT_S = 20.0  # a standalone master must accept the application and give an executor in this time
+
+
+def standalone_masters(master: str) -> list[tuple[str, int]]:
+    """The (host, port) of each master of a ``spark://`` URL; [] for ``local``/``yarn``; bad URLs refused."""
+    if master == "yarn" or re.fullmatch(r"local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]", master):
+        return []
+    if not master.startswith("spark://"):
+        raise UsageError(f"--master {master!r} is not a Spark master URL (local[N], local[*], spark://HOST:PORT, yarn)")
+    found = []
+    for part in master.removeprefix("spark://").split(","):
+        host, _, port = part.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise UsageError(f"--master {master!r}: {part!r} is not HOST:PORT")
+        found.append((host, int(port)))
+    return found
+
+
+def check_reachable(master: str, masters: list[tuple[str, int]]) -> None:
+    """At least one standalone master accepts a connection within a few seconds."""
+    if not masters:
+        return
+    reasons = []
+    for host, port in masters:
+        try:
+            with socket.create_connection((host, port), timeout=REACH_TIMEOUT_S):
+                return
+        except OSError as exc:
+            reasons.append(f"{host}:{port}: {exc.strerror or exc}")
+    raise EnvironmentProblem(f"Spark master {master} cannot be reached ({'; '.join(reasons)})")
+
+
+def start_standalone_session(master: str, spark_session: Callable[[str], Any]) -> Any:
+    """A session on a standalone master that registered the application and gave an executor within
+    ``SESSION_WAIT_S``; otherwise :class:`EnvironmentProblem` (Spark itself waits three times 20 s)."""
+    deadline = time.monotonic() + SESSION_WAIT_S
+    box: dict[str, Any] = {}
+
+    def start() -> None:
+        try:
+            box["session"] = spark_session(master)
+        except Exception as exc:  # reported below, in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=start, name="spark-session", daemon=True)
+    thread.start()
+    thread.join(SESSION_WAIT_S)
+    if "session" not in box:
+        why = f": {str(box['error']).splitlines()[0]}" if "error" in box else ""
+        raise EnvironmentProblem(f"Spark master {master} did not take the application within {SESSION_WAIT_S:.0f} s "
+                                 f"(not a Spark master, or it is not answering){why}")
+    session = box["session"]
+    status = session.sparkContext._jsc.sc().getExecutorMemoryStatus()
+    while status.size() <= 1:  # the driver counts as one
+        if time.monotonic() > deadline:
+            session.stop()
+            raise EnvironmentProblem(f"Spark master {master} gave no executor within {SESSION_WAIT_S:.0f} s "
+                                     "(no worker with free cores?)")
+        time.sleep(0.5)
+        status = session.sparkContext._jsc.sc().getExecutorMemoryStatus()
+    return session
