@@ -35,6 +35,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 def cmd_audit(args: argparse.Namespace) -> int:
     from txnspec.conformance.audit.report import BrokerUnavailable, Level
     from txnspec.conformance.audit.targets import open_target
+    from txnspec.conformance.audit.wire import WireError
 
     if args.ops < 1:
         raise UsageError("--ops must be at least 1")
@@ -73,6 +74,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
                 report.rules.extend(run_client_audit(target.bootstrap, args.ops, args.seed, args.out))
     except BrokerUnavailable as exc:
         print(f"txnspec audit: broker {args.broker!r} unavailable: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except WireError as exc:  # the connection broke, or the answers stopped being Kafka's
+        print(f"txnspec audit: broker {args.broker!r} stopped answering in Kafka's protocol: {exc}", file=sys.stderr)
         return EXIT_USAGE
     return _finish(args, report, started)
 

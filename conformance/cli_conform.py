@@ -63,6 +63,13 @@ def cmd_conform(args: argparse.Namespace) -> int:
     standalone = standalone_masters(args.master)
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {str(args.out)!r} exists and is not a folder")
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+        probe = args.out / ".txnspec-write-probe"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"--out {str(args.out)!r} cannot be written: {exc.strerror or exc}") from None
     problem = java_problem()
     if problem:
         print(f"txnspec conform: error: {problem}", file=sys.stderr)
