@@ -70,11 +70,11 @@ def cmd_conform(args: argparse.Namespace) -> int:
         probe.unlink()
     except OSError as exc:
         raise UsageError(f"--out {str(args.out)!r} cannot be written: {exc.strerror or exc}") from None
+    check_reachable(args.master, standalone)
     problem = java_problem()
     if problem:
         print(f"txnspec conform: error: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    check_reachable(args.master, standalone)
     from txnspec.conformance.spark_job import JobConfig, render, run_job, spark_session
 
     config = JobConfig(scenario=args.scenario, traces=args.traces, strategy=args.strategy, variant=args.variant,
