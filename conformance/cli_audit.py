@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from txnspec.conformance.audit.report import AuditReport
-from txnspec.conformance.cli import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError, subcommand
+from txnspec.conformance.cli import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError, subcommand, write_output
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
@@ -84,8 +84,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def _finish(args: argparse.Namespace, report: AuditReport, started: float) -> int:
     report.facts["seconds"] = round(time.monotonic() - started, 1)
     text = report.render()
-    if args.out is not None:
-        (args.out / "report.txt").write_text(text + "\n")
-        (args.out / "report.json").write_text(json.dumps(report.to_json(), indent=2, default=str) + "\n")
-    print(json.dumps(report.to_json(), indent=2, default=str) if args.json else text)
+    print(json.dumps(report.to_json(), indent=2, default=str) if args.json else text, flush=True)
+    if args.out is not None:  # after the verdict, so that a file that cannot be written never hides it
+        write_output(args.out / "report.txt", "--out", lambda p: p.write_text(text + "\n"))
+        write_output(args.out / "report.json", "--out",
+                     lambda p: p.write_text(json.dumps(report.to_json(), indent=2, default=str) + "\n"))
     return EXIT_OK if report.ok else EXIT_VIOLATION

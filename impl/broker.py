@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from txnspec.impl.coordinator import (
     GROUP_METADATA_TOPIC,
@@ -55,6 +56,9 @@ from txnspec.impl.messages import (
 from txnspec.impl.partition import Partition
 from txnspec.impl.txn_metadata import TV_2, TransactionState
 
+if TYPE_CHECKING:
+    from txnspec.impl.storage import RecoveryReport
+
 
 @dataclass
 class BrokerConfig:
@@ -79,7 +83,7 @@ class Broker:
         self.fsync = fsync
         self.partitions: dict[str, Partition] = {}
         self.storage_failures: list[KafkaStorageException] = []  # every failed write, oldest first
-        self.recovery_reports: list[object] = []  # storage.RecoveryReport of each segment recovery cut
+        self.recovery_reports: list[RecoveryReport] = []  # what recovery cut from each segment, if anything
         self._txn_log_failed = False
         self._appends_since_snapshot = 0
         next_pid = 0
@@ -94,8 +98,8 @@ class Broker:
                 p = storage.open_partition(data_dir, name, self._partition_kwargs(), fsync, self._on_storage_failure,
                                            recover_corruption)
                 self.partitions[name] = p
-                if p.log.store is not None and getattr(p.log.store, "recovery", None) is not None:
-                    self.recovery_reports.append(p.log.store.recovery)  # type: ignore[attr-defined]
+                if isinstance(p.log.store, storage.SegmentStore) and p.log.store.recovery is not None:
+                    self.recovery_reports.append(p.log.store.recovery)
         # a restarted coordinator must not be fenced by the markers it wrote before (its epoch may have
         # risen when a transaction-log write failed): it starts at the highest epoch the logs hold
         coordinator_epoch = max([coordinator_epoch] + [b.coordinator_epoch for p in self.partitions.values()

@@ -1,11 +1,13 @@
 """A transactional writer that runs into a real file-size limit: ``python full_disk_writer.py DATA_DIR TARGET``.
 
-``TARGET`` is ``data`` (records of 20 kB; the limit falls inside the next frame of ``out-0``) or ``txnlog``
-(small records; the limit falls inside the next record of the transaction log). The limit is
-``RLIMIT_FSIZE`` with SIGXFSZ ignored, so the kernel writes what fits and then answers EFBIG, as a full disk
-answers ENOSPC. The writer commits 3 transactions, sets the limit, tries a fourth (the failure is printed as
-``E <message>``), checks that the files and the in-memory logs are as before, lifts the limit, retries the
-same commit and commits 3 more. It prints ``C <txn>`` once a commit returned and ``OK`` at the end.
+``TARGET`` is ``data`` (records of 20 kB; the limit falls inside the next frame of ``out-0``), ``txnlog``
+(small records; the limit falls inside the next record of the transaction log) or ``marker`` (records of
+20 kB, flushed; then the limit falls inside the commit markers of ``out-0``/``out-1``, after the coordinator
+wrote PrepareCommit). The limit is ``RLIMIT_FSIZE`` with SIGXFSZ ignored, so the kernel writes what fits and
+then answers EFBIG, as a full disk answers ENOSPC. The writer commits 3 transactions, sets the limit, tries
+a fourth (the failure is printed as ``E <message>``), checks that the file and the in-memory log it hit are
+as before, lifts the limit, retries (the same commit, or the pending markers) and commits 3 more. It prints
+``C <txn>`` once a commit returned and ``OK`` at the end.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def sizes(data_dir: str) -> dict[str, int]:
 
 def main() -> None:
     data_dir, target = sys.argv[1], sys.argv[2]
-    value = "x" * 20_000 if target == "data" else "x"
+    value = "x" if target == "txnlog" else "x" * 20_000
     cluster = Cluster(data_dir=data_dir)
     p = cluster.producer("writer")
     p.init_transactions()
@@ -45,14 +47,23 @@ def main() -> None:
         print(f"C {txn}", flush=True)
     cluster.run()  # the last commit's markers land
     before = sizes(data_dir)
-    limited = "out-0" if target == "data" else "__transaction_state-0"
-    end = cluster.broker.partition(limited).log_end_offset
+    limited = "__transaction_state-0" if target == "txnlog" else "out-0"
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (before[limited] + (10_000 if target == "data" else 100),
-                                               resource.RLIM_INFINITY))
     transaction(3)
+    if target == "marker":
+        p.flush()  # the data is written; the markers are next
+        before = sizes(data_dir)
+    end = cluster.broker.partition(limited).log_end_offset
+    margin = {"data": 10_000, "txnlog": 100, "marker": 40}[target]
+    resource.setrlimit(resource.RLIMIT_FSIZE, (max(before["out-0"], before["out-1"]) + margin
+                                               if target == "marker" else before[limited] + margin,
+                                               resource.RLIM_INFINITY))
     try:
         p.commit_transaction()
+        if target == "marker":
+            print("C 3", flush=True)  # PrepareCommit is written: the commit is decided
+            assert cluster.transaction_state("writer") == "PrepareCommit"
+            cluster.run()  # the markers
         print("NO ERROR", flush=True)
     except KafkaStorageException as exc:
         print(f"E {exc}", flush=True)
@@ -60,8 +71,12 @@ def main() -> None:
     assert after[limited] == before[limited], (limited, before[limited], after[limited])
     assert cluster.broker.partition(limited).log_end_offset == end  # memory and file agree: nothing appended
     resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
-    p.commit_transaction()  # the same commit, retried
-    print("C 3", flush=True)
+    if target == "marker":
+        cluster.run()  # the coordinator retries the markers
+        assert cluster.transaction_state("writer") == "CompleteCommit"
+    else:
+        p.commit_transaction()  # the same commit, retried
+        print("C 3", flush=True)
     for txn in range(4, 7):
         transaction(txn)
         p.commit_transaction()
