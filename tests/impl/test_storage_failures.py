@@ -37,7 +37,7 @@ def committed_txns(data_dir: str) -> Counter[tuple[str, int]]:
 
 
 @pytest.mark.parametrize(("target", "limited"), [("data", "out-0"), ("txnlog", "__transaction_state-0"),
-                                                 ("marker", "out-0")])
+                                                 ("marker", "out-0"), ("completion", "__transaction_state-0")])
 def test_a_write_cut_short_by_a_file_size_limit_fails_the_request_and_loses_nothing(
         tmp_path: Path, target: str, limited: str) -> None:
     data_dir = str(tmp_path / "kafka")
