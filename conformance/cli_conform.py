@@ -2,8 +2,8 @@
 
 Exit 0 when every trace replayed without divergence, 1 on a divergence (the first ones are printed,
 shrunk; all are in the Parquet results), 2 on bad arguments or when Spark cannot start (no Java, a
-standalone master that cannot be reached or gives no executor: refused within 30 s, not after Spark's own
-three 20-second registration attempts).
+standalone master that cannot be reached or does not answer as a Spark master: refused within seconds, before
+Spark starts, not after Spark's own three 20-second registration attempts).
 """
 
 from __future__ import annotations
@@ -94,7 +94,9 @@ def cmd_conform(args: argparse.Namespace) -> int:
 
 
 REACH_TIMEOUT_S = 5.0
-SESSION_WAIT_S = 20.0  # a standalone master must accept the application and give an executor in this time
+JVM_WAIT_S = 120.0  # the driver's JVM starting (not the master's fault)
+REGISTRATION_WAIT_S = 90.0  # beyond Spark's own three 20-second attempts: its failure is reported, not a hang
+EXECUTOR_WAIT_S = 60.0  # a master that registered the application gives an executor in this time
 
 
 def standalone_masters(master: str) -> list[tuple[str, int]]:
@@ -113,23 +115,41 @@ def standalone_masters(master: str) -> list[tuple[str, int]]:
 
 
 def check_reachable(master: str, masters: list[tuple[str, int]]) -> None:
-    """At least one standalone master accepts a connection within a few seconds."""
+    """At least one standalone master accepts a connection and behaves as a Spark RPC port, within seconds.
+
+    Spark's ``TransportFrameDecoder`` closes a connection whose first frame length is not positive, so a
+    master answers 8 zero bytes by closing at once; a listener that sends something back, or nothing at all,
+    is not a Spark master (Spark itself would wait three times 20 s for it before failing).
+    """
     if not masters:
         return
     reasons = []
     for host, port in masters:
         try:
-            with socket.create_connection((host, port), timeout=REACH_TIMEOUT_S):
-                return
+            with socket.create_connection((host, port), timeout=REACH_TIMEOUT_S) as conn:
+                conn.sendall(b"\0" * 8)
+                answer = conn.recv(64)
+        except (ConnectionResetError, BrokenPipeError):
+            return  # closed on us: what a Spark master does
+        except TimeoutError:
+            reasons.append(f"{host}:{port} accepts connections but does not answer as a Spark master "
+                           f"(nothing within {REACH_TIMEOUT_S:.0f} s)")
+            continue
         except OSError as exc:
             reasons.append(f"{host}:{port}: {exc.strerror or exc}")
+            continue
+        if answer == b"":
+            return
+        reasons.append(f"{host}:{port} answers, but not as a Spark master ({answer[:16]!r})")
     raise EnvironmentProblem(f"Spark master {master} cannot be reached ({'; '.join(reasons)})")
 
 
 def start_standalone_session(master: str, spark_session: Callable[[str], Any]) -> Any:
-    """A session on a standalone master that registered the application and gave an executor within
-    ``SESSION_WAIT_S``; otherwise :class:`EnvironmentProblem` (Spark itself waits three times 20 s)."""
-    deadline = time.monotonic() + SESSION_WAIT_S
+    """A session on a standalone master that registered the application within ``REGISTRATION_WAIT_S`` of
+    the driver's JVM being up and then gave an executor within ``EXECUTOR_WAIT_S``; otherwise
+    :class:`EnvironmentProblem` (Spark itself would try three times 20 s before giving up)."""
+    from pyspark import SparkContext
+
     box: dict[str, Any] = {}
 
     def start() -> None:
@@ -140,18 +160,20 @@ def start_standalone_session(master: str, spark_session: Callable[[str], Any]) -
 
     thread = threading.Thread(target=start, name="spark-session", daemon=True)
     thread.start()
-    thread.join(SESSION_WAIT_S)
+    jvm_deadline = time.monotonic() + JVM_WAIT_S  # a loaded machine may take long to start the driver's JVM:
+    while SparkContext._gateway is None and thread.is_alive() and time.monotonic() < jvm_deadline:
+        time.sleep(0.1)  # only the master's answer is timed, from when the JVM is up
+    thread.join(REGISTRATION_WAIT_S)
     if "session" not in box:
         why = f": {str(box['error']).splitlines()[0]}" if "error" in box else ""
-        raise EnvironmentProblem(f"Spark master {master} did not take the application within {SESSION_WAIT_S:.0f} s "
-                                 f"(not a Spark master, or it is not answering){why}")
+        raise EnvironmentProblem(f"Spark master {master} did not take the application within "
+                                 f"{REGISTRATION_WAIT_S:.0f} s (not a Spark master, or it is not answering){why}")
     session = box["session"]
-    status = session.sparkContext._jsc.sc().getExecutorMemoryStatus()
-    while status.size() <= 1:  # the driver counts as one
+    deadline = time.monotonic() + EXECUTOR_WAIT_S
+    while session.sparkContext._jsc.sc().getExecutorMemoryStatus().size() <= 1:  # the driver counts as one
         if time.monotonic() > deadline:
             session.stop()
-            raise EnvironmentProblem(f"Spark master {master} gave no executor within {SESSION_WAIT_S:.0f} s "
-                                     "(no worker with free cores?)")
+            raise EnvironmentProblem(f"Spark master {master} took the application but gave no executor within "
+                                     f"{EXECUTOR_WAIT_S:.0f} s (no worker with free cores?)")
         time.sleep(0.5)
-        status = session.sparkContext._jsc.sc().getExecutorMemoryStatus()
     return session
