@@ -91,7 +91,8 @@ class Broker:
         if data_dir is not None:
             from txnspec.impl import storage
             os.makedirs(data_dir, exist_ok=True)
-            self._pid_block = storage.ProducerIdBlockFile(os.path.join(data_dir, "producer_ids"))
+            self._pid_block = storage.ProducerIdBlockFile(os.path.join(data_dir, "producer_ids"),
+                                                          self._on_storage_failure)
             next_pid = self._pid_block.start()
             persist = self._pid_block.reserve
             for name in storage.partition_dirs(data_dir):

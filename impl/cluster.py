@@ -222,8 +222,11 @@ class Cluster:
         if isinstance(ms, bool) or not isinstance(ms, int) or ms < 0:
             raise InvalidRequestError(f"advance needs a non-negative integer of milliseconds, got {ms!r}")
         self.now_ms += ms
+        failures = len(self.broker.storage_failures)
         if self.coordinator_up:
             self.broker.tick(self.now_ms)
+        if len(self.broker.storage_failures) > failures:
+            raise self.broker.storage_failures[-1]  # a timeout's abort could not be written: retried next tick
         self.run()
 
     def crash_coordinator(self) -> None:

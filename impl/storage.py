@@ -363,8 +363,9 @@ def open_partition(data_dir: str, name: str, kwargs: dict[str, int], fsync: bool
 class ProducerIdBlockFile:
     """Producer ids are reserved in blocks; the block end is written (fsync'd) before an id of it is used."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, failures: FailureSink | None = None) -> None:
         self.path = path
+        self.failures = failures
         self.block_end = 0
         if os.path.exists(path):
             with open(path, "rb") as f:
@@ -389,7 +390,12 @@ class ProducerIdBlockFile:
         """Called before an id below ``next_id`` is handed out; reserves a new block when it runs out."""
         if next_id > self.block_end:
             end = next_id - 1 + PID_BLOCK_SIZE
-            _atomic_write(self.path, str(end).encode())
+            try:
+                _atomic_write(self.path, str(end).encode())
+            except StorageError as exc:  # the id is not handed out (ProducerIdManager answers a retriable error)
+                if self.failures is not None:
+                    self.failures(exc)
+                raise
             self.block_end = end
 
 

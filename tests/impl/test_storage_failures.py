@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from txnspec.impl.cluster import Cluster
+from txnspec.impl.errors import KafkaStorageException
 from txnspec.impl.log import Record
 from txnspec.impl.storage import SEGMENT, CorruptDataError, RecoveryReport, open_partition
 
@@ -179,3 +180,19 @@ def test_fsync_is_a_cluster_setting_and_fsyncs_every_append(tmp_path: Path,
         c.produce_plain("t-0", ["a"])
         c.produce_plain("t-0", ["b"])
         assert (len(calls) - before >= 2) is grows, (fsync, len(calls) - before)
+
+
+def test_a_producer_id_block_that_cannot_be_written_fails_init_and_hands_out_no_id(tmp_path: Path) -> None:
+    data_dir = tmp_path / "kafka"
+    c = Cluster(data_dir=str(data_dir))
+    (data_dir / "producer_ids.tmp").mkdir()  # the block's temporary file cannot be created: a real OS error
+    p = c.producer("app")
+    with pytest.raises(KafkaStorageException, match="producer_ids: writing it failed: Is a directory"):
+        p.init_transactions()
+    assert not (data_dir / "producer_ids").exists()
+    (data_dir / "producer_ids.tmp").rmdir()
+    p.init_transactions()  # the same call, retried
+    assert p.producer_id == 0 and (data_dir / "producer_ids").read_text() == "1000"
+    other = Cluster(data_dir=str(data_dir)).producer("other")
+    other.init_transactions()
+    assert other.producer_id == 1000  # a restart starts past the whole reserved block
