@@ -1,5 +1,5 @@
 """Benchmarks of the reference implementation: transactional produce/commit cycles per second and
-read_committed fetch throughput, in memory and in durable mode.
+read_committed fetch throughput, in memory and in durable mode without and with fsync per append.
 
     python bench/impl_bench.py [--cycles N] [--records R]
 
@@ -16,8 +16,8 @@ import time
 from txnspec.impl.cluster import Cluster
 
 
-def run(data_dir: str | None, cycles: int, records: int, tv: int) -> tuple[float, float, int]:
-    cluster = Cluster(transaction_version=tv, data_dir=data_dir)
+def run(data_dir: str | None, cycles: int, records: int, tv: int, fsync: bool = False) -> tuple[float, float, int]:
+    cluster = Cluster(transaction_version=tv, data_dir=data_dir, fsync=fsync)
     p = cluster.producer("bench")
     p.init_transactions()
     start = time.perf_counter()
@@ -46,9 +46,10 @@ def main() -> None:
     print("| mode | TV | cycles | records/cycle | commit cycles/s | read_committed records/s | records read |")
     print("|---|---|---|---|---|---|---|")
     for tv in (2, 1):
-        for mode in ("memory", "durable"):
+        for mode in ("memory", "durable", "durable+fsync"):
             with tempfile.TemporaryDirectory() as d:
-                cps, rps, n = run(d if mode == "durable" else None, args.cycles, args.records, tv)
+                cps, rps, n = run(None if mode == "memory" else d, args.cycles, args.records, tv,
+                                  fsync=mode == "durable+fsync")
             print(f"| {mode} | {tv} | {args.cycles} | {args.records} | {cps:,.0f} | {rps:,.0f} | {n:,} |")
 
 

@@ -10,8 +10,9 @@ Comparison rules (FORMAT.md): objects compare partially; lists compare whole (sa
 strings (partition names) as sets, other lists in order with their objects compared partially;
 ``None`` compares exactly (``log_append: null`` means nothing was written).
 
-A malformed case (bad JSON, unknown component, a ``when`` the target does not know, a value of the
-wrong type) is reported as an error for that case; the other cases still run.
+A malformed case (a line that is not UTF-8 or not JSON or nested too deeply, an unknown component, a
+``when`` the target does not know, a value of the wrong type) is reported as an error for that case
+(``malformed``); the other cases still run.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class CaseResult:
     mismatches: tuple[Mismatch, ...] = ()
     error: str = ""
     source: str = ""
+    malformed: bool = False  # the case itself is bad input (not the target's failure)
 
     @property
     def passed(self) -> bool:
@@ -111,6 +113,8 @@ def parse_case_line(line: str, lineno: int) -> dict[str, Any]:
         case = json.loads(line)
     except json.JSONDecodeError as exc:
         raise CaseInputError(f"line {lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise CaseInputError(f"line {lineno}: JSON nested too deeply") from None
     if not isinstance(case, dict):
         raise CaseInputError(f"line {lineno}: a case must be a JSON object, got {type(case).__name__}")
     for key, kind in (("id", str), ("component", str), ("given", dict), ("steps", list)):
@@ -130,8 +134,14 @@ def parse_case_line(line: str, lineno: int) -> dict[str, Any]:
 
 def iter_cases(path: Path) -> Iterator[tuple[int, dict[str, Any] | CaseInputError]]:
     """Yield ``(line number, case or the error that made it unreadable)`` for each non-blank line."""
-    with path.open(encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
+    with path.open("rb") as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield lineno, CaseInputError(f"line {lineno}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column "
+                                             f"{exc.start + 1})")
+                continue
             if line.strip():
                 try:
                     yield lineno, parse_case_line(line, lineno)
@@ -153,7 +163,7 @@ def run_case(case: Mapping[str, Any], target: CaseTarget) -> CaseResult:
         verdict = "fail" if mismatches else "pass"
         return CaseResult(case_id, verdict, tuple(mismatches), source=source)
     except CaseInputError as exc:
-        return CaseResult(case_id, "error", error=f"malformed case: {exc}", source=source)
+        return CaseResult(case_id, "error", error=f"malformed case: {exc}", source=source, malformed=True)
     except Exception as exc:  # a crash inside the target is that case's error, not the run's
         return CaseResult(case_id, "error", error=f"{type(exc).__name__}: {exc}", source=source)
 
@@ -162,7 +172,7 @@ def run_cases(path: Path, target: CaseTarget) -> CaseReport:
     report = CaseReport()
     for lineno, case in iter_cases(path):
         if isinstance(case, CaseInputError):
-            report.results.append(CaseResult(f"<line {lineno}>", "error", error=str(case)))
+            report.results.append(CaseResult(f"<line {lineno}>", "error", error=str(case), malformed=True))
         else:
             report.results.append(run_case(case, target))
     return report

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from txnspec.conformance.audit.report import AuditReport, RuleResult
-from txnspec.conformance.cli import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError, subcommand
+from txnspec.conformance.cli import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError, subcommand, write_output
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
@@ -42,6 +42,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 def cmd_audit(args: argparse.Namespace) -> int:
     from txnspec.conformance.audit.report import BrokerUnavailable, Level
     from txnspec.conformance.audit.targets import is_kafka, open_target
+    from txnspec.conformance.audit.wire import WireError
 
     if args.ops < 1:
         raise UsageError("--ops must be at least 1")
@@ -96,6 +97,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
         except BrokerUnavailable as exc:
             print(f"txnspec audit: broker {args.broker!r} unavailable: {exc}", file=sys.stderr)
             return EXIT_USAGE
+        except WireError as exc:  # the connection broke, or the answers stopped being Kafka's
+            print(f"txnspec audit: broker {args.broker!r} stopped answering in Kafka's protocol: {exc}",
+                  file=sys.stderr)
+            return EXIT_USAGE
     return _finish(args, report, started)
 
 
@@ -116,12 +121,13 @@ def _impl_timeout_rule() -> RuleResult:
 def _finish(args: argparse.Namespace, report: AuditReport, started: float) -> int:
     report.facts["seconds"] = round(time.monotonic() - started, 1)
     text = report.render()
-    if args.out is not None:
-        (args.out / "report.txt").write_text(text + "\n")
-        (args.out / "report.json").write_text(json.dumps(report.to_json(), indent=2, default=str) + "\n")
+    print(json.dumps(report.to_json(), indent=2, default=str) if args.json else text, flush=True)
+    if args.out is not None:  # after the verdict, so that a file that cannot be written never hides it
+        write_output(args.out / "report.txt", "--out", lambda p: p.write_text(text + "\n"))
+        write_output(args.out / "report.json", "--out",
+                     lambda p: p.write_text(json.dumps(report.to_json(), indent=2, default=str) + "\n"))
     if args.html_out is not None:
         from txnspec.conformance.html_report import audit_page, write_page
 
-        write_page(args.html_out, audit_page(report))
-    print(json.dumps(report.to_json(), indent=2, default=str) if args.json else text)
+        write_output(args.html_out, "--html-out", lambda p: write_page(p, audit_page(report)))
     return EXIT_OK if report.ok else EXIT_VIOLATION

@@ -8,16 +8,20 @@ shortest counterexample is printed and optionally written as JSON Lines, ITF and
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from txnspec.conformance.cli import (
     EXIT_INCONCLUSIVE,
     EXIT_OK,
     EXIT_VIOLATION,
     UsageError,
+    check_output_path,
     subcommand,
+    write_output,
 )
 
 
@@ -79,6 +83,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         (loaded,) = load_variant_files([args.variant_file])
         args.variant = args.variant or loaded
     args.variant = args.variant or "current"
+    if args.max_depth is not None and args.max_depth <= 0:
+        raise UsageError("--max-depth must be a positive number")
+    for path, option in ((args.trace_out, "--trace-out"), (args.itf_out, "--itf-out"),
+                         (args.mermaid_out, "--mermaid-out"), (args.graph_out, "--graph-out"),
+                         (args.html_out, "--html-out")):
+        check_output_path(path, option)
     try:
         model = build_model(args.scenario, args.variant)
     except (KeyError, ValueError) as exc:
@@ -98,34 +108,40 @@ def cmd_check(args: argparse.Namespace) -> int:
                  if p.expectation.value != "leads_to" and (not names or p.name in names)]
     result = check(model, properties=names, max_states=args.max_states, max_depth=args.max_depth,
                    progress=sys.stderr.isatty() and not args.json, build_graph=args.graph_out is not None)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print(result.render())
+    sys.stdout.flush()  # the verdict is out before any file is written
     _write_outputs(args, model, result)
     if args.html_out is not None:
         from txnspec.conformance.html_report import check_page, write_page
 
         command = f"txnspec check --scenario {args.scenario} --variant {args.variant}"
-        write_page(args.html_out, check_page(model, result, command))
-    if args.json:
-        print(json.dumps(result.to_json(), indent=2))
-    else:
-        print(result.render())
+        write_output(args.html_out, "--html-out", lambda p: write_page(p, check_page(model, result, command)))
     if not result.complete:
         return EXIT_INCONCLUSIVE if result.ok else EXIT_VIOLATION
     return EXIT_OK if result.ok else EXIT_VIOLATION
+
+
+def _write_trace(writer: Any, counterexample: object, model: object, path: Path) -> None:
+    writer(counterexample, path, model)
 
 
 def _write_outputs(args: argparse.Namespace, model: object, result: object) -> None:
     from txnspec.checker import traces
 
     counterexample = next(iter(getattr(result, "counterexamples", ())), None)
-    for path, writer in ((args.trace_out, traces.write_jsonl), (args.itf_out, traces.write_itf),
-                         (args.mermaid_out, traces.write_mermaid)):
+    for path, option, writer in ((args.trace_out, "--trace-out", traces.write_jsonl),
+                                 (args.itf_out, "--itf-out", traces.write_itf),
+                                 (args.mermaid_out, "--mermaid-out", traces.write_mermaid)):
         if path is None:
             continue
         if counterexample is None:
             print(f"txnspec check: no counterexample to write to {path}", file=sys.stderr)
             continue
-        writer(counterexample, path, model)
+        write_output(path, option, functools.partial(_write_trace, writer, counterexample, model))
     if args.graph_out is not None:
         from txnspec.checker import graph
 
-        graph.export(result, args.graph_out)
+        write_output(args.graph_out, "--graph-out", lambda p: graph.export(result, p))

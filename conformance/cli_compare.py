@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from txnspec.conformance.cli import EXIT_OK, EXIT_VIOLATION, UsageError, subcommand
+from txnspec.conformance.cli import EXIT_OK, EXIT_VIOLATION, UsageError, subcommand, write_output
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
@@ -41,7 +41,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         comparison = compare(args.systems, jobs=args.jobs, on_run=progress)
     except KeyError as exc:
         raise UsageError(str(exc).strip("'\"")) from None
+    print(dumps(comparison) if args.json else comparison.render_text(), flush=True)
     if args.markdown_out is not None:
-        args.markdown_out.write_text(comparison.render_markdown())
-    print(dumps(comparison) if args.json else comparison.render_text())
+        write_output(args.markdown_out, "--markdown-out", lambda p: p.write_text(comparison.render_markdown()))
     return EXIT_OK if comparison.ok else EXIT_VIOLATION

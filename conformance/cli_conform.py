@@ -1,16 +1,32 @@
 """``txnspec conform``: generate traces from the spec and replay them against an adapter, on Spark.
 
 Exit 0 when every trace replayed without divergence, 1 on a divergence (the first ones are printed,
-shrunk; all are in the Parquet results), 2 on bad arguments or when Spark cannot start (no Java).
+shrunk; all are in the Parquet results), 2 on bad arguments or when Spark cannot start (no Java, a
+standalone master that cannot be reached or does not answer as a Spark master: refused within seconds, before
+Spark starts, not after Spark's own three 20-second registration attempts).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from txnspec.conformance.cli import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError, subcommand
+from txnspec.conformance.cli import (
+    EXIT_OK,
+    EXIT_USAGE,
+    EXIT_VIOLATION,
+    EnvironmentProblem,
+    UsageError,
+    subcommand,
+    write_output,
+)
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
@@ -61,11 +77,24 @@ def cmd_conform(args: argparse.Namespace) -> int:
         make_adapter(args.adapter)
     except (KeyError, ValueError) as exc:
         raise UsageError(str(exc).strip("'\"")) from None
+    if args.max_states is not None and args.max_states <= 0:
+        raise UsageError("--max-states must be a positive number")
+    standalone = standalone_masters(args.master)
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {str(args.out)!r} exists and is not a folder")
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+        probe = args.out / ".txnspec-write-probe"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"--out {str(args.out)!r} cannot be written: {exc.strerror or exc}") from None
+    check_reachable(args.master, standalone)
     problem = java_problem()
     if problem:
         print(f"txnspec conform: error: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    from txnspec.conformance.spark_job import JobConfig, render, run_job
+    from txnspec.conformance.spark_job import JobConfig, render, run_job, spark_session
 
     config = JobConfig(scenario=args.scenario, traces=args.traces, strategy=args.strategy, variant=args.variant,
                        seed=args.seed, max_steps=args.max_steps, adapter=args.adapter, shrink=not args.no_shrink,
@@ -73,19 +102,112 @@ def cmd_conform(args: argparse.Namespace) -> int:
     from txnspec.conformance.progress import progress_line
 
     show = sys.stderr.isatty() and not args.json
-    with progress_line(show) as line:
-        result = run_job(config, master=args.master, out=args.out, max_states=args.max_states,
-                         progress=(lambda done, total: line(f"{done:,} of {total:,} traces done")) if show else None)
+    session = start_standalone_session(args.master, spark_session) if standalone else None
+    try:
+        with progress_line(show) as line:
+            result = run_job(config, master=args.master, out=args.out, max_states=args.max_states, session=session,
+                             progress=(lambda done, total: line(f"{done:,} of {total:,} traces done")) if show
+                             else None)
+    finally:
+        if session is not None:
+            session.stop()
+    if args.json:
+        print(json.dumps(result.summary, indent=2, sort_keys=True))
+    else:
+        print(render(result.summary))
+    sys.stdout.flush()  # the verdict is out before any file is written
     if args.html_out is not None:
         from txnspec.conformance.html_report import conform_page, write_page
         from txnspec.conformance.traces import Trace
 
         shrunk = [Trace.from_line(d["shrunk_trace"]) for d in result.summary["first_divergences"]
                   if d.get("shrunk_trace")]
-        write_page(args.html_out, conform_page(result.summary, shrunk))
-    if args.json:
-        print(json.dumps(result.summary, indent=2, sort_keys=True))
-    else:
-        print(render(result.summary))
+        write_output(args.html_out, "--html-out", lambda p: write_page(p, conform_page(result.summary, shrunk)))
     failed = result.summary["diverged"] + result.summary["errors"]
     return EXIT_OK if failed == 0 else EXIT_VIOLATION
+
+
+REACH_TIMEOUT_S = 5.0
+JVM_WAIT_S = 120.0  # the driver's JVM starting (not the master's fault)
+REGISTRATION_WAIT_S = 90.0  # beyond Spark's own three 20-second attempts: its failure is reported, not a hang
+EXECUTOR_WAIT_S = 60.0  # a master that registered the application gives an executor in this time
+
+
+def standalone_masters(master: str) -> list[tuple[str, int]]:
+    """The (host, port) of each master of a ``spark://`` URL; [] for ``local``/``yarn``; bad URLs refused."""
+    if master == "yarn" or re.fullmatch(r"local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]", master):
+        return []
+    if not master.startswith("spark://"):
+        raise UsageError(f"--master {master!r} is not a Spark master URL (local[N], local[*], spark://HOST:PORT, yarn)")
+    found = []
+    for part in master.removeprefix("spark://").split(","):
+        host, _, port = part.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise UsageError(f"--master {master!r}: {part!r} is not HOST:PORT")
+        found.append((host, int(port)))
+    return found
+
+
+def check_reachable(master: str, masters: list[tuple[str, int]]) -> None:
+    """At least one standalone master accepts a connection and behaves as a Spark RPC port, within seconds.
+
+    Spark's ``TransportFrameDecoder`` closes a connection whose first frame length is not positive, so a
+    master answers 8 zero bytes by closing at once; a listener that sends something back, or nothing at all,
+    is not a Spark master (Spark itself would wait three times 20 s for it before failing).
+    """
+    if not masters:
+        return
+    reasons = []
+    for host, port in masters:
+        try:
+            with socket.create_connection((host, port), timeout=REACH_TIMEOUT_S) as conn:
+                conn.sendall(b"\0" * 8)
+                answer = conn.recv(64)
+        except (ConnectionResetError, BrokenPipeError):
+            return  # closed on us: what a Spark master does
+        except TimeoutError:
+            reasons.append(f"{host}:{port} accepts connections but does not answer as a Spark master "
+                           f"(nothing within {REACH_TIMEOUT_S:.0f} s)")
+            continue
+        except OSError as exc:
+            reasons.append(f"{host}:{port}: {exc.strerror or exc}")
+            continue
+        if answer == b"":
+            return
+        reasons.append(f"{host}:{port} answers, but not as a Spark master ({answer[:16]!r})")
+    raise EnvironmentProblem(f"Spark master {master} cannot be reached ({'; '.join(reasons)})")
+
+
+def start_standalone_session(master: str, spark_session: Callable[[str], Any]) -> Any:
+    """A session on a standalone master that registered the application within ``REGISTRATION_WAIT_S`` of
+    the driver's JVM being up and then gave an executor within ``EXECUTOR_WAIT_S``; otherwise
+    :class:`EnvironmentProblem` (Spark itself would try three times 20 s before giving up)."""
+    from pyspark import SparkContext
+
+    box: dict[str, Any] = {}
+
+    def start() -> None:
+        try:
+            box["session"] = spark_session(master)
+        except Exception as exc:  # reported below, in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=start, name="spark-session", daemon=True)
+    thread.start()
+    jvm_deadline = time.monotonic() + JVM_WAIT_S  # a loaded machine may take long to start the driver's JVM:
+    while SparkContext._gateway is None and thread.is_alive() and time.monotonic() < jvm_deadline:
+        time.sleep(0.1)  # only the master's answer is timed, from when the JVM is up
+    thread.join(REGISTRATION_WAIT_S)
+    if "session" not in box:
+        why = f": {str(box['error']).splitlines()[0]}" if "error" in box else ""
+        raise EnvironmentProblem(f"Spark master {master} did not take the application within "
+                                 f"{REGISTRATION_WAIT_S:.0f} s (not a Spark master, or it is not answering){why}")
+    session = box["session"]
+    deadline = time.monotonic() + EXECUTOR_WAIT_S
+    while session.sparkContext._jsc.sc().getExecutorMemoryStatus().size() <= 1:  # the driver counts as one
+        if time.monotonic() > deadline:
+            session.stop()
+            raise EnvironmentProblem(f"Spark master {master} took the application but gave no executor within "
+                                     f"{EXECUTOR_WAIT_S:.0f} s (no worker with free cores?)")
+        time.sleep(0.5)
+    return session

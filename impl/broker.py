@@ -12,8 +12,11 @@ Sans-I/O: :meth:`Broker.handle` takes a request and ``now_ms`` and returns the r
 coordinator wants written come out of :meth:`Broker.deliver_markers`, which writes them to the partitions
 (or the group coordinator) and feeds the answers back. Durable mode: with ``data_dir`` every partition is
 an append-only segment file (:mod:`txnspec.impl.storage`); constructing a broker on an existing directory
-recovers it (torn tail truncated, producer state rebuilt from the snapshot and the log, transaction log
-loaded and Prepare* transactions completed by re-sending their markers).
+recovers it (torn tail truncated, corruption refused unless ``recover_corruption``, producer state rebuilt
+from the snapshot and the log, transaction log loaded and Prepare* transactions completed by re-sending their
+markers). ``fsync=True`` makes every acknowledged append survive power loss, not only a process kill. A
+write the disk refuses answers ``KAFKA_STORAGE_ERROR`` (recorded in :attr:`Broker.storage_failures`) and
+leaves every in-memory state as it was; a failed transaction-log write makes the coordinator reload.
 
 Left out: more than one broker, replication, ACLs, quotas, topic management (a partition ``topic-N``
 exists as soon as it is used).
@@ -24,6 +27,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from txnspec.impl.coordinator import (
     GROUP_METADATA_TOPIC,
@@ -33,7 +37,7 @@ from txnspec.impl.coordinator import (
     TransactionCoordinator,
     TxnMarker,
 )
-from txnspec.impl.errors import Errors
+from txnspec.impl.errors import Errors, KafkaStorageException
 from txnspec.impl.group import GroupCoordinator
 from txnspec.impl.log import ControlType
 from txnspec.impl.messages import (
@@ -51,6 +55,9 @@ from txnspec.impl.messages import (
 )
 from txnspec.impl.partition import Partition
 from txnspec.impl.txn_metadata import TV_2, TransactionState
+
+if TYPE_CHECKING:
+    from txnspec.impl.storage import RecoveryReport
 
 
 @dataclass
@@ -70,21 +77,34 @@ class Broker:
     """A single-broker cluster's only broker (see the module docstring)."""
 
     def __init__(self, config: BrokerConfig | None = None, *, data_dir: str | None = None, now_ms: int = 0,
-                 coordinator_epoch: int = 0) -> None:
+                 coordinator_epoch: int = 0, fsync: bool = False, recover_corruption: bool = False) -> None:
         self.config = config or BrokerConfig()
         self.data_dir = data_dir
+        self.fsync = fsync
         self.partitions: dict[str, Partition] = {}
+        self.storage_failures: list[KafkaStorageException] = []  # every failed write, oldest first
+        self.recovery_reports: list[RecoveryReport] = []  # what recovery cut from each segment, if anything
+        self._txn_log_failed = False
         self._appends_since_snapshot = 0
         next_pid = 0
         persist = None
         if data_dir is not None:
             from txnspec.impl import storage
             os.makedirs(data_dir, exist_ok=True)
-            self._pid_block = storage.ProducerIdBlockFile(os.path.join(data_dir, "producer_ids"))
+            self._pid_block = storage.ProducerIdBlockFile(os.path.join(data_dir, "producer_ids"),
+                                                          self._on_storage_failure)
             next_pid = self._pid_block.start()
             persist = self._pid_block.reserve
             for name in storage.partition_dirs(data_dir):
-                self.partitions[name] = storage.open_partition(data_dir, name, self._partition_kwargs())
+                p = storage.open_partition(data_dir, name, self._partition_kwargs(), fsync, self._on_storage_failure,
+                                           recover_corruption)
+                self.partitions[name] = p
+                if isinstance(p.log.store, storage.SegmentStore) and p.log.store.recovery is not None:
+                    self.recovery_reports.append(p.log.store.recovery)
+        # a restarted coordinator must not be fenced by the markers it wrote before (its epoch may have
+        # risen when a transaction-log write failed): it starts at the highest epoch the logs hold
+        coordinator_epoch = max([coordinator_epoch] + [b.coordinator_epoch for p in self.partitions.values()
+                                                       for b in p.log.batches if b.is_control])
         txn_parts = [self.partition(f"{TRANSACTION_STATE_TOPIC}-{i}")
                      for i in range(self.config.num_txn_log_partitions)]
         self.coordinator_config = CoordinatorConfig(
@@ -100,6 +120,31 @@ class Broker:
                    for i in range(self.config.num_offsets_partitions)}
         self.group_coordinator = GroupCoordinator(offsets, self.config.num_offsets_partitions)
         self.group_coordinator.load()
+        if data_dir is not None:
+            self._check_producer_id_block()
+
+    def _check_producer_id_block(self) -> None:
+        """Every producer id in the logs must lie below the reserved block's end, or ids would be reused."""
+        for name, p in self.partitions.items():
+            pids = [b.producer_id for b in p.log.batches if b.has_producer_id]
+            if pids:
+                self._pid_block.check_above(max(pids), name)
+        for tid, md in self.txn_coordinator.txn_manager.cache.items():
+            self._pid_block.check_above(max(md.producer_id, md.prev_producer_id, md.next_producer_id),
+                                        f"the transaction log (transactional id {tid!r})")
+
+    def _on_storage_failure(self, error: KafkaStorageException) -> None:
+        self.storage_failures.append(error)
+        if f"{TRANSACTION_STATE_TOPIC}-" in getattr(error, "path", ""):
+            self._txn_log_failed = True
+
+    def _after_storage_failure(self, now_ms: int) -> None:
+        """A transaction-log write failed: the coordinator reloads from what the log holds (a new coordinator
+        epoch; prepared transactions get their markers again), as Kafka moves the coordinator away from a
+        failed log directory and the next one loads the log (``onElection``)."""
+        if self._txn_log_failed and self.txn_coordinator.txn_manager.active:
+            self._txn_log_failed = False
+            self.txn_coordinator.load(self.txn_coordinator.coordinator_epoch + 1, now_ms)
 
     def _partition_kwargs(self) -> dict[str, int]:
         return {"producer_id_expiration_ms": self.config.producer_id_expiration_ms,
@@ -111,7 +156,8 @@ class Broker:
         if p is None:
             if self.data_dir is not None:
                 from txnspec.impl import storage
-                p = storage.open_partition(self.data_dir, name, self._partition_kwargs())
+                p = storage.open_partition(self.data_dir, name, self._partition_kwargs(), self.fsync,
+                                           self._on_storage_failure)
             else:
                 p = Partition(name, **self._partition_kwargs())  # type: ignore[arg-type]
             self.partitions[name] = p
@@ -132,6 +178,11 @@ class Broker:
 
     def handle(self, request: Request, now_ms: int) -> Response:
         """Answer one request (``KafkaApis.handle``); a malformed one gets INVALID_REQUEST, never an exception."""
+        response = self._handle(request, now_ms)
+        self._after_storage_failure(now_ms)
+        return response
+
+    def _handle(self, request: Request, now_ms: int) -> Response:
         tc = self.txn_coordinator
         rid = getattr(request, "correlation_id", 0)
         problem = validate_request(request)
@@ -257,7 +308,10 @@ class Broker:
         if self._appends_since_snapshot >= self.config.snapshot_every_appends:
             from txnspec.impl import storage
             self._appends_since_snapshot = 0
-            storage.write_snapshot(self.data_dir, p)
+            try:
+                storage.write_snapshot(self.data_dir, p)
+            except KafkaStorageException as exc:  # a snapshot only saves recovery work: the append stands
+                storage.log.warning("snapshot not written: %s", exc)
 
     # --- markers ---
 
@@ -273,6 +327,7 @@ class Broker:
         """``WriteTxnMarkers`` for one partition, then the completion handler on the coordinator."""
         err = self.append_marker(m, now_ms)
         self.txn_coordinator.on_marker_response(m, err, now_ms)
+        self._after_storage_failure(now_ms)
         return err
 
     def append_marker(self, m: TxnMarker, now_ms: int) -> Errors:
@@ -294,6 +349,7 @@ class Broker:
         self.txn_coordinator.retry_completions(now_ms)
         for p in self.partitions.values():
             p.remove_expired_producers(now_ms)
+        self._after_storage_failure(now_ms)
 
     def flush(self) -> None:
         for p in self.partitions.values():

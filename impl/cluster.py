@@ -76,6 +76,7 @@ from txnspec.impl.errors import (
     Errors,
     IllegalStateException,
     InvalidRequestError,
+    KafkaStorageException,
     TimeoutException,
 )
 from txnspec.impl.log import Record, RecordValue
@@ -161,14 +162,21 @@ class Cluster:
     """The oracle: one broker, a clock, a network, and blocking client handles (see the module docstring)."""
 
     def __init__(self, *, transaction_version: int = 2, data_dir: str | None = None,
-                 config: BrokerConfig | None = None, now_ms: int = 0) -> None:
+                 config: BrokerConfig | None = None, now_ms: int = 0, fsync: bool = False,
+                 recover_corruption: bool = False) -> None:
+        """``data_dir``: keep the logs there (recovered if present). ``fsync``: fsync every append before
+        it is acknowledged, so acknowledged data survives power loss and not only a killed process.
+        ``recover_corruption``: open a damaged segment by truncating it at the damage (reported in
+        ``broker.recovery_reports``) instead of refusing with ``storage.CorruptDataError``."""
         if transaction_version not in (0, 1, 2):
             raise InvalidRequestError(f"transaction_version must be 0, 1 or 2, got {transaction_version!r}")
         self.config = config or BrokerConfig(transaction_version=transaction_version)
         self.config.transaction_version = transaction_version
         self.now_ms = now_ms
         self.data_dir = data_dir
-        self.broker = Broker(self.config, data_dir=data_dir, now_ms=now_ms)
+        self.fsync = fsync
+        self.broker = Broker(self.config, data_dir=data_dir, now_ms=now_ms, fsync=fsync,
+                             recover_corruption=recover_corruption)
         self.network = Network()
         self.producers: dict[str, Producer] = {}
         self._names = itertools.count(1)
@@ -202,6 +210,8 @@ class Cluster:
         records = [Record(None, v, self.now_ms) for v in values]
         if records:
             r = self.broker.partition(partition).append_records(-1, -1, -1, records, now_ms=self.now_ms)
+            if r.error is Errors.KAFKA_STORAGE_ERROR:
+                raise KafkaStorageException(r.message)
             if r.error is not Errors.NONE:
                 raise InvalidRequestError(f"cannot append to {partition}: {r.error.name} {r.message}")
 
@@ -212,8 +222,11 @@ class Cluster:
         if isinstance(ms, bool) or not isinstance(ms, int) or ms < 0:
             raise InvalidRequestError(f"advance needs a non-negative integer of milliseconds, got {ms!r}")
         self.now_ms += ms
+        failures = len(self.broker.storage_failures)
         if self.coordinator_up:
             self.broker.tick(self.now_ms)
+        if len(self.broker.storage_failures) > failures:
+            raise self.broker.storage_failures[-1]  # a timeout's abort could not be written: retried next tick
         self.run()
 
     def crash_coordinator(self) -> None:
@@ -309,12 +322,19 @@ class Cluster:
         return self.broker.handle(request, self.now_ms)
 
     def run(self, until: Callable[[], bool] | None = None, max_steps: int = 100_000) -> None:
-        """Deliver messages until ``until()`` holds or nothing can be delivered."""
+        """Deliver messages until ``until()`` holds or nothing can be delivered.
+
+        A write the disk refused stops the run with that ``KafkaStorageException`` (the file and the
+        reason): the request failed and changed nothing, the clients keep it queued, and calling the same
+        operation again retries it (once there is space)."""
+        failures = len(self.broker.storage_failures)
         for _ in range(max_steps):
             if until is not None and until():
                 return
             if not self.step():
                 return
+            if len(self.broker.storage_failures) > failures:
+                raise self.broker.storage_failures[-1]
         raise RuntimeError(f"the network did not settle within {max_steps} deliveries")
 
     # --- views ---

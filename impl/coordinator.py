@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from txnspec.impl import _mutants
-from txnspec.impl.errors import Errors
+from txnspec.impl.errors import Errors, KafkaStorageException
 from txnspec.impl.log import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, SHORT_MAX, ControlType, Record
 from txnspec.impl.partition import Partition
 from txnspec.impl.txn_metadata import (
@@ -125,9 +125,13 @@ class ProducerIdManager:
             err, self.fail_next = self.fail_next, None
             raise _AllocationError(err)
         pid = self.next_producer_id
-        self.next_producer_id += 1
         if self.persist is not None:
-            self.persist(self.next_producer_id)
+            try:
+                self.persist(pid + 1)  # reserved durably before it is handed out
+            except KafkaStorageException as exc:
+                # as RPCProducerIdManager when no block is available: retriable, the id is not used
+                raise _AllocationError(Errors.COORDINATOR_LOAD_IN_PROGRESS) from exc
+        self.next_producer_id = pid + 1
         return pid
 
 

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from txnspec.impl import _mutants
-from txnspec.impl.errors import Errors
+from txnspec.impl.errors import Errors, KafkaStorageException
 from txnspec.impl.log import (
     INT_MAX,
     NO_PRODUCER_EPOCH,
@@ -213,7 +213,10 @@ class Partition:
                                        first + len(records) - 1, is_transactional)
             except ProducerStateError as exc:
                 return ProduceResult(exc.error, log_start_offset=self.log_start_offset, message=str(exc))
-        stored = self.log.append(batch)
+        try:
+            stored = self.log.append(batch)
+        except KafkaStorageException as exc:  # nothing was written: producer state stays as it was
+            return ProduceResult(Errors.KAFKA_STORAGE_ERROR, log_start_offset=self.log_start_offset, message=str(exc))
         if info is not None:
             self.producer_state.update(info)
         if is_transactional:  # UnifiedLog.updateProducers: the transaction has its first offset now
@@ -242,8 +245,11 @@ class Partition:
                                                    transaction_version)
         except ProducerStateError as exc:
             return ProduceResult(exc.error, log_start_offset=self.log_start_offset, message=str(exc))
-        stored = self.log.append(RecordBatch(-1, (Record(timestamp=now_ms),), producer_id, producer_epoch,
-                                             NO_SEQUENCE, True, result, coordinator_epoch, now_ms))
+        try:
+            stored = self.log.append(RecordBatch(-1, (Record(timestamp=now_ms),), producer_id, producer_epoch,
+                                                 NO_SEQUENCE, True, result, coordinator_epoch, now_ms))
+        except KafkaStorageException as exc:  # the coordinator retries the marker
+            return ProduceResult(Errors.KAFKA_STORAGE_ERROR, log_start_offset=self.log_start_offset, message=str(exc))
         self.producer_state.update(info)
         verifying = self.producer_state.verification_states.get(producer_id)
         # a marker ends what was being verified, unless a TV2 producer already verifies its next transaction

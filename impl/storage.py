@@ -1,36 +1,108 @@
 """Durable storage: append-only segment files with per-batch CRC32, producer-state snapshots, recovery.
 
-Follows the ideas of Kafka's ``FileRecords`` / ``LogSegment`` (batches appended to a file, each with a
-length and a CRC: ``DefaultRecordBatch``'s CRC32C here CRC32), ``LogLoader.recoverSegment`` (read forward,
-stop at the first incomplete or corrupt batch and truncate the file there), ``ProducerStateManager``
-snapshot files (``<offset>.snapshot``, written atomically) and ``UnifiedLog.rebuildProducerState`` (load the
-latest snapshot not beyond the log end, replay the batches after it).
+Follows Kafka's ``FileRecords`` / ``LogSegment`` (batches appended to a file, each with a length and a CRC:
+``DefaultRecordBatch``'s CRC32C here CRC32), ``LogSegment.recover`` (read forward, truncate at the first
+invalid batch), ``ProducerStateManager`` snapshot files (``<offset>.snapshot``, written atomically) and
+``UnifiedLog.rebuildProducerState`` (load the latest snapshot not beyond the log end, replay the batches after it).
 
-Layout of ``data_dir``: one directory per partition holding ``00000000000000000000.log`` (frames:
-4-byte big-endian length, 4-byte CRC32 of the payload, payload = the batch as JSON) and
-``<offset>.snapshot`` files; ``producer_ids`` holds the end of the reserved producer-id block, so ids are
-never handed out twice across restarts.
+Layout of ``data_dir``: one directory per partition holding ``00000000000000000000.log`` (frames: 4-byte
+big-endian length, 4-byte CRC32 of the payload, payload = the batch as JSON) and ``<offset>.snapshot`` files;
+``producer_ids`` holds the end of the reserved producer-id block, so ids are never handed out twice.
 
-Assumed: the operating system keeps written bytes across a process crash (SIGKILL); ``fsync`` is used for
-snapshots and the producer-id block (``fsync_appends=True`` also fsyncs every batch, against power loss).
+Writes are whole or nothing: :meth:`SegmentStore.append` loops on short writes and, if the disk refuses
+(full, a file-size limit, an I/O error), cuts the file back to its last whole frame and raises
+:class:`StorageError`; the caller's in-memory state is untouched. If the file cannot be cut back, or an
+``fsync`` fails (its pages may be lost, so nothing written since the last good ``fsync`` can be trusted), the
+store goes offline until the broker restarts and recovery runs, as Kafka takes a failed log directory offline.
+
+Recovery tells a crash from damage. A frame cut short at the end of the file, or a bad last frame, is what a
+crash leaves: it is truncated and logged with its size (Kafka does the same for every invalid tail). A bad
+frame followed by valid frames cannot come from a crash: opening fails with :class:`CorruptDataError`
+naming the file and byte offset, unless the caller asks for recovery (``recover_corruption=True``), which
+truncates there as ``LogSegment.recover`` does and reports the frames dropped and the transactions they
+belong to (:class:`RecoveryReport`). A producer-id block that is not a number, or lower than an id already
+in the logs, is also :class:`CorruptDataError`: ids must never be reused.
+
+Durability: with ``fsync=False`` an acknowledged append is in the operating system's page cache, so it
+survives the process being killed (SIGKILL) but not power loss; with ``fsync=True`` every append, snapshot and
+producer-id block is fsync'd (and new files' directories) before it is acknowledged.
 Left out: segment rolling, indexes, retention.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import errno
 import json
+import logging
 import os
 import struct
 import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from txnspec.impl.errors import KafkaStorageException
 from txnspec.impl.log import ControlType, Record, RecordBatch, RecordValue
 from txnspec.impl.partition import Partition
 
 _HEADER = struct.Struct(">II")
+_PAYLOAD_START = b'{"o":'  # every payload opens with its base offset (encode_batch): how a frame is found
 SEGMENT = "00000000000000000000.log"
 PID_BLOCK_SIZE = 1000
+log = logging.getLogger("txnspec.impl.storage")
+
+
+class StorageError(KafkaStorageException):
+    """A write to the data directory failed (``KAFKA_STORAGE_ERROR``); the file holds only whole frames."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+class CorruptDataError(Exception):
+    """A file of the data directory is damaged in a way no crash explains; names the file and byte offset."""
+
+    def __init__(self, path: str, position: int, reason: str) -> None:
+        super().__init__(f"{path}: {reason} at byte {position}")
+        self.path = path
+        self.position = position
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    """What recovery cut from one segment: a torn tail, or (asked for) everything from a corrupt frame on."""
+
+    path: str
+    position: int  # the file now ends here
+    dropped_bytes: int
+    reason: str
+    corrupt: bool  # valid frames followed the bad one (only reported when recovery was asked for)
+    dropped_frames: int = 0  # valid frames after the bad one, dropped with it
+    first_dropped_offset: int | None = None
+    transactions: tuple[tuple[int, int], ...] = ()  # (producer id, epoch) of dropped transactional batches
+    markers: tuple[tuple[int, int, str], ...] = ()  # (producer id, epoch, COMMIT|ABORT) of dropped markers
+    transactional_ids: tuple[str, ...] = ()  # keys of dropped transaction-log records
+
+    def __str__(self) -> str:
+        if not self.corrupt:
+            return f"{self.path}: truncated a torn tail of {self.dropped_bytes} bytes at byte {self.position} " \
+                   f"({self.reason})"
+        parts = [f"{self.path}: {self.reason} at byte {self.position}: dropped {self.dropped_bytes} bytes, "
+                 f"{self.dropped_frames} valid frames after it (from offset {self.first_dropped_offset})"]
+        if self.transactions:
+            parts.append(f"transactional batches of (producer id, epoch) {list(self.transactions)}")
+        if self.markers:
+            parts.append(f"markers {list(self.markers)}")
+        if self.transactional_ids:
+            parts.append(f"transactional ids {list(self.transactional_ids)}")
+        return "; ".join(parts)
+
+
+FailureSink = Callable[[StorageError], None]
 
 
 def _enc(v: RecordValue) -> Any:
@@ -65,58 +137,141 @@ def frame(payload: bytes) -> bytes:
     return _HEADER.pack(len(payload), zlib.crc32(payload)) + payload
 
 
+def _read_frame(data: bytes, pos: int) -> tuple[RecordBatch | None, str]:
+    """The batch framed at ``pos``, or None and why not."""
+    if pos + _HEADER.size > len(data):
+        return None, "incomplete frame header"
+    length, crc = _HEADER.unpack_from(data, pos)
+    payload = data[pos + _HEADER.size: pos + _HEADER.size + length]
+    if len(payload) != length:
+        return None, f"frame of {length} bytes cut short"
+    if zlib.crc32(payload) != crc:
+        return None, "CRC mismatch"
+    try:
+        return decode_batch(payload), ""
+    except (ValueError, KeyError, TypeError, IndexError):
+        return None, "undecodable batch"
+
+
+def _frames_after(data: bytes, start: int) -> list[tuple[int, RecordBatch]]:
+    """Valid frames beginning after ``start`` (found by their payload's opening bytes), in file order."""
+    found: list[tuple[int, RecordBatch]] = []
+    i = data.find(_PAYLOAD_START, start + _HEADER.size)
+    while i >= 0:
+        pos = i - _HEADER.size
+        batch, _ = _read_frame(data, pos)
+        if batch is not None:
+            found.append((pos, batch))
+            i = data.find(_PAYLOAD_START, pos + _HEADER.size + _HEADER.unpack_from(data, pos)[0])
+        else:
+            i = data.find(_PAYLOAD_START, i + 1)
+    return found
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class SegmentStore:
     """One partition's segment file (a :class:`txnspec.impl.log.BatchStore`)."""
 
-    def __init__(self, directory: str, fsync_appends: bool = False) -> None:
+    def __init__(self, directory: str, fsync: bool = False, failures: FailureSink | None = None) -> None:
+        created = not os.path.isdir(directory)
         os.makedirs(directory, exist_ok=True)
         self.directory = directory
         self.path = os.path.join(directory, SEGMENT)
-        self.fsync_appends = fsync_appends
+        self.fsync = fsync
+        self.failures = failures
         self.positions: list[tuple[int, int]] = []  # (base offset, file position)
-        self.truncated_bytes = 0
+        self.size = 0
+        self.offline: str | None = None  # why the store refuses writes until a restart
+        self.recovery: RecoveryReport | None = None
+        new_file = not os.path.exists(self.path)
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        if fsync and new_file:
+            os.fsync(self._fd)
+            _fsync_dir(directory)
+            if created:
+                _fsync_dir(os.path.dirname(os.path.abspath(directory)))
 
-    def recover(self) -> list[RecordBatch]:
-        """Read every valid batch; truncate a torn or corrupt tail (``LogLoader.recoverSegment``)."""
+    def recover(self, recover_corruption: bool = False) -> list[RecordBatch]:
+        """Read every valid batch; truncate a torn tail; fail on corruption unless asked to recover it."""
         with open(self.path, "rb") as f:
             data = f.read()
         batches: list[RecordBatch] = []
         self.positions = []
         pos = 0
-        expected_offset: int | None = None
-        while pos + _HEADER.size <= len(data):
-            length, crc = _HEADER.unpack_from(data, pos)
-            payload = data[pos + _HEADER.size: pos + _HEADER.size + length]
-            if len(payload) != length or zlib.crc32(payload) != crc:
-                break
-            try:
-                batch = decode_batch(payload)
-            except (ValueError, KeyError, TypeError, IndexError):
-                break
-            if expected_offset is not None and batch.base_offset != expected_offset:
+        reason = ""
+        while pos < len(data):
+            batch, reason = _read_frame(data, pos)
+            if batch is not None and batches and batch.base_offset != batches[-1].next_offset:
+                reason = f"base offset {batch.base_offset} where {batches[-1].next_offset} was due"
+                batch = None
+            if batch is None:
                 break
             self.positions.append((batch.base_offset, pos))
             batches.append(batch)
-            expected_offset = batch.next_offset
-            pos += _HEADER.size + length
+            pos += _HEADER.size + _HEADER.unpack_from(data, pos)[0]
+        self.size = pos
         if pos < len(data):
-            self.truncated_bytes = len(data) - pos
+            later = _frames_after(data, pos)
+            if later and not recover_corruption:
+                raise CorruptDataError(self.path, pos, f"{reason} followed by {len(later)} valid frames (damage, "
+                                       "not a crash); open with recover_corruption=True to truncate there")
+            self.recovery = _report(self.path, pos, len(data) - pos, reason, later)
+            log.warning("recovery: %s", self.recovery)
             os.truncate(self.path, pos)
         return batches
 
     def append(self, batch: RecordBatch) -> None:
-        pos = os.lseek(self._fd, 0, os.SEEK_END)
-        os.write(self._fd, frame(encode_batch(batch)))
-        self.positions.append((batch.base_offset, pos))
-        if self.fsync_appends:
-            os.fsync(self._fd)
+        """Write ``batch`` whole (looping on short writes) or not at all; :class:`StorageError` if not."""
+        if self.offline is not None:
+            raise StorageError(self.path, f"offline since an earlier failure ({self.offline}); restart to recover")
+        data = memoryview(frame(encode_batch(batch)))
+        start = self.size
+        written = 0
+        try:
+            while written < len(data):
+                n = os.write(self._fd, data[written:])
+                if n <= 0:
+                    raise OSError(errno.EIO, "write wrote nothing")
+                written += n
+        except OSError as exc:
+            self._fail(start, f"append of offset {batch.base_offset} failed after {written} of {len(data)} "
+                              f"bytes: {exc.strerror or exc}")
+        if self.fsync:
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                self._fail(start, f"fsync after offset {batch.base_offset} failed: {exc.strerror or exc}",
+                           offline=True)
+        self.positions.append((batch.base_offset, start))
+        self.size = start + len(data)
+
+    def _fail(self, cut: int, message: str, offline: bool = False) -> None:
+        """Cut the file back to ``cut`` (its last whole frame) and raise; offline if that is not possible."""
+        try:
+            os.ftruncate(self._fd, cut)
+        except OSError as exc:
+            offline = True
+            message += f"; cutting the file back to byte {cut} failed too: {exc.strerror or exc}"
+        if offline:
+            self.offline = message
+        error = StorageError(self.path, message)
+        if self.failures is not None:
+            self.failures(error)
+        raise error
 
     def truncate_to(self, offset: int) -> None:
         keep = [(o, p) for o, p in self.positions if o < offset]
         cut = self.positions[len(keep)][1] if len(keep) < len(self.positions) else None
         if cut is not None:
-            os.truncate(self.path, cut)
+            os.ftruncate(self._fd, cut)
+            self.size = cut
         self.positions = keep
 
     def flush(self) -> None:
@@ -126,17 +281,38 @@ class SegmentStore:
         os.close(self._fd)
 
 
+def _report(path: str, position: int, dropped: int, reason: str,
+            later: list[tuple[int, RecordBatch]]) -> RecoveryReport:
+    batches = [b for _, b in later]
+    return RecoveryReport(
+        path, position, dropped, reason, corrupt=bool(later), dropped_frames=len(later),
+        first_dropped_offset=batches[0].base_offset if batches else None,
+        transactions=tuple(sorted({(b.producer_id, b.producer_epoch) for b in batches
+                                   if b.is_transactional and not b.is_control})),
+        markers=tuple((b.producer_id, b.producer_epoch, b.control_type.name) for b in batches
+                      if b.control_type is not None),
+        transactional_ids=tuple(sorted({str(r.key) for b in batches if b.producer_id < 0 for r in b.records
+                                        if isinstance(r.key, str) and "__transaction_state" in path})))
+
+
 def partition_dirs(data_dir: str) -> list[str]:
     return sorted(d for d in os.listdir(data_dir) if os.path.isdir(os.path.join(data_dir, d)))
 
 
 def _atomic_write(path: str, payload: bytes) -> None:
+    """Write ``payload`` to ``path`` whole or leave the old file: a fsync'd temporary file renamed over it."""
     tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(payload)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(os.path.dirname(os.path.abspath(path)))
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise StorageError(path, f"writing it failed: {exc.strerror or exc}") from exc
 
 
 def write_snapshot(data_dir: str, p: Partition) -> str:
@@ -151,28 +327,31 @@ def write_snapshot(data_dir: str, p: Partition) -> str:
 
 
 def latest_snapshot(directory: str, log_end_offset: int) -> dict[str, Any] | None:
-    """The newest valid snapshot at or below ``log_end_offset`` (a corrupt one is ignored)."""
+    """The newest valid snapshot at or below ``log_end_offset``. A damaged one is skipped with a warning: a
+    snapshot only saves work, the log replayed from its start rebuilds the same state."""
     names = sorted((n for n in os.listdir(directory) if n.endswith(".snapshot")), reverse=True)
     for name in names:
         if int(name.split(".")[0]) > log_end_offset:
             continue
         with open(os.path.join(directory, name), "rb") as f:
             data = f.read()
-        if len(data) < _HEADER.size:
-            continue
-        length, crc = _HEADER.unpack_from(data, 0)
-        payload = data[_HEADER.size:]
-        if len(payload) == length and zlib.crc32(payload) == crc:
-            snap: dict[str, Any] = json.loads(payload)
-            return snap
+        if len(data) >= _HEADER.size:
+            length, crc = _HEADER.unpack_from(data, 0)
+            payload = data[_HEADER.size:]
+            if len(payload) == length and zlib.crc32(payload) == crc:
+                snap: dict[str, Any] = json.loads(payload)
+                return snap
+        log.warning("recovery: %s is damaged; ignored (the log is replayed instead)",
+                    os.path.join(directory, name))
     return None
 
 
-def open_partition(data_dir: str, name: str, kwargs: dict[str, int], fsync_appends: bool = False) -> Partition:
+def open_partition(data_dir: str, name: str, kwargs: dict[str, int], fsync: bool = False,
+                   failures: FailureSink | None = None, recover_corruption: bool = False) -> Partition:
     """Open (and recover) a partition's directory: valid batches, producer state from snapshot + replay."""
     directory = os.path.join(data_dir, name)
-    store = SegmentStore(directory, fsync_appends)
-    batches = store.recover()
+    store = SegmentStore(directory, fsync, failures)
+    batches = store.recover(recover_corruption)
     p = Partition(name, store=store, **kwargs)
     p.log.batches = batches
     p.log._bases = [b.base_offset for b in batches]
@@ -184,24 +363,41 @@ def open_partition(data_dir: str, name: str, kwargs: dict[str, int], fsync_appen
 class ProducerIdBlockFile:
     """Producer ids are reserved in blocks; the block end is written (fsync'd) before an id of it is used."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, failures: FailureSink | None = None) -> None:
         self.path = path
+        self.failures = failures
         self.block_end = 0
         if os.path.exists(path):
-            with open(path) as f:
-                text = f.read().strip()
-            self.block_end = int(text) if text.isdigit() else 0
+            with open(path, "rb") as f:
+                raw = f.read()
+            text = raw.decode("ascii", "replace").strip()
+            if not text.isdigit():
+                raise CorruptDataError(path, 0, f"producer-id block {raw[:40]!r} is not a number (ids could be "
+                                                "reused); restore the file or write an id above every id in use")
+            self.block_end = int(text)
 
     def start(self) -> int:
         """The first id this run may use: the end of the last reserved block (ids before it may be used)."""
         return self.block_end
 
+    def check_above(self, used: int, where: str) -> None:
+        """Refuse to start if an id already in the logs is at or above the block end (a damaged block)."""
+        if used >= self.block_end:
+            raise CorruptDataError(self.path, 0, f"producer-id block ends at {self.block_end} but producer id "
+                                                 f"{used} is in {where} (ids would be reused)")
+
     def reserve(self, next_id: int) -> None:
-        """Called after each allocation with the next id; reserve a new block when it runs out."""
+        """Called before an id below ``next_id`` is handed out; reserves a new block when it runs out."""
         if next_id > self.block_end:
-            self.block_end = next_id - 1 + PID_BLOCK_SIZE
-            _atomic_write(self.path, str(self.block_end).encode())
+            end = next_id - 1 + PID_BLOCK_SIZE
+            try:
+                _atomic_write(self.path, str(end).encode())
+            except StorageError as exc:  # the id is not handed out (ProducerIdManager answers a retriable error)
+                if self.failures is not None:
+                    self.failures(exc)
+                raise
+            self.block_end = end
 
 
-__all__ = ["SegmentStore", "decode_batch", "encode_batch", "latest_snapshot", "open_partition", "partition_dirs",
-           "write_snapshot"]
+__all__ = ["CorruptDataError", "RecoveryReport", "SegmentStore", "StorageError", "decode_batch", "encode_batch",
+           "latest_snapshot", "open_partition", "partition_dirs", "write_snapshot"]

@@ -14,7 +14,9 @@ How steps map onto :class:`txnspec.impl.cluster.Cluster`
       past the transaction timeout (without running the network), ``failover`` crashes and restarts the
       coordinators (markers already sent stay in flight), ``expire batch`` expires the in-flight batch
       (``Producer.expire_batch``); loss, append failure and producer crash are not mapped yet and report
-      the step as not enabled (a divergence naming the fault).
+      the step as not enabled (a divergence naming the fault);
+    * a step whose action text is not what the spec writes for its kind (:func:`understood`) is not
+      enabled either: the adapter acts on the kind, so an unread text must never pass.
 
 What is compared (:meth:`ImplAdapter.project`)
     The records visible per *data* partition at both isolation levels and the committed group offsets.
@@ -25,6 +27,7 @@ What is compared (:meth:`ImplAdapter.project`)
 from __future__ import annotations
 
 import contextlib
+import re
 from typing import Any
 
 from txnspec.conformance.adapters.spec_adapter import StepNotEnabledError
@@ -44,6 +47,34 @@ def _same_partition(impl_name: str, spec_name: str) -> bool:
     if spec_name.startswith("__consumer_offsets"):
         return impl_name.startswith("__consumer_offsets")
     return impl_name == impl_partition(spec_name)
+
+
+_CLIENT_CALLS = ("initTransactions", "beginTransaction", "sendOffsetsToTransaction", "commitTransaction",
+                 "abortTransaction")
+
+
+def understood(step: Any) -> bool:
+    """Whether ``step.action`` is the text the spec gives an action of ``step.kind`` (spec/system.py): the
+    adapter acts on the kind, so a step whose text says something else would otherwise pass unread."""
+    kind, action, source, target = step.kind, step.action, step.source, step.target
+    if kind in _CLIENT_CALLS:
+        return bool(action == f"{source}.{kind}()")
+    if kind == "send":
+        return re.fullmatch(rf"{re.escape(source)}\.send\(p\d+\)", action) is not None
+    if kind.startswith("deliver "):
+        return bool(action.startswith(f"deliver {source}->{target}: {kind.removeprefix('deliver ')}(")
+                    and action.endswith(")"))
+    if kind == "duplicate":
+        return bool(action.startswith(f"duplicate {source}->{target}: ") and action.endswith(")"))
+    if kind == "expire batch":
+        return re.fullmatch(rf"{re.escape(source)} gives up on its produce to p\d+", action) is not None
+    if kind == "timeout":
+        return bool(action.startswith("coordinator aborts timed-out "))
+    if kind == "abandoned timeout":
+        return bool(action.startswith("coordinator aborts ") and action.endswith(", abandoned by its producer"))
+    if kind == "failover":
+        return bool(action == "coordinator fails over")
+    return True  # other kinds are refused by apply as not mapped
 
 
 class ImplAdapter:
@@ -166,6 +197,9 @@ class ImplAdapter:
 
         if self.cluster is None:
             raise RuntimeError("reset() the adapter before applying steps")
+        if not understood(step):  # a step this adapter cannot interpret never passes
+            raise self._not_enabled(step, f"not an action of kind {step.kind!r} from {step.source!r} this adapter "
+                                          "can interpret")
         before = {m.id for m in self.cluster.network.messages}
         answers_before = len(self.marker_answers)
         kind = step.kind

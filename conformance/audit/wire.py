@@ -312,6 +312,9 @@ COORDINATOR_RETRIES = 80   # resends of a request a coordinator answers retriabl
 RETRY_PAUSE_SECONDS = 0.25
 
 
+MAX_RESPONSE_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes is 100 MB
+
+
 class WireError(Exception):
     """The broker answered something the protocol structs could not decode, or closed the connection."""
 
@@ -328,7 +331,12 @@ class BrokerConnection:
         self.versions: dict[int, tuple[int, int]] = {}
         from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 
-        response = self.call(ApiVersionsRequest, ApiVersionsResponse, 0)
+        try:
+            response = self.call(ApiVersionsRequest, ApiVersionsResponse, 0)
+        except (WireError, OSError) as exc:  # OSError: a timeout, a reset
+            self.close()
+            raise BrokerUnavailable(f"{host}:{port} does not speak the Kafka protocol: no valid answer to "
+                                    f"ApiVersions ({exc or type(exc).__name__})") from None
         self.versions = {v.api_key: (v.min_version, v.max_version) for v in response.api_keys}
         self.features: dict[str, int] = {}  # finalized feature levels (ApiVersions v3+), e.g. transaction.version
         if self.versions.get(ApiVersionsRequest.API_KEY, (0, 0))[1] >= 3:
@@ -354,6 +362,8 @@ class BrokerConnection:
         request.with_header(correlation_id=self.correlation, client_id="txnspec-audit")
         self.sock.sendall(request.encode(header=True, framed=True))
         size = struct.unpack(">i", self._read(4))[0]
+        if not 0 <= size <= MAX_RESPONSE_BYTES:
+            raise WireError(f"a response frame of {size} bytes is not a Kafka response")
         payload = self._read(size)
         try:
             response = response_cls.decode(payload, version=version, header=True)

@@ -61,8 +61,8 @@ def test_a_malformed_case_is_an_error_and_the_others_still_run(tmp_path: Path,
     path.write_text("\n".join([good, bad_json, unknown_request, negative_epoch]) + "\n")
     status = main(["cases", str(path), "--target", "spec"])
     out = capsys.readouterr().out
-    assert status == 1
-    assert out.splitlines()[-1] == "1 passed, 3 failed"
+    assert status == 2  # bad input, and no case that could run failed
+    assert out.splitlines()[-1] == "1 passed, 3 failed (3 malformed)"
     assert "line 2: not valid JSON" in out
     assert "unknown coordinator request 'Frobnicate'" in out
     assert "field 'now_ms' must be an integer" in out
