@@ -83,7 +83,7 @@ def _load_subcommands() -> None:
     for module in ("txnspec.conformance.cli_check", "txnspec.conformance.cli_conform",
                    "txnspec.conformance.cli_prove", "txnspec.conformance.cli_main",
                    "txnspec.conformance.cli_audit", "txnspec.conformance.cli_compare",
-                   "txnspec.conformance.cli_mutation"):
+                   "txnspec.conformance.cli_mutation", "txnspec.conformance.cli_serve"):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:

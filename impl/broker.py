@@ -36,6 +36,7 @@ from txnspec.impl.coordinator import (
 from txnspec.impl.errors import Errors
 from txnspec.impl.group import GroupCoordinator
 from txnspec.impl.log import ControlType
+from txnspec.impl.membership import Membership
 from txnspec.impl.messages import (
     AddOffsetsToTxn,
     AddPartitionsToTxn,
@@ -100,6 +101,8 @@ class Broker:
                    for i in range(self.config.num_offsets_partitions)}
         self.group_coordinator = GroupCoordinator(offsets, self.config.num_offsets_partitions)
         self.group_coordinator.load()
+        self.membership = Membership()  # classic group membership; its checks apply to commits naming a member
+        self.group_coordinator.membership = self.membership
 
     def _partition_kwargs(self) -> dict[str, int]:
         return {"producer_id_expiration_ms": self.config.producer_id_expiration_ms,
@@ -187,7 +190,7 @@ class Broker:
                                 correlation_id=rid)
         errors = self.group_coordinator.handle_txn_offset_commit(request.group_id, request.producer_id,
                                                                  request.producer_epoch, dict(request.offsets),
-                                                                 now_ms=now_ms)
+                                                                 now_ms=now_ms, member=request.member)
         first = next(iter(errors.values()), Errors.NONE)
         return Response(first, partition_errors=tuple(sorted(errors.items())), correlation_id=rid)
 

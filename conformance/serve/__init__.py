@@ -1,0 +1,7 @@
+"""``txnspec serve``: the reference implementation (:mod:`txnspec.impl`) as a Kafka broker on a TCP socket,
+for real clients (librdkafka, the Java client, kafka-python, aiokafka).
+
+:mod:`.protocol` frames and the API table, :mod:`.records` record batches v2, :mod:`.broker` and
+:mod:`.groups` the requests on the implementation, :mod:`.server` the asyncio server, :mod:`.testing` a
+pytest fixture.
+"""
