@@ -60,7 +60,8 @@ def decode_produce(data: bytes | None) -> ProducedBatch:
     (batch_length,) = struct.unpack_from(">i", data, 8)
     if batch_length + 12 != len(data):
         raise InvalidRecords("a Produce partition must hold exactly one record batch "
-                             f"(batch length {batch_length + 12}, records {len(data)} bytes)", True)
+                             f"(batch length {batch_length + 12}, records {len(data)} bytes)",
+                             corrupt=batch_length + 12 > len(data))
     batch = DefaultRecordBatch(bytes(data))
     if not batch.validate_crc():
         raise InvalidRecords("the record batch's CRC32C does not match its contents", True)
