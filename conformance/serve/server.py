@@ -80,10 +80,10 @@ class Server:
             self._server.close()
         for writer in list(self.connections):
             writer.close()
+        if self.tasks:  # closed connections end their tasks; a waiting Fetch ends within a second
+            await asyncio.wait(list(self.tasks), timeout=3)
         for task in list(self.tasks):
             task.cancel()
-        if self.tasks:
-            await asyncio.gather(*self.tasks, return_exceptions=True)
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)

@@ -1,0 +1,140 @@
+"""Real clients on ``txnspec serve``: confluent-kafka (librdkafka), kafka-python, aiokafka and the Java client
+run transactions, see aborted records hidden at read_committed, and a zombie fenced."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+import uuid
+
+import pytest
+
+from txnspec.conformance.serve.server import ServerThread
+from txnspec.conformance.serve.testing import kafka_bootstrap, kafka_bootstrap_tv1, txnspec_server  # noqa: F401
+
+QUIET = {"log_level": 0, "broker.address.family": "v4"}
+TIMEOUT = 10.0
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[tuple[int, int, bytes]]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+                         "isolation.level": isolation, "enable.auto.commit": False, **QUIET})
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT, cached=False)[1]
+                for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        got: list[tuple[int, int, bytes]] = []
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and not msg.error():
+                got.append((int(msg.partition() or 0), int(msg.offset() or 0), bytes(msg.value() or b"")))
+            positions = consumer.position([TopicPartition(topic, p) for p in range(partitions)])
+            if msg is None and all(tp.offset >= ends[tp.partition] or ends[tp.partition] == 0 for tp in positions):
+                return sorted(got)
+        raise AssertionError(f"did not reach the end of {topic} in {TIMEOUT} s: {got}")
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("tv", [2, 1])
+def test_confluent_kafka_transactions_aborted_records_hidden_and_a_zombie_fenced(tv: int) -> None:
+    from confluent_kafka import KafkaException, Producer
+
+    with ServerThread(transaction_version=tv, topics=("out:2",)) as server:
+        bootstrap = server.bootstrap
+        p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "app", **QUIET})
+        p.init_transactions(TIMEOUT)
+        p.begin_transaction()
+        p.produce("out", b"committed", partition=0)
+        p.produce("out", b"committed-too", partition=1)
+        p.commit_transaction(TIMEOUT)
+        p.begin_transaction()
+        p.produce("out", b"aborted", partition=0)
+        p.flush(TIMEOUT)
+        p.abort_transaction(TIMEOUT)
+        # a zombie: the transaction is open when a new instance of the same transactional.id initialises
+        p.begin_transaction()
+        p.produce("out", b"zombie", partition=1)
+        p.flush(TIMEOUT)
+        successor = Producer({"bootstrap.servers": bootstrap, "transactional.id": "app", **QUIET})
+        successor.init_transactions(TIMEOUT)
+        with pytest.raises(KafkaException) as fenced:
+            p.commit_transaction(TIMEOUT)
+        assert fenced.value.args[0].fatal() or fenced.value.args[0].txn_requires_abort()
+        successor.begin_transaction()
+        successor.produce("out", b"after", partition=0)
+        successor.commit_transaction(TIMEOUT)
+
+        committed = [v for _, _, v in read_all(bootstrap, "out", 2, "read_committed")]
+        uncommitted = [v for _, _, v in read_all(bootstrap, "out", 2, "read_uncommitted")]
+    assert sorted(committed) == [b"after", b"committed", b"committed-too"]
+    assert sorted(uncommitted) == [b"aborted", b"after", b"committed", b"committed-too", b"zombie"]
+
+
+def test_kafka_python_transactional_produce_and_a_read_committed_group_consumer(kafka_bootstrap: str) -> None:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    admin.create_topics([NewTopic("kp", 1, 1)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, transactional_id="kp-app")
+    producer.init_transactions()
+    for value, commit in ((b"one", True), (b"gone", False), (b"two", True)):
+        producer.begin_transaction()
+        producer.send("kp", value)
+        producer.flush()
+        if commit:
+            producer.commit_transaction()
+        else:
+            producer.abort_transaction()
+    producer.close()
+    consumer = KafkaConsumer("kp", bootstrap_servers=kafka_bootstrap, group_id="kp-group", enable_auto_commit=False,
+                             isolation_level="read_committed", auto_offset_reset="earliest", consumer_timeout_ms=3000)
+    values = [m.value for m in consumer]
+    consumer.commit()
+    committed = consumer.committed(TopicPartition("kp", 0))
+    consumer.close()
+    assert values == [b"one", b"two"]
+    assert committed == 6  # two commits, one abort: three data records and three markers
+
+
+def test_aiokafka_transactional_produce_and_read_committed(kafka_bootstrap_tv1: str) -> None:
+    aiokafka = pytest.importorskip("aiokafka")
+
+    async def run() -> list[bytes]:
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=kafka_bootstrap_tv1, transactional_id="aio-app")
+        await producer.start()
+        try:
+            async with producer.transaction():
+                await producer.send_and_wait("aio", b"kept")
+            await producer.begin_transaction()
+            await producer.send_and_wait("aio", b"dropped")
+            await producer.abort_transaction()
+        finally:
+            await producer.stop()
+        consumer = aiokafka.AIOKafkaConsumer("aio", bootstrap_servers=kafka_bootstrap_tv1, group_id="aio-group",
+                                             isolation_level="read_committed", auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            batches = await consumer.getmany(timeout_ms=3000)
+            return [m.value for msgs in batches.values() for m in msgs]
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(asyncio.wait_for(run(), 30)) == [b"kept"]
+
+
+@pytest.mark.skipif(shutil.which("javac") is None or shutil.which("mvn") is None, reason="needs a JDK and Maven")
+def test_the_java_client_consume_transform_produce_with_a_zombie_and_a_restart(kafka_bootstrap: str) -> None:
+    from txnspec.conformance.serve.java_harness import run_harness
+
+    result = run_harness(kafka_bootstrap)
+    assert result["ok"], result
+    assert result["output"] == [f"V{i}" for i in range(10)]
+    assert result["committed_offset"] == 10
+    assert result["zombie_commit"] == "ProducerFencedException"
