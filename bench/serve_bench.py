@@ -23,8 +23,9 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-QUIET = {"log_level": 0, "broker.address.family": "v4"}
+QUIET: dict[str, Any] = {"log_level": 0, "broker.address.family": "v4"}
 CLI = "import sys; from txnspec.conformance.cli import main; sys.exit(main())"
 
 

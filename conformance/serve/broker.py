@@ -72,6 +72,7 @@ _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 PRODUCER_FENCED_SINCE = {"InitProducerId": 4, "AddPartitionsToTxn": 2, "AddOffsetsToTxn": 2, "EndTxn": 2,
                          "TxnOffsetCommit": 2}
 FETCH_MAX_BATCHES = 2000  # batches read from the log per partition and Fetch (bytes are bounded after)
+ENCODED_CACHE_BATCHES = 20_000  # fetched batches kept encoded (memory stays bounded: the cache is then cleared)
 
 
 @dataclass
@@ -482,6 +483,8 @@ def fetch_partition(wb: WireBroker, topic: str, index: int, offset: int, committ
         key = (partition.name, batch.base_offset)
         encoded = wb._encoded.get(key)
         if encoded is None:
+            if len(wb._encoded) >= ENCODED_CACHE_BATCHES:
+                wb._encoded.clear()
             encoded = wb._encoded[key] = wire_records.encode_batch(batch)
         if chunks and size + len(encoded) > max_bytes:
             break  # KIP-74: at least one batch, then as many as fit

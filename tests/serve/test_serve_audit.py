@@ -67,11 +67,12 @@ def _open_transaction_after_its_timeout() -> tuple[bool, list[bytes]]:
         p.begin_transaction()
         p.produce("slow", b"left-open", partition=0)
         p.flush(10)
+        partition = server.server.broker.broker.partition("slow-0")
         deadline = time.monotonic() + 5
         completed = False
         while not completed and time.monotonic() < deadline:
             time.sleep(0.1)
-            completed = server.call(lambda: server.server.broker.partition("slow", 0).first_unstable_offset) is None
+            completed = server.call(lambda: partition.first_unstable_offset) is None
         consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "r", "isolation.level":
                              "read_committed", **quiet})
         consumer.assign([TopicPartition("slow", 0, 0)])

@@ -11,7 +11,6 @@ import uuid
 import pytest
 
 from txnspec.conformance.serve.server import ServerThread
-from txnspec.conformance.serve.testing import kafka_bootstrap, kafka_bootstrap_tv1, txnspec_server  # noqa: F401
 
 QUIET = {"log_level": 0, "broker.address.family": "v4"}
 TIMEOUT = 10.0

@@ -5,6 +5,7 @@ offsets stay unstable until the commit marker; a member that left is unknown."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from kafka.protocol.consumer.group import (
@@ -44,7 +45,7 @@ def conn() -> Iterator[BrokerConnection]:
             c.close()
 
 
-def join(conn: BrokerConnection, member_id: str) -> object:
+def join(conn: BrokerConnection, member_id: str) -> Any:
     protocol = JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"sub")
     return conn.call(JoinGroupRequest, JoinGroupResponse, 5, group_id="g", session_timeout_ms=10_000,
                      rebalance_timeout_ms=10_000, member_id=member_id, group_instance_id=None,
