@@ -4,7 +4,9 @@ compiled with the machine's ``javac`` against ``kafka-clients`` resolved by Mave
 
 ``run_harness(bootstrap)`` returns the harness's RESULT line as a dict (``ok``, ``output``,
 ``committed_offset``, ``zombie_commit``: the exception class the zombie's commit raised). A missing JDK or
-Maven raises :class:`JavaUnavailable` naming what is missing.
+Maven raises :class:`JavaUnavailable` naming what is missing. Against any broker (a real Kafka too)::
+
+    python -m txnspec.conformance.serve.java_harness HOST:PORT     # prints the RESULT, exit 0 when ok
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -67,3 +70,12 @@ def run_harness(bootstrap: str, run: str | None = None, timeout: float = 120.0) 
     result: dict[str, Any] = json.loads(lines[-1][len("RESULT "):])
     result["exit"] = done.returncode
     return result
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        print("usage: python -m txnspec.conformance.serve.java_harness HOST:PORT", file=sys.stderr)
+        sys.exit(2)
+    outcome = run_harness(sys.argv[1])
+    print(json.dumps(outcome))
+    sys.exit(0 if outcome["ok"] else 1)

@@ -129,10 +129,12 @@ def test_aiokafka_transactional_produce_and_read_committed(kafka_bootstrap_tv1: 
 
 
 @pytest.mark.skipif(shutil.which("javac") is None or shutil.which("mvn") is None, reason="needs a JDK and Maven")
-def test_the_java_client_consume_transform_produce_with_a_zombie_and_a_restart(kafka_bootstrap: str) -> None:
+@pytest.mark.parametrize("tv", [2, pytest.param(1, marks=pytest.mark.slow)])
+def test_the_java_client_consume_transform_produce_with_a_zombie_and_a_restart(tv: int) -> None:
     from txnspec.conformance.serve.java_harness import run_harness
 
-    result = run_harness(kafka_bootstrap)
+    with ServerThread(transaction_version=tv) as server:
+        result = run_harness(server.bootstrap)
     assert result["ok"], result
     assert result["output"] == [f"V{i}" for i in range(10)]
     assert result["committed_offset"] == 10

@@ -177,6 +177,23 @@ def test_produce_checks_the_batch_crc_and_takes_exactly_one_batch(server: Server
         conn.close()
 
 
+def test_produce_with_acks_0_gets_no_answer_and_the_next_request_is_answered(server: ServerThread) -> None:
+    data = ProduceRequest.TopicProduceData(name="t", partition_data=[
+        ProduceRequest.TopicProduceData.PartitionProduceData(index=1, records=batch([b"fire-and-forget"]))])
+    produce_request = ProduceRequest(version=9, transactional_id=None, acks=0, timeout_ms=1000, topic_data=[data])
+    produce_request.with_header(correlation_id=1, client_id="test")
+    versions = ApiVersionsRequest(version=0)
+    versions.with_header(correlation_id=2, client_id="test")
+    with connect(server) as sock:
+        sock.sendall(bytes(produce_request.encode(header=True, framed=True)) + bytes(versions.encode(header=True,
+                                                                                                     framed=True)))
+        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+        answer = ApiVersionsResponse.decode(sock.recv(size, socket.MSG_WAITALL), version=0, header=True)
+    assert answer.header.correlation_id == 2
+    partition = server.call(lambda: server.server.broker.broker.partition("t-1"))
+    assert server.call(lambda: partition.log_end_offset) == 1
+
+
 def test_a_fetched_batch_is_kafkas_v2_format_with_its_offset_and_a_valid_crc() -> None:
     from kafka.record.default_records import DefaultRecordBatch
 
