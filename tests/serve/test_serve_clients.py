@@ -139,3 +139,5 @@ def test_the_java_client_consume_transform_produce_with_a_zombie_and_a_restart(t
     assert result["output"] == [f"V{i}" for i in range(10)]
     assert result["committed_offset"] == 10
     assert result["zombie_commit"] == "ProducerFencedException"
+    assert (result["stale_generation_commit"], result["current_generation_commit"]) == ("CommitFailedException",
+                                                                                        "committed")  # KIP-447

@@ -7,8 +7,10 @@
 // transforms the first 4 in committed transactions with sendOffsetsToTransaction; 3. A opens a transaction and
 // writes "zombie" (flushed, not committed); 4. instance B initialises the same transactional.id: A is now a
 // zombie and its commit must fail; 5. B, with a new consumer of the group, transforms the rest from the committed
-// offset; 6. a read_committed reader reads the output. The last line is RESULT {json}; exit 0 when the output
-// is each input transformed exactly once, no zombie record, the group offset at 10 and the zombie fenced.
+// offset; 6. KIP-447: a member's group metadata from before a rebalance is stale: a transaction sending offsets
+// with it must fail (CommitFailedException), with the current metadata it commits; 7. a read_committed reader
+// reads the output. The last line is RESULT {json}; exit 0 when the output is each input transformed exactly
+// once, no zombie record, the group offset at 10, the zombie fenced and the stale generation refused.
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -18,6 +20,7 @@ import java.util.Map;
 import java.util.Properties;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -62,6 +65,8 @@ public class TxnHarness {
         consumerB.close();
         b.close();
 
+        String[] generation = staleGeneration(bootstrap, group, in, "gen-" + run);
+
         List<String> output = readCommitted(bootstrap, out);
         long committed;
         try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
@@ -73,9 +78,12 @@ public class TxnHarness {
         for (int i = 0; i < INPUTS; i++) expected.add("V" + i);
         List<String> sorted = new ArrayList<>(output);
         Collections.sort(sorted, (x, y) -> Integer.compare(Integer.parseInt(x.substring(1)), Integer.parseInt(y.substring(1))));
-        boolean ok = sorted.equals(expected) && committed == INPUTS && !zombie.equals("committed");
+        boolean ok = sorted.equals(expected) && committed == INPUTS && !zombie.equals("committed")
+                && !generation[0].equals("committed") && generation[1].equals("committed");
         System.out.println("RESULT {\"output\": " + json(output) + ", \"committed_offset\": " + committed
-                + ", \"zombie_commit\": \"" + zombie + "\", \"processed\": " + processed + ", \"ok\": " + ok + "}");
+                + ", \"zombie_commit\": \"" + zombie + "\", \"stale_generation_commit\": \"" + generation[0]
+                + "\", \"current_generation_commit\": \"" + generation[1] + "\", \"processed\": " + processed
+                + ", \"ok\": " + ok + "}");
         System.exit(ok ? 0 : 1);
     }
 
@@ -99,6 +107,40 @@ public class TxnHarness {
             for (var e : offsets.entrySet()) consumer.seek(e.getKey(), e.getValue().offset());
         }
         return done;
+    }
+
+    /** A rebalance makes the first member's group metadata stale: its offsets are refused, the current ones taken. */
+    static String[] staleGeneration(String bootstrap, String group, String topic, String tid) {
+        KafkaConsumer<String, String> first = consumer(bootstrap, group, topic);
+        long deadline = System.currentTimeMillis() + 30_000;
+        while (first.assignment().isEmpty() && System.currentTimeMillis() < deadline) first.poll(Duration.ofMillis(100));
+        ConsumerGroupMetadata stale = first.groupMetadata();
+        KafkaConsumer<String, String> second = consumer(bootstrap, group, topic);
+        while (System.currentTimeMillis() < deadline && !(second.groupMetadata().generationId() > stale.generationId()
+                && first.groupMetadata().generationId() == second.groupMetadata().generationId())) {
+            first.poll(Duration.ofMillis(50));
+            second.poll(Duration.ofMillis(50));
+        }
+        Map<TopicPartition, OffsetAndMetadata> offsets = Map.of(new TopicPartition(topic, 0), new OffsetAndMetadata(INPUTS));
+        String[] outcome = new String[2];
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(producerProps(bootstrap, tid))) {
+            producer.initTransactions();
+            ConsumerGroupMetadata[] tried = {stale, first.groupMetadata()};
+            for (int i = 0; i < 2; i++) {
+                outcome[i] = "committed";
+                producer.beginTransaction();
+                try {
+                    producer.sendOffsetsToTransaction(offsets, tried[i]);
+                    producer.commitTransaction();
+                } catch (Exception e) {
+                    outcome[i] = e.getClass().getSimpleName();
+                    producer.abortTransaction();
+                }
+            }
+        }
+        first.close();
+        second.close();
+        return outcome;
     }
 
     static List<String> readCommitted(String bootstrap, String topic) {
@@ -128,6 +170,7 @@ public class TxnHarness {
         p.put("isolation.level", "read_committed");
         p.put("enable.auto.commit", "false");
         p.put("auto.offset.reset", "earliest");
+        p.put("heartbeat.interval.ms", "300");
         p.put("key.deserializer", StringDeserializer.class.getName());
         p.put("value.deserializer", StringDeserializer.class.getName());
         KafkaConsumer<String, String> c = new KafkaConsumer<>(p);
