@@ -125,6 +125,8 @@ class WireBroker:
         self.broker = Broker(BrokerConfig(transaction_version=config.transaction_version),
                              data_dir=config.data_dir, now_ms=clock())
         self.topics: dict[str, Topic] = {}
+        counts = (self.broker.config.num_txn_log_partitions, self.broker.config.num_offsets_partitions)
+        self.internal = {name: Topic(name, n) for name, n in zip(INTERNAL_TOPICS, counts, strict=True)}
         for name in self.broker.partitions:  # durable mode: the topics found on disk
             topic, _, index = name.rpartition("-")
             if topic and topic not in INTERNAL_TOPICS and index.isdigit():
@@ -217,13 +219,13 @@ def handle_api_versions(wb: WireBroker, request: Request) -> Any:
 
 def _metadata_topic(wb: WireBroker, name: str, error: Errors, v: int) -> Any:
     M = MetadataResponse.MetadataResponseTopic
-    topic = wb.topics.get(name)
+    topic = wb.topics.get(name) or wb.internal.get(name)
     partitions = [] if topic is None else [
         M.MetadataResponsePartition(error_code=0, partition_index=i, leader_id=NODE_ID, leader_epoch=0,
                                     replica_nodes=[NODE_ID], isr_nodes=[NODE_ID], offline_replicas=[])
         for i in range(topic.partitions)]
     return M(error_code=error.code, name=name, topic_id=topic.topic_id if topic else uuid.UUID(int=0),
-             is_internal=False, partitions=partitions)
+             is_internal=name in wb.internal, partitions=partitions)
 
 
 def handle_metadata(wb: WireBroker, request: Request) -> Any:
@@ -240,7 +242,7 @@ def handle_metadata(wb: WireBroker, request: Request) -> Any:
             if topic_name_problem(name):
                 topics.append(_metadata_topic(wb, str(name), Errors.INVALID_REQUEST, v)
                               if name is None else _invalid_topic(str(name)))
-            elif name in wb.topics:
+            elif name in wb.topics or name in wb.internal:
                 topics.append(_metadata_topic(wb, name, Errors.NONE, v))
             elif auto:
                 wb.create_topic(name, wb.config.default_partitions)

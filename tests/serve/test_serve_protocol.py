@@ -74,6 +74,23 @@ def test_api_versions_advertises_exactly_the_table_and_the_transaction_version(s
     assert {api.name for api in APIS.values()} == handled
 
 
+def test_metadata_names_the_internal_topics_as_internal_and_never_creates_them(server: ServerThread) -> None:
+    from kafka.protocol.metadata.metadata import MetadataResponse
+
+    conn = BrokerConnection(server.config.host, server.config.port, timeout=WAIT)
+    try:
+        r = conn.call(MetadataRequest, MetadataResponse, 12, allow_auto_topic_creation=True,
+                      include_topic_authorized_operations=False,
+                      topics=[MetadataRequest.MetadataRequestTopic(topic_id=None, name="__consumer_offsets"),
+                              MetadataRequest.MetadataRequestTopic(topic_id=None, name="auto-created")])
+    finally:
+        conn.close()
+    internal, created = r.topics
+    assert (internal.error_code, internal.is_internal, len(internal.partitions)) == (0, True, 50)
+    assert (created.error_code, created.is_internal, len(created.partitions)) == (0, False, 1)
+    assert "__consumer_offsets" not in server.call(lambda: set(server.server.broker.topics))
+
+
 def test_an_unknown_api_key_closes_the_connection_and_the_server_goes_on(server: ServerThread) -> None:
     with connect(server) as sock:
         sock.sendall(frame(999, 0))
