@@ -141,3 +141,45 @@ def test_the_java_client_consume_transform_produce_with_a_zombie_and_a_restart(t
     assert result["zombie_commit"] == "ProducerFencedException"
     assert (result["stale_generation_commit"], result["current_generation_commit"]) == ("CommitFailedException",
                                                                                         "committed")  # KIP-447
+
+
+def test_concurrent_transactional_producers_each_transaction_all_or_nothing(kafka_bootstrap: str) -> None:
+    """Six confluent-kafka producers commit and abort interleaved transactions over two partitions at once."""
+    import threading
+
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap, **QUIET})
+    admin.create_topics([NewTopic("many", 2, 1)])["many"].result(TIMEOUT)
+    committed: list[str] = []
+    aborted: list[str] = []
+    errors: list[BaseException] = []
+
+    def run(n: int) -> None:
+        try:
+            p = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": f"many-{n}", **QUIET})
+            p.init_transactions(TIMEOUT)
+            for t in range(15):
+                p.begin_transaction()
+                for i in range(3):
+                    p.produce("many", f"{n}-{t}-{i}".encode(), partition=(t + i) % 2)
+                if (n + t) % 4 == 0:
+                    p.flush(TIMEOUT)
+                    p.abort_transaction(TIMEOUT)
+                    aborted.extend(f"{n}-{t}-{i}" for i in range(3))
+                else:
+                    p.commit_transaction(TIMEOUT)
+                    committed.extend(f"{n}-{t}-{i}" for i in range(3))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    seen = [v.decode() for _, _, v in read_all(kafka_bootstrap, "many", 2, "read_committed")]
+    assert sorted(seen) == sorted(committed)
+    assert len(committed) + len(aborted) == 6 * 15 * 3 and aborted
