@@ -7,12 +7,13 @@ import asyncio
 import shutil
 import time
 import uuid
+from typing import Any
 
 import pytest
 
 from txnspec.conformance.serve.server import ServerThread
 
-QUIET = {"log_level": 0, "broker.address.family": "v4"}
+QUIET: dict[str, Any] = {"log_level": 0, "broker.address.family": "v4"}
 TIMEOUT = 10.0
 
 
