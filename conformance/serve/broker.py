@@ -137,6 +137,9 @@ class WireBroker:
             self.create_topic(name, int(count) if count else config.default_partitions)
         self.changes = 0  # bumped whenever logs, offsets or groups may have changed (waiters re-poll)
         self._encoded: dict[tuple[str, int], bytes] = {}
+        # the client's bytes of each batch appended in this run, as Kafka's log holds them (as large as the log,
+        # which the implementation keeps in memory too)
+        self.produced: dict[tuple[str, int], bytes] = {}
         self.deliver_markers()
 
     # --- time, markers, topics ---
@@ -464,6 +467,8 @@ def _produce_partition(wb: WireBroker, request: Request, topic: str, index: int,
                                  wb.request_tv(request, 12)), wb.now())
     if r.error is not Errors.NONE:
         return fail(r.error.code, str(r.extra.get("message") or "") or None)
+    if not r.extra.get("duplicate"):
+        wb.produced[(partition.name, r.base_offset)] = wire_records.as_stored(bytes(data or b""), r.base_offset)
     return P(index=index, error_code=0, base_offset=r.base_offset, log_append_time_ms=-1,
              log_start_offset=partition.log_start_offset, record_errors=[], error_message=None)
 
@@ -483,7 +488,7 @@ def fetch_partition(wb: WireBroker, topic: str, index: int, offset: int, committ
     size = 0
     for batch in f.batches:
         key = (partition.name, batch.base_offset)
-        encoded = wb._encoded.get(key)
+        encoded = wb.produced.get(key) or wb._encoded.get(key)
         if encoded is None:
             if len(wb._encoded) >= ENCODED_CACHE_BATCHES:
                 wb._encoded.clear()

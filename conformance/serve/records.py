@@ -9,8 +9,11 @@ A Produce request carries, per partition, the bytes of record batches as a clien
 base offset, control batches (transaction markers: attribute bit 5, key ``version=0, type``, value
 ``version=0, coordinatorEpoch``, as ``EndTransactionMarker``), CRC32C over attributes..end.
 
-Left out: record headers (the implementation's :class:`~txnspec.impl.log.Record` has none; they are dropped
-on append), message formats v0/v1, compression of what the broker sends (fetched batches are uncompressed).
+A fetched data batch is the client's own bytes (:func:`as_stored`: headers and compression kept, as Kafka
+keeps them) while the server runs; batches it did not receive in this run (markers, batches recovered from
+``--durable``) are written by :func:`encode_batch`. Left out: record headers and compression of recovered
+batches (the implementation's :class:`~txnspec.impl.log.Record` keeps key, value and timestamp only), message
+formats v0/v1.
 """
 
 from __future__ import annotations
@@ -76,6 +79,15 @@ def decode_produce(data: bytes | None) -> ProducedBatch:
         raise InvalidRecords(f"the batch header says {batch.records_count} records, it holds {len(records)}", True)
     return ProducedBatch(int(batch.producer_id), int(batch.producer_epoch), int(batch.base_sequence),
                          bool(batch.is_transactional), records)
+
+
+def as_stored(data: bytes, base_offset: int, leader_epoch: int = 0) -> bytes:
+    """A produced batch as the log holds it (``LogValidator`` without recompression): the client's bytes with
+    the base offset and partition leader epoch the broker assigns, neither covered by the CRC."""
+    out = bytearray(data)
+    struct.pack_into(">q", out, 0, base_offset)
+    struct.pack_into(">i", out, 12, leader_epoch)
+    return bytes(out)
 
 
 def _as_bytes(value: bytes | str | None) -> bytes | None:

@@ -40,6 +40,19 @@ def read_all(bootstrap: str, topic: str, partitions: int, isolation: str) -> lis
         consumer.close()
 
 
+def read_headers(bootstrap: str, topic: str) -> list[tuple[str, bytes]]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "headers", **QUIET})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        msg = consumer.poll(TIMEOUT)
+        assert msg is not None and not msg.error()
+        return list(msg.headers() or [])
+    finally:
+        consumer.close()
+
+
 @pytest.mark.parametrize("tv", [2, 1])
 def test_confluent_kafka_transactions_aborted_records_hidden_and_a_zombie_fenced(tv: int) -> None:
     from confluent_kafka import KafkaException, Producer
@@ -49,7 +62,7 @@ def test_confluent_kafka_transactions_aborted_records_hidden_and_a_zombie_fenced
         p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "app", **QUIET})
         p.init_transactions(TIMEOUT)
         p.begin_transaction()
-        p.produce("out", b"committed", partition=0)
+        p.produce("out", b"committed", partition=0, headers=[("trace-id", b"42")])
         p.produce("out", b"committed-too", partition=1)
         p.commit_transaction(TIMEOUT)
         p.begin_transaction()
@@ -70,6 +83,7 @@ def test_confluent_kafka_transactions_aborted_records_hidden_and_a_zombie_fenced
         successor.commit_transaction(TIMEOUT)
 
         committed = [v for _, _, v in read_all(bootstrap, "out", 2, "read_committed")]
+        assert read_headers(bootstrap, "out") == [("trace-id", b"42")]  # the client's batch, as Kafka stores it
         uncommitted = [v for _, _, v in read_all(bootstrap, "out", 2, "read_uncommitted")]
     assert sorted(committed) == [b"after", b"committed", b"committed-too"]
     assert sorted(uncommitted) == [b"aborted", b"after", b"committed", b"committed-too", b"zombie"]
