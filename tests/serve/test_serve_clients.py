@@ -40,7 +40,7 @@ def read_all(bootstrap: str, topic: str, partitions: int, isolation: str) -> lis
         consumer.close()
 
 
-def read_headers(bootstrap: str, topic: str) -> list[tuple[str, bytes]]:
+def read_headers(bootstrap: str, topic: str) -> list[Any]:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "headers", **QUIET})
@@ -48,7 +48,8 @@ def read_headers(bootstrap: str, topic: str) -> list[tuple[str, bytes]]:
         consumer.assign([TopicPartition(topic, 0, 0)])
         msg = consumer.poll(TIMEOUT)
         assert msg is not None and not msg.error()
-        return list(msg.headers() or [])
+        headers = msg.headers() or []
+        return list(headers.items() if isinstance(headers, dict) else headers)
     finally:
         consumer.close()
 
