@@ -1,7 +1,7 @@
 """Throughput of ``txnspec serve`` through confluent-kafka, side by side with librdkafka's mock cluster (and any
 other broker given by bootstrap address, e.g. a real Kafka), in one run.
 
-    python bench/serve_bench.py [--commits 300] [--records 20000] [--targets serve librdkafka-mock [HOST:PORT ...]]
+    python bench/serve_bench.py [--commits 300] [--records 200000] [--targets serve librdkafka-mock [HOST:PORT ...]]
 
 Per target: (1) transactional commits per second: one producer, ``--commits`` transactions of one record
 each, begin/produce/commit in a loop; (2) read_committed records per second: ``--records`` records written
@@ -108,7 +108,7 @@ def read_committed_per_second(bootstrap: str, records: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commits", type=int, default=300)
-    parser.add_argument("--records", type=int, default=20_000)
+    parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--targets", nargs="+", default=["serve", "librdkafka-mock"])
     args = parser.parse_args(argv)
     rows = []
