@@ -77,6 +77,13 @@ class JoinResult:
 
 
 @dataclass(frozen=True)
+class JoinPending:
+    """A JoinGroup that waits for the rebalance to complete; ``member_id`` is the member it made or found."""
+
+    member_id: str
+
+
+@dataclass(frozen=True)
 class SyncResult:
     error: Errors
     protocol_type: str | None = None
@@ -141,8 +148,9 @@ class Membership:
 
     def join(self, group_id: str, member_id: str, group_instance_id: str | None, protocol_type: str,
              protocols: tuple[tuple[str, bytes], ...], session_timeout_ms: int, rebalance_timeout_ms: int,
-             now_ms: int, *, require_member_id: bool = False, client_id: str = "") -> JoinResult | None:
-        """A JoinGroup: its answer, or ``None`` while the rebalance is in progress (ask :meth:`join_result`)."""
+             now_ms: int, *, require_member_id: bool = False, client_id: str = "") -> JoinResult | JoinPending:
+        """A JoinGroup: its answer, or :class:`JoinPending` (naming the member) while the rebalance is in
+        progress (then ask :meth:`join_result`)."""
         if not group_id:
             return JoinResult(Errors.INVALID_REQUEST, member_id=member_id)
         if session_timeout_ms <= 0 or rebalance_timeout_ms <= 0:
@@ -185,7 +193,7 @@ class Membership:
         if group.state is not GroupState.PREPARING_REBALANCE:
             self._prepare_rebalance(group, now_ms)
         self._maybe_complete_join(group, now_ms)
-        return self.join_result(group_id, member_id)
+        return self.join_result(group_id, member_id) or JoinPending(member_id)
 
     def join_result(self, group_id: str, member_id: str) -> JoinResult | None:
         """The answer to a member's pending JoinGroup, once the rebalance completed (else ``None``)."""
@@ -351,4 +359,5 @@ class Membership:
         return Errors.NONE
 
 
-__all__ = ["ClassicGroup", "GroupState", "JoinResult", "Member", "MemberIdentity", "Membership", "SyncResult"]
+__all__ = ["ClassicGroup", "GroupState", "JoinPending", "JoinResult", "Member", "MemberIdentity", "Membership",
+           "SyncResult"]

@@ -51,11 +51,9 @@ def handle_JoinGroup(wb: WireBroker, request: Request) -> Any:
     r = membership.join(body.group_id, body.member_id or "", body.group_instance_id if v >= 5 else None,
                         body.protocol_type, protocols, int(body.session_timeout_ms), rebalance_timeout, wb.now(),
                         require_member_id=v >= 4, client_id=request.client_id or "")
-    if r is not None:
+    if isinstance(r, JoinResult):
         return _join_response(v, r)
-    group = membership.groups[body.group_id]
-    member_id = next(m for m in group.members if m == body.member_id or (
-        not body.member_id and group.members[m].group_instance_id == body.group_instance_id))
+    group, member_id = membership.groups[body.group_id], r.member_id
 
     def poll() -> Any | None:
         result = membership.join_result(body.group_id, member_id)

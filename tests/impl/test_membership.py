@@ -7,7 +7,7 @@ import pytest
 
 from txnspec.impl.broker import Broker
 from txnspec.impl.errors import Errors
-from txnspec.impl.membership import GroupState, JoinResult, MemberIdentity, Membership, SyncResult
+from txnspec.impl.membership import GroupState, JoinPending, JoinResult, MemberIdentity, Membership, SyncResult
 from txnspec.impl.messages import InitProducerId, OffsetFetch, TxnOffsetCommit
 
 PROTOCOLS = (("range", b"meta"),)
@@ -22,11 +22,12 @@ def join(m: Membership, member_id: str = "", instance: str | None = None, now: i
          group: str = "g") -> tuple[str, JoinResult | None]:
     """Join (asking for a member id first, as JoinGroup v4+); the member id and the answer (None: pending)."""
     r = m.join(group, member_id, instance, "consumer", PROTOCOLS, 10_000, 5_000, now, require_member_id=True)
-    if r is not None and r.error is Errors.MEMBER_ID_REQUIRED:
-        member_id = r.member_id
-        r = m.join(group, member_id, instance, "consumer", PROTOCOLS, 10_000, 5_000, now, require_member_id=True)
-    assert r is None or r.error in (Errors.NONE, Errors.UNKNOWN_MEMBER_ID, Errors.FENCED_INSTANCE_ID), r
-    return member_id if r is None else r.member_id, r
+    if isinstance(r, JoinResult) and r.error is Errors.MEMBER_ID_REQUIRED:
+        r = m.join(group, r.member_id, instance, "consumer", PROTOCOLS, 10_000, 5_000, now, require_member_id=True)
+    if isinstance(r, JoinPending):
+        return r.member_id, None
+    assert r.error in (Errors.NONE, Errors.UNKNOWN_MEMBER_ID, Errors.FENCED_INSTANCE_ID), r
+    return r.member_id, r
 
 
 def test_a_first_member_joins_leads_and_syncs_its_assignment() -> None:
@@ -76,6 +77,17 @@ def test_a_member_without_heartbeats_expires_after_its_session_timeout() -> None
     assert a in m.groups["g"].members
     m.tick(10_001)
     assert m.groups["g"].state is GroupState.EMPTY and m.groups["g"].generation_id == 2
+
+
+def test_members_joining_without_member_ids_get_their_own_ids_while_they_wait() -> None:
+    """JoinGroup v0-3 has no MEMBER_ID_REQUIRED: each waiting join still names the member it made."""
+    m = Membership()
+    first = m.join("g", "", None, "consumer", PROTOCOLS, 10_000, 5_000, 0)
+    assert isinstance(first, JoinResult) and first.generation_id == 1
+    m.sync("g", first.member_id, 1, None, {}, 0)
+    waiting = [m.join("g", "", None, "consumer", PROTOCOLS, 10_000, 5_000, 1) for _ in range(2)]
+    ids = [w.member_id for w in waiting if isinstance(w, JoinPending)]
+    assert len(set(ids)) == 2 and first.member_id not in ids
 
 
 def test_a_static_member_rejoining_fences_its_previous_instance() -> None:
