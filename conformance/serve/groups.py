@@ -14,7 +14,7 @@ DeleteGroups, the KIP-848 consumer protocol.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kafka.protocol.consumer.group import (
     HeartbeatResponse,
@@ -25,12 +25,10 @@ from kafka.protocol.consumer.group import (
     SyncGroupResponse,
 )
 
+from txnspec.conformance.serve.broker import Handler, Pending, WireBroker
+from txnspec.conformance.serve.protocol import Request
 from txnspec.impl.errors import Errors
 from txnspec.impl.membership import JoinResult, MemberIdentity, SyncResult
-
-if TYPE_CHECKING:
-    from txnspec.conformance.serve.broker import WireBroker
-    from txnspec.conformance.serve.protocol import Request
 
 
 def _join_response(v: int, r: JoinResult) -> Any:
@@ -41,9 +39,7 @@ def _join_response(v: int, r: JoinResult) -> Any:
                              leader=r.leader, skip_assignment=False, member_id=r.member_id, members=members)
 
 
-def handle_JoinGroup(wb: WireBroker, request: Request) -> Any:
-    from txnspec.conformance.serve.broker import Pending
-
+def handle_join_group(wb: WireBroker, request: Request) -> Any:
     body, v = request.body, request.version
     membership = wb.broker.membership
     rebalance_timeout = int(body.rebalance_timeout_ms) if v >= 1 else int(body.session_timeout_ms)
@@ -72,9 +68,7 @@ def _sync_response(v: int, r: SyncResult) -> Any:
                              protocol_name=r.protocol_name, assignment=r.assignment)
 
 
-def handle_SyncGroup(wb: WireBroker, request: Request) -> Any:
-    from txnspec.conformance.serve.broker import Pending
-
+def handle_sync_group(wb: WireBroker, request: Request) -> Any:
     body, v = request.body, request.version
     membership = wb.broker.membership
     assignments = {a.member_id: bytes(a.assignment or b"") for a in body.assignments}
@@ -94,14 +88,14 @@ def handle_SyncGroup(wb: WireBroker, request: Request) -> Any:
     return Pending(poll, expire, wb.now() + member.session_timeout_ms)
 
 
-def handle_Heartbeat(wb: WireBroker, request: Request) -> Any:
+def handle_heartbeat(wb: WireBroker, request: Request) -> Any:
     body, v = request.body, request.version
     error = wb.broker.membership.heartbeat(body.group_id, body.member_id, int(body.generation_id),
                                            body.group_instance_id if v >= 3 else None, wb.now())
     return HeartbeatResponse(version=v, throttle_time_ms=0, error_code=error.code)
 
 
-def handle_LeaveGroup(wb: WireBroker, request: Request) -> Any:
+def handle_leave_group(wb: WireBroker, request: Request) -> Any:
     body, v = request.body, request.version
     membership = wb.broker.membership
     if v < 3:
@@ -115,7 +109,7 @@ def handle_LeaveGroup(wb: WireBroker, request: Request) -> Any:
     return LeaveGroupResponse(version=v, throttle_time_ms=0, error_code=0, members=answers)
 
 
-def handle_OffsetCommit(wb: WireBroker, request: Request) -> Any:
+def handle_offset_commit(wb: WireBroker, request: Request) -> Any:
     body, v = request.body, request.version
     R = OffsetCommitResponse
     codes: dict[tuple[str, int], int] = {}
@@ -162,7 +156,7 @@ def _group_offsets(wb: WireBroker, group_id: str, topics: Any, require_stable: b
     return 0, out
 
 
-def handle_OffsetFetch(wb: WireBroker, request: Request) -> Any:
+def handle_offset_fetch(wb: WireBroker, request: Request) -> Any:
     body, v = request.body, request.version
     R = OffsetFetchResponse
     require_stable = v >= 7 and bool(body.require_stable)
@@ -185,5 +179,7 @@ def handle_OffsetFetch(wb: WireBroker, request: Request) -> Any:
     return R(version=v, throttle_time_ms=0, groups=groups)
 
 
-__all__ = ["handle_Heartbeat", "handle_JoinGroup", "handle_LeaveGroup", "handle_OffsetCommit", "handle_OffsetFetch",
-           "handle_SyncGroup"]
+HANDLERS: dict[str, Handler] = {
+    "JoinGroup": handle_join_group, "SyncGroup": handle_sync_group, "Heartbeat": handle_heartbeat,
+    "LeaveGroup": handle_leave_group, "OffsetCommit": handle_offset_commit, "OffsetFetch": handle_offset_fetch,
+}
