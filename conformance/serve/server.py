@@ -25,6 +25,7 @@ import logging
 import signal
 import socket
 import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -48,7 +49,7 @@ class Server:
         self.changed: asyncio.Condition | None = None
         self.connections: set[asyncio.StreamWriter] = set()
         self.tasks: set[asyncio.Task[Any]] = set()
-        self.requests = 0
+        self.requests: Counter[tuple[str, int]] = Counter()  # (API name, version) of every request answered
         self._server: asyncio.base_events.Server | None = None
         self._ticker: asyncio.Task[None] | None = None
 
@@ -141,7 +142,7 @@ class Server:
 
     async def _answer(self, payload: bytes) -> bytes | None:
         request = decode_request(payload)
-        self.requests += 1
+        self.requests[(request.api.name, request.version)] += 1
         try:
             response = self.broker.handle(request)
         except Exception as exc:

@@ -151,6 +151,9 @@ def test_the_java_client_consume_transform_produce_with_a_zombie_and_a_restart(t
 
     with ServerThread(transaction_version=tv) as server:
         result = run_harness(server.bootstrap)
+        served = server.call(lambda: {name: version for name, version in server.server.requests})
+    # TV2 (KIP-890 part 2): no AddPartitionsToTxn or AddOffsetsToTxn, EndTxn v5 bumps the epoch; TV1: the old path
+    assert (served.get("EndTxn"), "AddPartitionsToTxn" in served) == ((5, False) if tv == 2 else (4, True))
     assert result["ok"], result
     assert result["output"] == [f"V{i}" for i in range(10)]
     assert result["committed_offset"] == 10
