@@ -121,7 +121,7 @@ def _load_subcommands() -> None:
                    "txnspec.conformance.cli_prove", "txnspec.conformance.cli_main",
                    "txnspec.conformance.cli_audit", "txnspec.conformance.cli_compare",
                    "txnspec.conformance.cli_mutation", "txnspec.conformance.cli_diff",
-                   "txnspec.conformance.cli_replay"):
+                   "txnspec.conformance.cli_replay", "txnspec.conformance.cli_serve"):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:

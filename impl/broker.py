@@ -40,6 +40,7 @@ from txnspec.impl.coordinator import (
 from txnspec.impl.errors import Errors, KafkaStorageException
 from txnspec.impl.group import GroupCoordinator
 from txnspec.impl.log import ControlType
+from txnspec.impl.membership import Membership
 from txnspec.impl.messages import (
     AddOffsetsToTxn,
     AddPartitionsToTxn,
@@ -120,6 +121,8 @@ class Broker:
                    for i in range(self.config.num_offsets_partitions)}
         self.group_coordinator = GroupCoordinator(offsets, self.config.num_offsets_partitions)
         self.group_coordinator.load()
+        self.membership = Membership()  # classic group membership; its checks apply to commits naming a member
+        self.group_coordinator.membership = self.membership
         if data_dir is not None:
             self._check_producer_id_block()
 
@@ -245,7 +248,7 @@ class Broker:
                                 correlation_id=rid)
         errors = self.group_coordinator.handle_txn_offset_commit(request.group_id, request.producer_id,
                                                                  request.producer_epoch, dict(request.offsets),
-                                                                 now_ms=now_ms)
+                                                                 now_ms=now_ms, member=request.member)
         first = next(iter(errors.values()), Errors.NONE)
         return Response(first, partition_errors=tuple(sorted(errors.items())), correlation_id=rid)
 

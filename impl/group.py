@@ -13,7 +13,9 @@ drops them. ``OffsetFetch`` with ``require_stable`` answers UNSTABLE_OFFSET_COMM
 pending transactional offsets. Loading replays the partitions, so pending and committed offsets survive a
 restart.
 
-Left out: group membership (generations, member ids, rebalances, static members), offset expiration and
+Group membership (generations, member ids, static members) is :mod:`txnspec.impl.membership`; when a
+:class:`~txnspec.impl.membership.Membership` is attached, a commit that names its member is checked by it
+before anything is written (``ClassicGroup.validateOffsetCommit``). Left out: offset expiration and
 metadata; append errors are mapped as ``storeOffsets`` maps them.
 """
 
@@ -27,6 +29,7 @@ from txnspec.impl import _mutants
 from txnspec.impl.coordinator import offsets_partition_for
 from txnspec.impl.errors import Errors
 from txnspec.impl.log import ControlType, Record
+from txnspec.impl.membership import MemberIdentity, Membership
 from txnspec.impl.partition import Partition
 from txnspec.impl.producer_state import AppendOrigin
 
@@ -64,25 +67,33 @@ class GroupCoordinator:
     committed: dict[tuple[str, str], int] = field(default_factory=dict)
     pending: dict[int, dict[tuple[str, str], int]] = field(default_factory=dict)
     active: bool = True
+    membership: Membership | None = None  # the members' checks of commits (KIP-447), when attached
 
     def partition_for(self, group_id: str) -> str:
         return offsets_partition_for(group_id, self.num_partitions)
 
-    def handle_offset_commit(self, group_id: str, offsets: Mapping[str, int], *, now_ms: int = 0) -> dict[str, Errors]:
+    def handle_offset_commit(self, group_id: str, offsets: Mapping[str, int], *, now_ms: int = 0,
+                             member: MemberIdentity | None = None) -> dict[str, Errors]:
         """A plain ``OffsetCommit``: offsets are visible once written."""
-        return self._store(group_id, offsets, -1, -1, now_ms)
+        return self._store(group_id, offsets, -1, -1, now_ms, member)
 
     def handle_txn_offset_commit(self, group_id: str, producer_id: int, producer_epoch: int,
-                                 offsets: Mapping[str, int], *, now_ms: int = 0) -> dict[str, Errors]:
+                                 offsets: Mapping[str, int], *, now_ms: int = 0,
+                                 member: MemberIdentity | None = None) -> dict[str, Errors]:
         """``TxnOffsetCommit``: a transactional batch; offsets pending until the marker."""
         if producer_id < 0 or producer_epoch < 0:
             return dict.fromkeys(offsets, Errors.INVALID_REQUEST)
-        return self._store(group_id, offsets, producer_id, producer_epoch, now_ms)
+        return self._store(group_id, offsets, producer_id, producer_epoch, now_ms, member)
 
     def _store(self, group_id: str, offsets: Mapping[str, int], producer_id: int, producer_epoch: int,
-               now_ms: int) -> dict[str, Errors]:
+               now_ms: int, member: MemberIdentity | None = None) -> dict[str, Errors]:
         if not self.active:
             return dict.fromkeys(offsets, Errors.COORDINATOR_NOT_AVAILABLE)
+        if self.membership is not None and member is not None:
+            checked = self.membership.validate_offset_commit(group_id, member.member_id, member.group_instance_id,
+                                                             member.generation_id, transactional=producer_id >= 0)
+            if checked is not Errors.NONE:
+                return dict.fromkeys(offsets, checked)
         if not offsets:
             return {}
         records = [Record(_key(group_id, tp), str(o), now_ms) for tp, o in sorted(offsets.items())]

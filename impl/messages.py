@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from txnspec.impl.errors import Errors
 from txnspec.impl.log import ControlType, Record
+from txnspec.impl.membership import MemberIdentity
 from txnspec.impl.partition import IsolationLevel
 
 
@@ -64,6 +65,7 @@ class TxnOffsetCommit:
     producer_epoch: int
     offsets: tuple[tuple[str, int], ...]
     correlation_id: int = 0
+    member: MemberIdentity | None = None  # v3+ (KIP-447): checked against the group's generation when given
 
 
 @dataclass(frozen=True, slots=True)

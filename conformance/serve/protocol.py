@@ -1,0 +1,166 @@
+"""Kafka's wire protocol on the broker side: request frames in, response frames out.
+
+The messages are kafka-python's ``kafka.protocol`` structs, generated from Kafka's own JSON schemas: each has
+a Request and a Response class that encode and decode every version, flexible versions (compact strings and
+arrays, tagged fields) and the request header v1/v2 included. Only the 4-byte size prefix and the choice of
+class by API key are written here.
+
+:data:`APIS` is the table of what ``txnspec serve`` answers, with the version range it advertises in
+ApiVersions: versions whose requests name topics by id (KIP-516: Produce v13, Fetch v13+, OffsetCommit
+v10, OffsetFetch v10) are left out, as are the 2PC fields of InitProducerId v6 (KIP-939).
+
+A frame that cannot be served raises :class:`FrameError`; ``answer`` is what Kafka's ``SocketServer`` /
+``KafkaApis`` would send back first (only ApiVersions of an unknown version is answered, with
+UNSUPPORTED_VERSION and the supported ranges, as KIP-511); for anything else Kafka closes the connection
+(``InvalidRequestException`` while parsing), and so do we.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from kafka.protocol.admin.topics import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+from kafka.protocol.consumer.group import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+from kafka.protocol.producer.transaction import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+)
+
+DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # socket.request.max.bytes
+
+
+@dataclass(frozen=True)
+class Api:
+    name: str
+    request: Any
+    response: Any
+    min_version: int
+    max_version: int
+
+    @property
+    def key(self) -> int:
+        return int(self.request.API_KEY)
+
+
+APIS: dict[int, Api] = {api.key: api for api in (
+    Api("Produce", ProduceRequest, ProduceResponse, 3, 12),
+    Api("Fetch", FetchRequest, FetchResponse, 4, 12),
+    Api("ListOffsets", ListOffsetsRequest, ListOffsetsResponse, 1, 7),
+    Api("Metadata", MetadataRequest, MetadataResponse, 0, 12),
+    Api("OffsetCommit", OffsetCommitRequest, OffsetCommitResponse, 2, 9),
+    Api("OffsetFetch", OffsetFetchRequest, OffsetFetchResponse, 1, 9),
+    Api("FindCoordinator", FindCoordinatorRequest, FindCoordinatorResponse, 0, 6),
+    Api("JoinGroup", JoinGroupRequest, JoinGroupResponse, 0, 9),
+    Api("Heartbeat", HeartbeatRequest, HeartbeatResponse, 0, 4),
+    Api("LeaveGroup", LeaveGroupRequest, LeaveGroupResponse, 0, 5),
+    Api("SyncGroup", SyncGroupRequest, SyncGroupResponse, 0, 5),
+    Api("ApiVersions", ApiVersionsRequest, ApiVersionsResponse, 0, 4),
+    Api("CreateTopics", CreateTopicsRequest, CreateTopicsResponse, 2, 7),
+    Api("InitProducerId", InitProducerIdRequest, InitProducerIdResponse, 0, 5),
+    Api("AddPartitionsToTxn", AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5),
+    Api("AddOffsetsToTxn", AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 4),
+    Api("EndTxn", EndTxnRequest, EndTxnResponse, 0, 5),
+    Api("TxnOffsetCommit", TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 5),
+)}
+API_VERSIONS_KEY = 18
+UNSUPPORTED_VERSION = 35
+
+
+class FrameError(Exception):
+    """A request that cannot be served; ``answer`` is a response frame to send before closing, if any."""
+
+    def __init__(self, message: str, answer: bytes | None = None) -> None:
+        super().__init__(message)
+        self.answer = answer
+
+
+@dataclass(frozen=True)
+class Request:
+    api: Api
+    version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
+
+
+def frame_size(prefix: bytes, max_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> int:
+    """The size a 4-byte frame prefix announces; :class:`FrameError` if it is negative or too large
+    (``NetworkReceive``: InvalidReceiveException, the connection is closed)."""
+    size = int(struct.unpack(">i", prefix)[0])
+    if size < 0:
+        raise FrameError(f"invalid frame size {size}")
+    if size > max_bytes:
+        raise FrameError(f"frame of {size} bytes is larger than socket.request.max.bytes {max_bytes}")
+    return size
+
+
+def api_versions_unsupported(correlation_id: int) -> bytes:
+    """KIP-511: an ApiVersions request of a version we do not know gets a v0 answer with
+    UNSUPPORTED_VERSION and our ranges, so the client can retry with one we speak."""
+    response = ApiVersionsResponse(version=0, error_code=UNSUPPORTED_VERSION, api_keys=advertised(0))
+    response.with_header(correlation_id=correlation_id)
+    return bytes(response.encode(header=True, framed=True))
+
+
+def advertised(version: int) -> list[Any]:
+    return [ApiVersionsResponse.ApiVersion(version=version, api_key=api.key, min_version=api.min_version,
+                                           max_version=api.max_version) for api in APIS.values()]
+
+
+def decode_request(payload: bytes) -> Request:
+    """The request in a frame's payload (header and body), or :class:`FrameError` naming what was wrong."""
+    if len(payload) < 8:
+        raise FrameError(f"a request of {len(payload)} bytes is shorter than a request header")
+    api_key, version, correlation_id = struct.unpack_from(">hhi", payload)
+    api = APIS.get(api_key)
+    if api is None:
+        raise FrameError(f"unknown or unsupported API key {api_key}")
+    if not api.min_version <= version <= api.max_version:
+        if api_key == API_VERSIONS_KEY:
+            raise FrameError(f"ApiVersions v{version} is not supported", api_versions_unsupported(correlation_id))
+        raise FrameError(f"{api.name} v{version} is not supported (versions {api.min_version}..{api.max_version})")
+    try:
+        body = api.request.decode(payload, version=version, header=True)
+    except Exception as exc:  # the structs raise whatever a truncated or garbled buffer makes them raise
+        raise FrameError(f"cannot decode {api.name} v{version}: {type(exc).__name__}: {exc}") from None
+    header = body.header
+    return Request(api, version, correlation_id, getattr(header, "client_id", None), body)
+
+
+def encode_response(request: Request, response: Any) -> bytes:
+    """The framed response to ``request`` (header v0 or v1 as the response class says)."""
+    response.with_header(correlation_id=request.correlation_id)
+    return bytes(response.encode(header=True, framed=True))
+
+
+__all__ = ["APIS", "DEFAULT_MAX_REQUEST_BYTES", "Api", "FrameError", "Request", "advertised", "decode_request",
+           "encode_response", "frame_size"]
