@@ -18,12 +18,14 @@ from txnspec.conformance.cli import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageEr
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--broker", required=True, metavar="BOOTSTRAP|kafka[:VERSION]|tansu|noida|librdkafka-mock|impl",
+    p.add_argument("--broker", required=True,
+                   metavar="BOOTSTRAP|kafka[:VERSION]|serve|tansu|noida|librdkafka-mock|impl",
                    help="a bootstrap address (host:port[,host:port]) of a broker you run, real Apache Kafka "
-                        "(kafka: the newest 4.x, or kafka:4.1.1) or another broker txnspec starts on 127.0.0.1, "
+                        "(kafka: the newest 4.x, or kafka:4.1.1), txnspec serve, or another broker txnspec starts on "
+                        "127.0.0.1, "
                         "or impl: the reference implementation in process (wire level only)")
     p.add_argument("--transaction-version", type=int, choices=(1, 2), default=2,
-                   help="real Kafka: the transaction.version feature it is formatted with (default 2, KIP-890)")
+                   help="kafka and serve: the transaction.version they run with (default 2, KIP-890)")
     p.add_argument("--kafka-cache", type=Path, default=None,
                    help="real Kafka: where its jars are resolved and kept (default $TXNSPEC_KAFKA_CACHE or "
                         "~/.cache/txnspec/kafka)")
@@ -41,7 +43,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 @subcommand("audit", "audit a Kafka-protocol broker against the spec (wire level and client level)", _arguments)
 def cmd_audit(args: argparse.Namespace) -> int:
     from txnspec.conformance.audit.report import BrokerUnavailable, Level
-    from txnspec.conformance.audit.targets import is_kafka, open_target
+    from txnspec.conformance.audit.targets import open_target, takes_transaction_version
     from txnspec.conformance.audit.wire import WireError
 
     if args.ops < 1:
@@ -52,9 +54,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
         if args.out.exists() and not args.out.is_dir():
             raise UsageError(f"--out {str(args.out)!r} exists and is not a folder")
         args.out.mkdir(parents=True, exist_ok=True)
-    if args.transaction_version != 2 and not is_kafka(args.broker):
-        raise UsageError("--transaction-version applies to --broker kafka[:VERSION]; other brokers are audited at "
-                         "the transaction version they finalise")
+    if args.transaction_version != 2 and not takes_transaction_version(args.broker):
+        raise UsageError("--transaction-version applies to --broker kafka[:VERSION] and serve; other brokers are "
+                         "audited at the transaction version they finalise")
     level = args.level or ("wire" if args.broker == "impl" else "both")
     if args.broker == "impl" and level != "wire":
         raise UsageError("--broker impl is the reference implementation in process: it has no socket for a client, "

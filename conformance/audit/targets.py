@@ -6,6 +6,8 @@
   0.2.3's binary needs glibc 2.39.
 * ``librdkafka-mock``: librdkafka's mock cluster (``test.mock.num.brokers``), which lives inside a
   confluent-kafka client of this process and listens on loopback ports.
+* ``serve``: txnspec's own implementation behind Kafka's wire protocol (``txnspec serve``), in a child process,
+  in memory, at the transaction version asked for.
 * ``kafka`` / ``kafka:VERSION``: real Apache Kafka, resolved from Maven Central and run as a single KRaft node
   at the transaction version asked for (:mod:`txnspec.conformance.audit.kafka`).
 * anything else is a ``host:port[,host:port]`` bootstrap address of a running broker (a real Apache Kafka
@@ -23,6 +25,7 @@ import contextlib
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -183,6 +186,16 @@ def bootstrap(address: str) -> Iterator[Target]:
 
 
 @contextlib.contextmanager
+def serve(workdir: Path, transaction_version: int) -> Iterator[Target]:
+    port = free_port()
+    argv = [sys.executable, "-c", "from txnspec.conformance.cli import main; raise SystemExit(main())", "serve",
+            "--port", str(port), "--transaction-version", str(transaction_version)]
+    with _process("serve", argv, port, workdir):
+        yield Target("serve", f"127.0.0.1:{port}", "txnspec serve (txnspec.impl)",
+                     {"transaction.version": transaction_version})
+
+
+@contextlib.contextmanager
 def kafka(workdir: Path, name: str, transaction_version: int, cache: Path | None) -> Iterator[Target]:
     from txnspec.conformance.audit.kafka import kafka_broker, parse_broker_name
 
@@ -194,6 +207,11 @@ def kafka(workdir: Path, name: str, transaction_version: int, cache: Path | None
 
 def is_kafka(name: str) -> bool:
     return name == "kafka" or name.startswith("kafka:")
+
+
+def takes_transaction_version(name: str) -> bool:
+    """The targets txnspec starts at a transaction version of its choosing."""
+    return is_kafka(name) or name == "serve"
 
 
 @contextlib.contextmanager
@@ -210,5 +228,7 @@ def open_target(name: str, workdir: Path | None = None, transaction_version: int
         starter = starters.get(name)
         if is_kafka(name):
             yield stack.enter_context(kafka(workdir, name, transaction_version, kafka_cache))
+        elif name == "serve":
+            yield stack.enter_context(serve(workdir, transaction_version))
         else:
             yield stack.enter_context(starter(workdir) if starter else bootstrap(name))

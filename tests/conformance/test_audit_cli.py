@@ -74,3 +74,13 @@ def test_an_unreachable_broker_exits_2(capsys: pytest.CaptureFixture[str]) -> No
 def test_bad_arguments_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_txnspec_serve_started_by_the_audit_passes_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--broker serve``: the implementation behind Kafka's protocol, in a child process txnspec starts and stops."""
+    status = main(["audit", "--broker", "serve", "--transaction-version", "1", "--ops", "4", "--traces", "1",
+                   "--out", str(tmp_path), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert [r["rule"] for r in report["rules"] if r["outcome"] == "violated"] == []
+    assert status == 0 and report["facts"]["transaction.version"] == 1
+    assert {r["rule"]: r["outcome"] for r in report["rules"]}["txn.timeout_abort"] == "held"

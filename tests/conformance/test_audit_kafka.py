@@ -96,7 +96,7 @@ def test_without_java_the_audit_exits_2_naming_it(tmp_path: Path, monkeypatch: p
 
 def test_a_transaction_version_is_for_real_kafka_only(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", "--broker", "tansu", "--transaction-version", "1"]) == 2
-    assert "--transaction-version applies to --broker kafka" in capsys.readouterr().err
+    assert "--transaction-version applies to --broker kafka[:VERSION] and serve" in capsys.readouterr().err
 
 
 # --- with real Kafka ----------------------------------------------------------------------------------------
