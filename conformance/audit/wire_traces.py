@@ -55,6 +55,7 @@ from txnspec.conformance.traces import Trace
 from txnspec.spec import group as spec_group
 from txnspec.spec import partition as spec_partition
 from txnspec.spec import system as sysm
+from txnspec.spec.actions import APPLICATION_CALLS, Action, ActionKind
 from txnspec.spec.messages import (
     AddOffsetsToTxn,
     AddPartitionsToTxn,
@@ -69,6 +70,7 @@ from txnspec.spec.messages import (
     TransactionResult,
     TxnOffsetCommit,
 )
+from txnspec.spec.network import describe, is_request, producer_index
 
 # scenarios whose client-sendable walks the audit replays (each with ``walks_per_scenario`` seeds)
 SCENARIOS = ("offsets", "multi-partition", "retry", "delayed-end-txn", "zombie", "default")
@@ -97,21 +99,24 @@ PAUSE_SECONDS = 0.25
 
 # --- which steps a client can make happen ------------------------------------------------------------
 
-CLIENT_KINDS = frozenset({"initTransactions", "beginTransaction", "send", "sendOffsetsToTransaction",
-                          "commitTransaction", "abortTransaction", "retry"})
-BROKER_KINDS = frozenset({"deliver WriteTxnMarkers", "deliver WriteTxnMarkersResponse", "resend marker"})
+CLIENT_KINDS = APPLICATION_CALLS | {ActionKind.RETRY}
+BROKER_KINDS = frozenset({ActionKind.DELIVER_WRITE_TXN_MARKERS, ActionKind.DELIVER_WRITE_TXN_MARKERS_RESPONSE,
+                          ActionKind.RESEND_MARKER})
 
 
-def step_role(action: sysm.Action) -> str | None:
+def _touches_producer(action: Action) -> bool:
+    return producer_index(action.source) is not None or producer_index(action.target) is not None
+
+
+def step_role(action: Action) -> str | None:
     """"client" for what a client does or receives, "broker" for the broker's own steps, None for a fault."""
     if action.kind in BROKER_KINDS:
         return "broker"
     if action.kind in CLIENT_KINDS:
         return "client"
-    touches_producer = action.source.startswith("producer-") or action.target.startswith("producer-")
-    if action.kind.startswith("deliver ") and touches_producer:
+    if action.is_delivery and _touches_producer(action):
         return "client"
-    if action.kind == "duplicate" and action.source.startswith("producer-"):
+    if action.kind is ActionKind.DUPLICATE and producer_index(action.source) is not None:
         return "client"  # a client sends a request again while the first copy is on its way
     return None
 
@@ -140,19 +145,18 @@ def why_not_client_sendable(trace: Trace) -> str | None:
     state = sysm.initial_state(system)
     for i, step in enumerate(trace.steps):
         steps = sa.successors(system, state)
-        action, nxt = sa.pick(steps, step.action, step.occurrence)
+        action, nxt = sa.pick(steps, step.action)
         role = step_role(action)
         if role is None:
-            return f"step {i} ({action.text}) is a fault no client can cause"
+            return f"step {i} ({action}) is a fault no client can cause"
         if _is_request_delivery(action) and any(step_role(a) == "broker" for a, _ in steps):
-            return f"step {i} ({action.text}) reaches the broker before it has finished its own steps"
+            return f"step {i} ({action}) reaches the broker before it has finished its own steps"
         state = nxt
     return None
 
 
-def _is_request_delivery(action: sysm.Action) -> bool:
-    return action.kind.startswith("deliver ") and action.source.startswith("producer-") \
-        and not action.kind.endswith("Response")
+def _is_request_delivery(action: Action) -> bool:
+    return action.is_delivery and producer_index(action.source) is not None and is_request(action.body)
 
 
 # --- the plan: requests, the spec's answers, checkpoints -------------------------------------------------
@@ -239,11 +243,11 @@ def wire_plan(trace: Trace, require_stable: bool = True) -> WirePlan:
         exchanges.append(Exchange(step, request, response, Checkpoint(fetches, offsets)))
 
     for i, step in enumerate(trace.steps):
-        action, nxt = sa.pick(sa.successors(system, state), step.action, step.occurrence)
+        action, nxt = sa.pick(sa.successors(system, state), step.action)
         if _is_request_delivery(action):
             close_pending()  # the broker was quiescent: the previous request's effects are complete
-            delivered = Counter(state.network) - Counter(nxt.network)
-            (envelope,) = delivered.elements()
+            envelope = action.message
+            assert envelope is not None
             added = Counter(nxt.network) - Counter(state.network)
             answers = [e.body for e in added.elements()
                        if e.target == envelope.source and e.context == envelope.context]
@@ -311,7 +315,7 @@ def _rule_of(request: Any) -> str:
 
 
 def _describe(request: Any) -> str:
-    return sysm.describe(request)
+    return describe(request)
 
 
 def _expected(response: Any) -> dict[str, Any]:
