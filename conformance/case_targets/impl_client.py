@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from txnspec.conformance.case_format import CaseInputError
 from txnspec.conformance.case_targets.case_values import get_choice, get_int, get_str
-from txnspec.conformance.cases import CaseInputError
 from txnspec.impl.client import Producer, State, TransactionalRequestResult
 from txnspec.impl.errors import Errors, InvalidRequestError, KafkaException
 from txnspec.impl.messages import CoordinatorType, FindCoordinator, Produce, Response, request_name

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from txnspec.conformance.case_format import CaseInputError
 from txnspec.conformance.case_targets.case_values import get_choice, get_int, get_str, get_str_list
-from txnspec.conformance.cases import CaseInputError
 from txnspec.impl.coordinator import CoordinatorConfig, ProducerIdManager, TransactionCoordinator, value_to_json
 from txnspec.impl.errors import Errors, InvalidRequestError
 from txnspec.impl.log import ControlType, Record

@@ -13,8 +13,8 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
+from txnspec.conformance.case_format import CaseInputError
 from txnspec.conformance.case_targets.case_values import get_bool, get_choice, get_int
-from txnspec.conformance.cases import CaseInputError
 from txnspec.impl.consumer import visible_records
 from txnspec.impl.log import ControlType, Record, RecordBatch, decrement_sequence
 from txnspec.impl.partition import IsolationLevel, Partition

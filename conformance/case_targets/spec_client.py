@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from txnspec.conformance.case_format import CaseInputError
 from txnspec.conformance.case_targets.case_values import get_choice, get_int, get_str
-from txnspec.conformance.cases import CaseInputError
 from txnspec.spec import client as cl
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import (

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from txnspec.conformance.case_format import CaseInputError
 from txnspec.conformance.case_targets.case_values import get_bool, get_choice, get_int
-from txnspec.conformance.cases import CaseInputError
 from txnspec.spec import partition as part
 from txnspec.spec.messages import IsolationLevel, TransactionResult
 
