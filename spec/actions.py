@@ -97,7 +97,7 @@ APPLICATION_CALLS = frozenset({K.INIT_TRANSACTIONS, K.BEGIN_TRANSACTION, K.SEND,
 FAULTS = frozenset({K.LOSE, K.DUPLICATE, K.APPEND_FAILS, K.TIMEOUT, K.FAILOVER, K.CRASH, K.EXPIRE_BATCH})
 # weakly fair: the protocol's own steps (never the application's choices, never a fault)
 FAIR_KINDS = DELIVERIES | {K.RESEND_MARKER, K.RETRY, K.ABANDONED_TIMEOUT}
-ACTION_KINDS = tuple(ActionKind)  # in declaration order, for reports of kinds never taken
+ACTION_KINDS = ActionKind  # the kinds, in declaration order (reports list the kinds never taken)
 
 
 class Action(NamedTuple):
