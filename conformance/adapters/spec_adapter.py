@@ -2,8 +2,9 @@
 
 Observation (after one step; every implementation adapter must produce the same shape)
     ``sent``
-        The messages the step put in flight, as text (``"p0->producer-0: ProduceResponse(NONE, offset=0)"``),
-        sorted. A delivery that answers shows the response here, with its error code.
+        The messages the step put in flight, as data (:func:`txnspec.conformance.action_codec.envelope_to_json`:
+        source, target, body with its fields, context), in a canonical order. A delivery that answers shows
+        the response here, with its error code.
     ``errors``
         The error codes (other than ``NONE``) of the responses in ``sent``, sorted.
     ``visible``
@@ -20,10 +21,12 @@ Abstract state
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from txnspec.conformance.action_codec import envelope_to_json
 from txnspec.spec import partition as partition_mod
 from txnspec.spec import system as sysm
 from txnspec.spec.actions import Action
@@ -37,15 +40,16 @@ def observation(prev: sysm.SystemState, state: sysm.SystemState) -> dict[str, An
     """What an outside observer sees after the step from ``prev`` to ``state``."""
     added = Counter(state.network)
     added.subtract(Counter(prev.network))
-    sent = sorted((env for env, n in added.items() if n > 0 for _ in range(n)), key=str)
+    sent = [env for env, n in added.items() if n > 0 for _ in range(n)]
     errors = sorted(str(env.body.error) for env in sent if not is_request(env.body) and str(env.body.error) != "NONE")
+    sent_json = sorted((envelope_to_json(e) for e in sent), key=lambda e: json.dumps(e, sort_keys=True))
     visible: dict[str, Any] = {}
     for name, pstate in state.partitions:
         visible[name] = {
             "read_committed": list(partition_mod.fetch(pstate, 0, IsolationLevel.READ_COMMITTED).records),
             "read_uncommitted": list(partition_mod.fetch(pstate, 0, IsolationLevel.READ_UNCOMMITTED).records)}
     offsets = {f"{group}/{p}": offset for (group, p), offset in state.group.committed}
-    return {"sent": [str(e) for e in sent], "errors": errors, "visible": visible, "offsets": offsets}
+    return {"sent": sent_json, "errors": errors, "visible": visible, "offsets": offsets}
 
 
 def abstract_state(state: sysm.SystemState) -> dict[str, Any]:
