@@ -3,7 +3,7 @@
 Format
     An action is a JSON object with its ``kind`` (the :class:`~txnspec.spec.actions.ActionKind` value, say
     ``"deliver Produce"``) and ``actor``, and, where the action has them, ``message``, ``partition``,
-    ``transactional_id``, ``request`` (a message type's name) and ``awaited``. A message is its ``source``,
+    ``transactional_id``, ``request`` (a message type's name), ``awaited`` and ``batch``. A message is its ``source``,
     ``target``, ``body`` (the message type's name under ``"type"`` and its fields under their names: enums
     by value, sets as sorted arrays, tuples as arrays), ``context`` and ``tag``::
 
@@ -112,6 +112,8 @@ def action_to_json(action: Action) -> dict[str, JSON]:
         out["request"] = action.request.__name__
     if action.awaited is not None:
         out["awaited"] = action.awaited
+    if action.batch is not None:
+        out["batch"] = list(action.batch)
     return out
 
 
@@ -137,4 +139,9 @@ def action_from_json(data: JSON) -> Action:
     for name in ("partition", "transactional_id"):
         if data.get(name) is not None and not isinstance(data[name], str):
             raise ActionFormatError(f"'{name}' must be a string")
-    return Action(kind, actor, message, data.get("partition"), data.get("transactional_id"), request, awaited)
+    batch = data.get("batch")
+    if batch is not None and (not isinstance(batch, list) or len(batch) != 4 or not isinstance(batch[0], str)
+                              or not all(isinstance(x, int) and not isinstance(x, bool) for x in batch[1:])):
+        raise ActionFormatError("'batch' must be [partition, producer id, epoch, base sequence]")
+    return Action(kind, actor, message, data.get("partition"), data.get("transactional_id"), request, awaited,
+                  None if batch is None else (batch[0], batch[1], batch[2], batch[3]))

@@ -7,9 +7,9 @@ System
     acts: the producer, the coordinator, or for a delivery the message's destination), ``message`` (the
     :class:`~txnspec.spec.network.Envelope` delivered, lost, duplicated or re-sent, with its source,
     destination and body), ``partition`` (of a ``send`` or an expired batch), ``transactional_id`` (of a
-    timeout), ``request`` (the type of a transactional request a client retries) and ``awaited`` (for a
+    timeout), ``request`` (the type of a transactional request a client retries), ``awaited`` (for a
     delivery between a producer and a server: whether the message is the one the client waits for, or a
-    stale duplicated copy).
+    stale duplicated copy) and ``batch`` (the expired batch: partition, producer id, epoch, base sequence).
 
     Conformance, coverage, fairness and shrinking read these fields; ``str(action)`` renders the text
     reports show (and only reports read it).
@@ -110,6 +110,7 @@ class Action(NamedTuple):
     transactional_id: str | None = None
     request: type | None = None
     awaited: bool | None = None
+    batch: tuple[str, int, int, int] | None = None
 
     @property
     def source(self) -> str:
@@ -129,10 +130,6 @@ class Action(NamedTuple):
     @property
     def is_delivery(self) -> bool:
         return self.kind in DELIVERIES
-
-    @property
-    def text(self) -> str:
-        return str(self)
 
     def __str__(self) -> str:
         return _render(self)

@@ -70,7 +70,7 @@ def environment_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
         if b.expire_batch:
             for batch in sorted(p.in_flight):
                 expired = replace(state, budget=replace(b, expire_batch=b.expire_batch - 1))
-                yield (Action(K.EXPIRE_BATCH, who, partition=batch[0]),
+                yield (Action(K.EXPIRE_BATCH, who, partition=batch[0], batch=batch),
                        with_dispatch(system, expired, expire_batch(system.client, p, batch)))
     yield from client_retry_steps(system, state)
     yield from marker_retry_steps(system, state)

@@ -106,3 +106,27 @@ def test_a_step_that_is_not_enabled_names_trace_and_step(sample: list[tr.Trace])
     verdict = replay(trace.with_steps(steps), SpecAdapter())
     assert not verdict.ok and verdict.divergence_step == 2
     assert trace.id in verdict.detail and "step 2" in verdict.detail and "not enabled" in verdict.detail
+
+
+def test_every_kind_of_action_round_trips_through_json() -> None:
+    """Every action of a small scenario with every fault (and of TV1 with offsets) comes back equal."""
+    from collections import deque
+
+    from txnspec.spec import system as sysm
+    from txnspec.spec.model import build_system
+    from txnspec.spec.scenarios import FAULTS, SCENARIOS
+
+    kinds: set[ActionKind] = set()
+    for scenario, variant in ((SCENARIOS["tiny"].with_(faults=dict.fromkeys(FAULTS, 1)), "current"),
+                              (SCENARIOS["offsets"], "tv1")):
+        system = build_system(scenario, variant)
+        seen = {sysm.initial_state(system)}
+        queue = deque(seen)
+        while queue and len(seen) < 4_000:
+            for action, nxt in sysm.next_steps(system, queue.popleft()):
+                kinds.add(action.kind)
+                assert action_from_json(json.loads(json.dumps(action_to_json(action)))) == action, str(action)
+                if nxt not in seen:
+                    seen.add(nxt)
+                    queue.append(nxt)
+    assert kinds == set(ActionKind)
