@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from txnspec.spec.constants import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
-from txnspec.spec.errors import Errors
+from txnspec.spec.errors import RETRIABLE_ERRORS, Errors
 from txnspec.spec.messages import (
     AddOffsetsToTxn,
     AddPartitionsToTxn,
@@ -291,6 +291,10 @@ def receive(config: ClientConfig, p: Producer, body: Any, context: Any
     if isinstance(body, ProduceResponse):
         if context not in p.in_flight:
             return None
+        if body.error in RETRIABLE_ERRORS:
+            # Sender.canRetry -> TransactionManager.canRetry: a RetriableException is retried with the batch's
+            # sequence; the batch stays in flight and the client's retry step sends it again
+            return p, None
         p = replace(p, in_flight=p.in_flight - {context})
         if body.error is not Errors.NONE:
             p = produce_failed(config, p, body.error)
