@@ -17,30 +17,22 @@ A malformed case (a line that is not UTF-8 or not JSON or nested too deeply, an 
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-COMPONENTS = ("coordinator", "partition", "client")
+from txnspec.conformance.case_format import (
+    COMPONENTS,
+    CaseInputError,
+    CaseSession,
+    CaseTarget,
+    iter_cases,
+    parse_case_line,
+)
 
-
-class CaseInputError(ValueError):
-    """The case is malformed or asks for something the format does not define."""
-
-
-class CaseSession(Protocol):
-    """One component instance built from a case's ``given``."""
-
-    def apply(self, when: Mapping[str, Any]) -> dict[str, Any]:
-        """Apply one request or event and return the observation (see module doc)."""
-        ...
-
-
-# A target builds a session for a component from the case's ``given``.
-CaseTarget = Callable[[str, Mapping[str, Any]], CaseSession]
-
+__all__ = ["COMPONENTS", "CaseInputError", "CaseReport", "CaseResult", "CaseSession", "CaseTarget", "Mismatch",
+           "compare", "iter_cases", "parse_case_line", "run_case", "run_cases", "target_named"]
 
 @dataclass(frozen=True)
 class Mismatch:
@@ -106,47 +98,6 @@ def compare(expected: Any, actual: Any, path: str = "") -> list[tuple[str, Any, 
         return [] if expected is actual or (expected == actual and type(expected) is type(actual)) else [
             (path, expected, actual)]
     return [] if expected == actual else [(path, expected, actual)]
-
-
-def parse_case_line(line: str, lineno: int) -> dict[str, Any]:
-    try:
-        case = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise CaseInputError(f"line {lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-    except RecursionError:
-        raise CaseInputError(f"line {lineno}: JSON nested too deeply") from None
-    if not isinstance(case, dict):
-        raise CaseInputError(f"line {lineno}: a case must be a JSON object, got {type(case).__name__}")
-    for key, kind in (("id", str), ("component", str), ("given", dict), ("steps", list)):
-        if key not in case:
-            raise CaseInputError(f"line {lineno}: case has no {key!r}")
-        if not isinstance(case[key], kind):
-            raise CaseInputError(f"line {lineno}: {key!r} must be a {kind.__name__}")
-    if case["component"] not in COMPONENTS:
-        raise CaseInputError(
-            f"case {case['id']}: unknown component {case['component']!r} (expected one of {COMPONENTS})")
-    for i, step in enumerate(case["steps"]):
-        if not isinstance(step, dict) or not isinstance(step.get("when"), dict) \
-                or not isinstance(step.get("then", {}), dict):
-            raise CaseInputError(f"case {case['id']}: step {i} must be an object with 'when' and 'then' objects")
-    return case
-
-
-def iter_cases(path: Path) -> Iterator[tuple[int, dict[str, Any] | CaseInputError]]:
-    """Yield ``(line number, case or the error that made it unreadable)`` for each non-blank line."""
-    with path.open("rb") as handle:
-        for lineno, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                yield lineno, CaseInputError(f"line {lineno}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column "
-                                             f"{exc.start + 1})")
-                continue
-            if line.strip():
-                try:
-                    yield lineno, parse_case_line(line, lineno)
-                except CaseInputError as exc:
-                    yield lineno, exc
 
 
 def run_case(case: Mapping[str, Any], target: CaseTarget) -> CaseResult:

@@ -87,7 +87,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
                                                                         if target.version else {}), **target.facts})
                 run = f"{args.seed}-{int(time.time() * 1000) % 10**8}"
                 if "wire" in levels:
-                    from txnspec.conformance.audit.wire import run_wire_audit
+                    from txnspec.conformance.audit.wire_traces import run_wire_audit
 
                     stage("wire level")
                     report.rules.extend(run_wire_audit(target.bootstrap, run, args.seed, args.traces))

@@ -33,17 +33,16 @@ from typing import Any
 from txnspec.conformance.adapters import spec_adapter as sa
 from txnspec.conformance.traces import Step, Trace, TraceError
 from txnspec.spec import system as sysm
+from txnspec.spec.actions import Action, ActionKind
 
-Successors = list[tuple[sysm.Action, sysm.SystemState]]
+Successors = list[tuple[Action, sysm.SystemState]]
 # chooses the index of the next successor, or None to stop
 Chooser = Callable[[int, sysm.SystemState, Successors], int | None]
 
 
 def _make_step(steps: Successors, index: int, prev: sysm.SystemState) -> Step:
     action, nxt = steps[index]
-    occurrence = sum(1 for a, _ in steps[:index] if a.text == action.text)
-    return Step(action.text, action.kind, action.source, action.target, sa.observation(prev, nxt),
-                sa.abstract_state(nxt), occurrence, action.awaited)
+    return Step(action, sa.observation(prev, nxt), sa.abstract_state(nxt))
 
 
 def walk(scenario: str, variant: str, choose: Chooser, *, trace_id: str, seed: int | None = None,
@@ -66,24 +65,20 @@ def walk(scenario: str, variant: str, choose: Chooser, *, trace_id: str, seed: i
     return Trace(trace_id, scenario, variant, seed, strategy, tuple(out))
 
 
-def realize(scenario: str, variant: str, actions: Sequence[str | tuple[str, int]], *, trace_id: str,
+def realize(scenario: str, variant: str, actions: Sequence[Action], *, trace_id: str,
             seed: int | None = None, strategy: str = "manual") -> Trace:
-    """The spec trace of a sequence of action texts (or ``(text, occurrence)``), with its observations.
+    """The spec trace of a sequence of actions, with its observations.
 
     Raises :class:`TraceError` naming the step when an action is not enabled."""
-    plan = [(a, 0) if isinstance(a, str) else (a[0], a[1]) for a in actions]
+    plan = list(actions)
 
     def choose(i: int, state: sysm.SystemState, steps: Successors) -> int | None:
         if i >= len(plan):
             return None
-        text, occurrence = plan[i]
-        seen = 0
         for k, (a, _) in enumerate(steps):
-            if a.text == text:
-                if seen == occurrence:
-                    return k
-                seen += 1
-        raise TraceError(trace_id, str(sa.StepNotEnabledError(text, [a.text for a, _ in steps])), i)
+            if a == plan[i]:
+                return k
+        raise TraceError(trace_id, str(sa.StepNotEnabledError(plan[i], [a for a, _ in steps])), i)
 
     return walk(scenario, variant, choose, trace_id=trace_id, seed=seed, strategy=strategy,
                 max_steps=len(plan))
@@ -107,19 +102,18 @@ def random_walk(scenario: str, seed: int, *, variant: str = "current", max_steps
 
 @dataclass(frozen=True)
 class CoveringPlan:
-    """Paths (as ``(text, occurrence)`` per step) that together cover every item of the explored graph."""
+    """Paths (the actions of each step) that together cover every item of the explored graph."""
 
     scenario: str
     variant: str
-    paths: tuple[tuple[tuple[str, int], ...], ...]
-    kinds: frozenset[str]  # every action kind the graph takes
+    paths: tuple[tuple[Action, ...], ...]
+    kinds: frozenset[ActionKind]  # every action kind the graph takes
     transitions: frozenset[str]  # every coordinator transition the graph takes
     states: int
     complete: bool  # the whole bounded state space was explored
 
 
-def _items(action: sysm.Action, prev: sysm.SystemState, nxt: sysm.SystemState) -> list[str]:
-    return [f"kind:{action.kind}", *(f"coordinator:{t}" for t in sa.coordinator_transitions(prev, nxt))]
+Item = tuple[str, str]  # ("kind", action kind) or ("coordinator", transition)
 
 
 @functools.lru_cache(maxsize=8)
@@ -150,14 +144,14 @@ def covering_plan(scenario: str, variant: str = "current", max_states: int | Non
                 depth[v], parent_edge[v] = depth[u] + 1, e
                 queue.append(v)
     # the shallowest edge taking each item
-    best: dict[str, int] = {}
+    best: dict[Item, int] = {}
     transition_cache: dict[tuple[int, int], list[str]] = {}
 
-    def items_of(e: int) -> list[str]:
+    def items_of(e: int) -> list[Item]:
         key = (src[e], dst[e])
         if key not in transition_cache:
             transition_cache[key] = sa.coordinator_transitions(states[src[e]], states[dst[e]])
-        return [f"kind:{actions[e].kind}", *(f"coordinator:{t}" for t in transition_cache[key])]
+        return [("kind", actions[e].kind), *(("coordinator", t) for t in transition_cache[key])]
 
     for e in range(len(src)):
         if depth[src[e]] < 0:
@@ -176,21 +170,17 @@ def covering_plan(scenario: str, variant: str = "current", max_states: int | Non
             u = src[parent_edge[u]]
         return edges[::-1]
 
-    covered: set[str] = set()
-    paths: list[tuple[tuple[str, int], ...]] = []
+    covered: set[Item] = set()
+    paths: list[tuple[Action, ...]] = []
     for item in sorted(best, key=lambda it: (-depth[src[best[it]]], it)):
         if item in covered:
             continue
         edges = path_to(best[item])
-        plan: list[tuple[str, int]] = []
         for e in edges:
             covered.update(items_of(e))
-            u = src[e]
-            same = [k for k in range(offsets[u], offsets[u + 1]) if str(actions[k]) == str(actions[e])]
-            plan.append((str(actions[e]), same.index(e)))
-        paths.append(tuple(plan))
-    kinds = frozenset(i.removeprefix("kind:") for i in best if i.startswith("kind:"))
-    transitions = frozenset(i.removeprefix("coordinator:") for i in best if i.startswith("coordinator:"))
+        paths.append(tuple(actions[e] for e in edges))
+    kinds = frozenset(ActionKind(value) for what, value in best if what == "kind")
+    transitions = frozenset(value for what, value in best if what == "coordinator")
     return CoveringPlan(scenario, variant, tuple(paths), kinds, transitions, n, bool(result.complete))
 
 
@@ -217,7 +207,8 @@ def coverage(trace: Trace) -> dict[str, list[str]]:
             transitions.update(sa.transitions_between(before, after))
             before = after
         errors.update(step.observation.get("errors", ()))
-    return {"kinds": sorted(trace.kinds()), "transitions": sorted(transitions), "errors": sorted(errors)}
+    return {"kinds": sorted(k.value for k in trace.kinds()), "transitions": sorted(transitions),
+            "errors": sorted(errors)}
 
 
 # --- hypothesis --------------------------------------------------------------------------------------

@@ -8,10 +8,9 @@ What is modelled
     message between lifelines with the coordinator's and the partitions' state changes beside it.
 
 Assumptions
-    :func:`diagram_event` reads what an action is today: an object with ``source``, ``target`` and its
-    text (``Action.text`` of :mod:`txnspec.spec.system`, ``Step.action`` of a trace), a delivery's text
-    being ``deliver <source>-><target>: <message>``. It is the only function to change when actions
-    become typed values.
+    :func:`diagram_event` reads the typed action (:class:`txnspec.spec.actions.Action`, or the ``action`` of a
+    trace's :class:`~txnspec.conformance.traces.Step`): its ``source`` and ``target`` lifelines, a delivered
+    message's body, an application call's kind and partition; its text is used only for the other steps.
 """
 
 from __future__ import annotations
@@ -21,6 +20,8 @@ from typing import Any
 
 from txnspec.checker.html import Diagram, Page, Table, write_page
 from txnspec.checker.sequence import DiagramEvent, sequence_svg
+from txnspec.spec.actions import APPLICATION_CALLS, Action, ActionKind
+from txnspec.spec.network import describe as describe_message
 
 __all__ = ["audit_page", "check_page", "conform_page", "diagram_event", "diff_page", "write_page"]
 
@@ -33,14 +34,15 @@ def diagram_event(action: Any, before: Any = None, after: Any = None, describe: 
     ``before``/``after`` are the system states around the step and ``describe`` renders one as lines
     (``spec.model.describe_state``); the changed lines of the coordinator and the partitions are the notes.
     """
-    text = getattr(action, "text", None) or getattr(action, "action", None) or str(action)
-    source = getattr(action, "source", "") or "environment"
-    target = getattr(action, "target", "") or source
-    label = text
-    if text.startswith("deliver ") and ": " in text:
-        label = text.split(": ", 1)[1]
-    elif text.startswith(f"{source}."):
-        label = text[len(source) + 1:]
+    act: Action = getattr(action, "action", action)  # a trace's Step carries its action
+    source = act.source or "environment"
+    target = act.target or source
+    if act.is_delivery:
+        label = describe_message(act.body)
+    elif act.kind in APPLICATION_CALLS:
+        label = f"{act.kind.value}({act.partition if act.kind is ActionKind.SEND else ''})"
+    else:
+        label = str(act)
     notes: tuple[str, ...] = ()
     if describe is not None and before is not None and after is not None:
         old = set(describe(before).splitlines())

@@ -15,26 +15,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from txnspec.conformance.adapters.impl_adapter import ImplAdapter
+from txnspec.conformance.adapters.impl_mutant import ImplMutantAdapter
 from txnspec.conformance.generate import random_walk
 from txnspec.conformance.replay import replay
 from txnspec.conformance.traces import Trace
 from txnspec.impl import _mutants
 
 SCENARIOS = ("default", "zombie", "retry", "multi-partition", "offsets")
-
-
-class ImplMutantAdapter(ImplAdapter):
-    """The implementation with one seeded bug switched on (in the process that replays)."""
-
-    def __init__(self, mutant: str) -> None:
-        if mutant not in _mutants.MUTANTS:
-            raise ValueError(f"unknown implementation mutant {mutant!r}; known: {', '.join(_mutants.MUTANTS)}")
-        super().__init__()
-        self.mutant = mutant
-
-    def reset(self, scenario: str, variant: str = "current") -> None:
-        _mutants.activate(self.mutant)
-        super().reset(scenario, variant)
+__all__ = ["SCENARIOS", "ImplMutantAdapter", "MutantResult", "mutation_score", "summary", "trace_pool"]
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,18 @@ The adapter contract
     ``reset(scenario, variant="current")``
         Start afresh in the initial state of the named scenario (``txnspec.spec.scenarios``).
     ``apply(step) -> dict``
-        Perform ``step`` (``step.action`` is the spec's action text, ``step.kind`` its kind,
-        ``step.source``/``step.target`` its lifelines) and return the observation it produced, in the
-        shape of :func:`txnspec.conformance.adapters.spec_adapter.observation` (``sent``, ``errors``,
-        ``visible``, ``offsets``). Raise :class:`StepNotEnabledError` if the system cannot take it now.
+        Perform ``step.action``, a :class:`txnspec.spec.actions.Action`: data, never text to parse.
+        ``action.kind`` is an :class:`~txnspec.spec.actions.ActionKind`; ``action.actor`` is who acts
+        (``producer-0``, ``coordinator``, a partition, ``group``); an application call of
+        :data:`~txnspec.spec.actions.APPLICATION_CALLS` names its partition in ``action.partition`` (``send``);
+        a delivery (``action.is_delivery``), a loss, a duplicate or a re-send carries ``action.message``, an
+        :class:`~txnspec.spec.network.Envelope` with ``source``, ``target`` and ``body``, the request or
+        response of :mod:`txnspec.spec.messages` with every field (``body.partition``,
+        ``body.producer_epoch``, ``body.base_sequence``, ``body.error`` ...); ``action.awaited`` says whether a
+        delivered copy is the one the client waits for or a stale duplicate. Return the observation the step
+        produced, in the shape of :func:`txnspec.conformance.adapters.spec_adapter.observation` (``sent``,
+        ``errors``, ``visible``, ``offsets``). Raise :class:`StepNotEnabledError` if the system cannot take it
+        now. ``str(action)`` is the text reports show; do not parse it.
     ``abstract_state() -> dict``
         The system's state mapped onto the spec's abstraction
         (:func:`~txnspec.conformance.adapters.spec_adapter.abstract_state`); return ``{}`` to skip the
@@ -19,28 +27,67 @@ The adapter contract
         An adapter that observes less than the spec (say, no message texts) returns the part of the
         spec's observation it reports; only that part is compared.
 
-Writing an adapter for your implementation (example)::
+Writing an adapter for your implementation (a worked example, run by the tests)
+    A broker whose network the test controls; here txnspec's own implementation stands in for yours,
+    reached only through its public API, for the fault-free ``tiny`` scenario. Every message is held, so
+    nothing moves unless the trace delivers it; the client's ``FindCoordinator``, which the spec abstracts
+    away, is answered at once; the broker answers its markers itself, so the spec's
+    ``WriteTxnMarkersResponse`` needs nothing::
 
-    from txnspec.conformance.replay import StepNotEnabledError, replay
-    from txnspec.conformance.generate import random_walk
-
-    class MyBrokerAdapter:
-        def reset(self, scenario, variant="current"):
-            self.cluster = MyCluster.start(partitions=["p0"], transactional_ids=["t1"])
-        def apply(self, step):
-            if step.kind == "initTransactions":
-                self.cluster.producer(0).init_transactions()      # queues InitProducerId
-            elif step.kind.startswith("deliver "):
-                if not self.cluster.deliver(step.action.removeprefix("deliver ")):
-                    raise StepNotEnabledError(step.action, self.cluster.pending_messages())
-            ...                                                  # one branch per action kind
-            return {"sent": self.cluster.sent_since_last_step(), "errors": ..., "visible": ...,
-                    "offsets": ...}
-        def abstract_state(self):
-            return {}                                            # or the spec's abstraction
-
-    verdict = replay(random_walk("tiny", seed=1), MyBrokerAdapter())
-    assert verdict.ok, verdict.detail
+    >>> from txnspec.conformance.generate import random_walk
+    >>> from txnspec.conformance.replay import StepNotEnabledError, replay
+    >>> from txnspec.impl.cluster import Cluster, named
+    >>> from txnspec.spec.actions import ActionKind as K
+    >>> from txnspec.spec.messages import WriteTxnMarkers, WriteTxnMarkersResponse
+    >>> class MyBrokerAdapter:
+    ...     def reset(self, scenario, variant="current"):
+    ...         self.cluster = Cluster()
+    ...         self.cluster.network.hold(lambda m: True)
+    ...         self.client = self.cluster.producer("t1").producer
+    ...         self.client.batch_records = self.client.max_in_flight = 1   # one record per Produce, as the spec
+    ...         self.outcome = None                       # the result of the last blocking call
+    ...     def apply(self, step):
+    ...         action, client = step.action, self.client
+    ...         if self.outcome is not None and self.outcome.completed:
+    ...             self.outcome = self.outcome.result()  # the application learns it (result.await())
+    ...         if action.kind is K.INIT_TRANSACTIONS:
+    ...             self.outcome = client.init_transactions()
+    ...         elif action.kind is K.BEGIN_TRANSACTION:
+    ...             client.begin_transaction()
+    ...         elif action.kind is K.SEND:
+    ...             client.send(action.partition + "-0", b"v")
+    ...         elif action.kind is K.COMMIT_TRANSACTION:
+    ...             self.outcome = client.commit_transaction()
+    ...         elif action.kind is K.ABORT_TRANSACTION:
+    ...             self.outcome = client.abort_transaction()
+    ...         elif action.is_delivery and not isinstance(action.body, WriteTxnMarkersResponse):
+    ...             self.cluster.deliver(self.message_for(action))
+    ...         elif not action.is_delivery:
+    ...             raise StepNotEnabledError(action, ["(faults are not mapped in this example)"])
+    ...         self.cluster.run()                                    # the client sends what it can
+    ...         while self.cluster.network.pending(named("FindCoordinator")):   # its request, then its answer
+    ...             self.cluster.deliver(self.cluster.network.pending(named("FindCoordinator"))[0])
+    ...         return {"visible": {"p0": {level: [r.offset for r in self.cluster.read("p0-0", level.upper())]
+    ...                                    for level in ("read_committed", "read_uncommitted")}}}
+    ...     def message_for(self, action):
+    ...         body = action.body
+    ...         for m in self.cluster.network.pending():
+    ...             if isinstance(body, WriteTxnMarkers):
+    ...                 found = m.name == "TxnMarker" and m.request.partition == body.partition + "-0"
+    ...             elif action.target.startswith("producer-"):               # an answer to the client
+    ...                 found = m.response is not None
+    ...             else:                                                     # a request, by its Kafka RPC name
+    ...                 found = m.response is None and m.name == type(body).__name__
+    ...             if found:
+    ...                 return m
+    ...         raise StepNotEnabledError(action, self.cluster.network.pending())
+    ...     def project(self, expected):
+    ...         return {"visible": expected["visible"]}
+    ...     def abstract_state(self):
+    ...         return {}
+    >>> verdicts = [replay(random_walk("tiny", seed), MyBrokerAdapter()) for seed in range(20)]
+    >>> [v.detail for v in verdicts if not v.ok]
+    []
 
 Divergence
     Step ``i`` diverges when the adapter cannot take it, when its observation differs from the trace's
@@ -124,7 +171,7 @@ def _spec_realize(trace: Trace, steps: list[Step]) -> Trace | None:
     from txnspec.conformance.generate import realize
 
     try:
-        return realize(trace.scenario, trace.variant, [(s.action, s.occurrence) for s in steps],
+        return realize(trace.scenario, trace.variant, [s.action for s in steps],
                        trace_id=trace.id + "/shrunk", seed=trace.seed, strategy="shrunk")
     except TraceError:
         return None

@@ -13,7 +13,7 @@ Plan
 Output (``--out DIR``)
     ``DIR/results`` (Parquet): ``trace_id, strategy, seed, length, verdict (pass | diverge | error),
     divergence_step, detail, kinds, transitions, errors, shrunk_length, shrunk_trace`` (the minimal
-    diverging trace as one ``txnspec-trace/1`` line); ``DIR/summary.json``: counts and coverage.
+    diverging trace as one ``txnspec-trace/2`` line); ``DIR/summary.json``: counts and coverage.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from txnspec.conformance.adapters import make_adapter
 from txnspec.conformance.generate import coverage, covering_plan, random_walk, realize
 from txnspec.conformance.replay import replay, shrink
 from txnspec.conformance.traces import TraceError
+from txnspec.spec.actions import Action
 
 LOG4J2 = """status = error
 rootLogger.level = error
@@ -62,7 +63,7 @@ class JobConfig:
     adapter: str = "spec"
     shrink: bool = True
     variant_file: str | None = None  # a user-written variant (--variant-file), loaded by each worker too
-    covering_paths: tuple[tuple[tuple[str, int], ...], ...] = field(default=(), repr=False)
+    covering_paths: tuple[tuple[Action, ...], ...] = field(default=(), repr=False)
 
 
 def trace_seed(base: int, index: int) -> int:

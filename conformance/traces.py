@@ -2,27 +2,30 @@
 
 Format
     A **trace** is a scenario name, a protocol variant, a seed, the strategy that made it and a list of
-    **steps**. A step is one action of the system model, identified by its text (for the system model
-    the text of an action is unique among the actions enabled in a state, see
-    :func:`txnspec.spec.system.next_steps`; ``occurrence`` breaks a tie should two enabled actions ever
-    share a text), with its ``kind`` (for coverage), its ``source`` and ``target`` lifelines, the
-    **observation** expected after it (a small JSON object: the messages the step put on the network,
-    the records visible per partition at both isolation levels, the committed group offsets; see
+    **steps**. A step is one action of the system model (:class:`txnspec.spec.actions.Action`: its kind, the
+    actor, the message or fault with its fields, stored structurally as :mod:`txnspec.conformance.action_codec`
+    describes; an action is unique among the actions enabled in a state, so it identifies its step), the
+    **observation** expected after it (a small JSON object: the messages the step put on the network, the
+    records visible per partition at both isolation levels, the committed group offsets; see
     :mod:`txnspec.conformance.adapters.spec_adapter`) and, optionally, the expected **abstract state**
-    (coordinator states, producer phases, partition offsets).
+    (coordinator states, producer phases, partition offsets). ``label`` is the action's text, for people
+    reading the file; readers ignore it.
 
     Canonical form: JSON Lines, one trace per line, keys sorted, no insignificant whitespace::
 
-        {"format": "txnspec-trace/1", "id": "tiny/random/7", "scenario": "tiny", "variant": "current",
-         "seed": 7, "strategy": "random", "steps": [{"action": "producer-0.initTransactions()",
-         "kind": "initTransactions", "source": "producer-0", "target": "producer-0",
-         "observation": {...}, "abstract": {...}}, ...]}
+        {"format": "txnspec-trace/2", "id": "tiny/random/7", "scenario": "tiny", "variant": "current",
+         "seed": 7, "strategy": "random", "steps": [{"action": {"actor": "producer-0",
+         "kind": "initTransactions"}, "label": "producer-0.initTransactions()", "observation": {...},
+         "abstract": {...}}, ...]}
+
+    Format versions: ``txnspec-trace/1`` stored an action as its text; such files are refused with an
+    error naming the version (regenerate them: the spec makes the same traces from the same seeds).
 
     ITF (Apalache ADR-015): one document per trace; state 0 is the initial state
-    (``mbt::actionTaken = "init"``), state ``i`` the state after step ``i``, with variables
-    ``observation`` and ``abstract``, ``mbt::actionTaken`` (the action kind, as Quint's model-based
-    testing expects) and ``mbt::actionLabel`` (the step identity); the trace's id, scenario, variant,
-    seed and strategy travel in ``#meta``.
+    (``mbt::actionTaken = "init"``), state ``i`` the state after step ``i``, with variables ``action``
+    (the structured action), ``observation`` and ``abstract``, ``mbt::actionTaken`` (the action kind, as
+    Quint's model-based testing expects) and ``mbt::actionLabel`` (the action's text); the trace's id,
+    scenario, variant, seed, strategy and format version travel in ``#meta``.
 
 Errors
     :class:`TraceError` names the trace id (or the line number when the id is unknown) and the step
@@ -39,8 +42,11 @@ from pathlib import Path
 from typing import Any
 
 from txnspec.checker import traces as itf
+from txnspec.conformance.action_codec import ActionFormatError, action_from_json, action_to_json
+from txnspec.spec.actions import Action, ActionKind
 
-FORMAT = "txnspec-trace/1"
+FORMAT = "txnspec-trace/2"
+OLD_FORMATS = {"txnspec-trace/1": "it stores each action as its text, not as data"}
 STRATEGIES = ("covering", "random", "hypothesis", "manual", "shrunk")
 
 JSON = Any
@@ -57,52 +63,53 @@ class TraceError(ValueError):
 
 @dataclass(frozen=True)
 class Step:
-    """One action and what must be observed after it."""
+    """One action of the system model and what must be observed after it."""
 
-    action: str  # the action's text: its identity among the enabled actions of the state
-    kind: str
-    source: str = ""
-    target: str = ""
+    action: Action
     observation: dict[str, JSON] = field(default_factory=dict)
     abstract: dict[str, JSON] | None = None
-    occurrence: int = 0  # which of several enabled actions with this text (0: the first; practically always)
-    awaited: bool | None = None  # a delivery of the copy the producer waits for (True) or of a stale copy
+
+    @property
+    def kind(self) -> ActionKind:
+        return self.action.kind
+
+    @property
+    def source(self) -> str:
+        return self.action.source
+
+    @property
+    def target(self) -> str:
+        return self.action.target
+
+    @property
+    def awaited(self) -> bool | None:
+        """For a delivery: the copy the producer waits for (True) or a stale copy (False)."""
+        return self.action.awaited
 
     def to_json(self) -> dict[str, JSON]:
-        out: dict[str, JSON] = {"action": self.action, "kind": self.kind, "source": self.source,
-                                "target": self.target, "observation": self.observation}
+        out: dict[str, JSON] = {"action": action_to_json(self.action), "label": str(self.action),
+                                "observation": self.observation}
         if self.abstract is not None:
             out["abstract"] = self.abstract
-        if self.occurrence:
-            out["occurrence"] = self.occurrence
-        if self.awaited is not None:
-            out["awaited"] = self.awaited
         return out
 
     @staticmethod
     def from_json(data: JSON, trace_id: str, index: int) -> Step:
         if not isinstance(data, dict):
             raise TraceError(trace_id, f"a step must be a JSON object, not {type(data).__name__}", index)
-        missing = [k for k in ("action", "kind", "observation") if k not in data]
+        missing = [k for k in ("action", "observation") if k not in data]
         if missing:
             raise TraceError(trace_id, f"missing field(s): {', '.join(missing)}", index)
-        if not isinstance(data["action"], str) or not data["action"]:
-            raise TraceError(trace_id, "'action' must be a non-empty string", index)
-        if not isinstance(data["kind"], str):
-            raise TraceError(trace_id, "'kind' must be a string", index)
+        try:
+            action = action_from_json(data["action"])
+        except ActionFormatError as exc:
+            raise TraceError(trace_id, f"bad action: {exc}", index) from None
         if not isinstance(data["observation"], dict):
             raise TraceError(trace_id, "'observation' must be an object", index)
         abstract = data.get("abstract")
         if abstract is not None and not isinstance(abstract, dict):
             raise TraceError(trace_id, "'abstract' must be an object", index)
-        occurrence = data.get("occurrence", 0)
-        if not isinstance(occurrence, int) or occurrence < 0:
-            raise TraceError(trace_id, "'occurrence' must be a non-negative integer", index)
-        awaited = data.get("awaited")
-        if awaited is not None and not isinstance(awaited, bool):
-            raise TraceError(trace_id, "'awaited' must be true, false or absent", index)
-        return Step(data["action"], data["kind"], str(data.get("source", "")), str(data.get("target", "")),
-                    data["observation"], abstract, occurrence, awaited)
+        return Step(action, data["observation"], abstract)
 
 
 @dataclass(frozen=True)
@@ -117,7 +124,7 @@ class Trace:
     def __len__(self) -> int:
         return len(self.steps)
 
-    def kinds(self) -> frozenset[str]:
+    def kinds(self) -> frozenset[ActionKind]:
         return frozenset(s.kind for s in self.steps)
 
     def with_steps(self, steps: Iterable[Step], *, id: str | None = None, strategy: str | None = None) -> Trace:
@@ -138,9 +145,7 @@ class Trace:
         trace_id = data.get("id")
         if not isinstance(trace_id, str) or not trace_id:
             raise TraceError(where, "missing or empty 'id'")
-        version = data.get("format")
-        if version != FORMAT:
-            raise TraceError(trace_id, f"unknown format version {version!r} (this reader knows {FORMAT!r})")
+        _check_format(data.get("format"), trace_id)
         missing = [k for k in ("scenario", "steps") if k not in data]
         if missing:
             raise TraceError(trace_id, f"missing field(s): {', '.join(missing)}")
@@ -162,6 +167,15 @@ class Trace:
         except json.JSONDecodeError as exc:
             raise TraceError(where, f"bad JSON: {exc}") from None
         return Trace.from_json(data, where)
+
+
+def _check_format(version: Any, trace_id: str) -> None:
+    if version == FORMAT:
+        return
+    if version in OLD_FORMATS:
+        raise TraceError(trace_id, f"format version {version!r} is no longer read ({OLD_FORMATS[version]}); this "
+                                   f"reader knows {FORMAT!r}: generate the trace again from its scenario and seed")
+    raise TraceError(trace_id, f"unknown format version {version!r} (this reader knows {FORMAT!r})")
 
 
 # --- JSON Lines ---------------------------------------------------------------------------------
@@ -226,23 +240,19 @@ def _plain(value: Any) -> JSON:
 
 def to_itf(trace: Trace) -> dict[str, JSON]:
     """The ITF document of ``trace`` (see the module docstring)."""
-    states: list[dict[str, JSON]] = [{"#meta": {"index": 0}, "observation": itf.to_itf({}),
+    states: list[dict[str, JSON]] = [{"#meta": {"index": 0}, "action": itf.to_itf({}), "observation": itf.to_itf({}),
                                       "abstract": itf.to_itf({}), "mbt::actionTaken": "init",
                                       "mbt::actionLabel": "init"}]
     for i, step in enumerate(trace.steps, start=1):
-        meta: dict[str, JSON] = {"index": i, "source": step.source, "target": step.target}
-        if step.occurrence:
-            meta["occurrence"] = step.occurrence
-        if step.awaited is not None:
-            meta["awaited"] = step.awaited
-        states.append({"#meta": meta, "observation": itf.to_itf(step.observation),
+        states.append({"#meta": {"index": i}, "action": itf.to_itf(action_to_json(step.action)),
+                       "observation": itf.to_itf(step.observation),
                        "abstract": itf.to_itf(step.abstract if step.abstract is not None else {}),
-                       "mbt::actionTaken": step.kind, "mbt::actionLabel": step.action})
+                       "mbt::actionTaken": step.kind.value, "mbt::actionLabel": str(step.action)})
     return {"#meta": {"format": "ITF", "format-description": itf.ITF_DESCRIPTION, "source": "txnspec",
                       "description": f"conformance trace {trace.id}", "txnspec-format": FORMAT, "id": trace.id,
                       "scenario": trace.scenario, "variant": trace.variant, "seed": trace.seed,
                       "strategy": trace.strategy},
-            "vars": ["observation", "abstract", "mbt::actionTaken", "mbt::actionLabel"], "states": states}
+            "vars": ["action", "observation", "abstract", "mbt::actionTaken", "mbt::actionLabel"], "states": states}
 
 
 def from_itf(document: JSON, where: str = "<itf>") -> Trace:
@@ -251,6 +261,7 @@ def from_itf(document: JSON, where: str = "<itf>") -> Trace:
         raise TraceError(where, "an ITF document must be an object with a 'states' array")
     meta = document.get("#meta") or {}
     trace_id = meta.get("id") or where
+    _check_format(meta.get("txnspec-format"), trace_id)
     states = document["states"]
     if not states or not isinstance(states[0], dict) or states[0].get("mbt::actionTaken") != "init":
         raise TraceError(trace_id, "state 0 must be the initial state (mbt::actionTaken = \"init\")")
@@ -258,16 +269,12 @@ def from_itf(document: JSON, where: str = "<itf>") -> Trace:
     for i, state in enumerate(states[1:]):
         if not isinstance(state, dict):
             raise TraceError(trace_id, "an ITF state must be an object", i)
-        missing = [k for k in ("mbt::actionTaken", "mbt::actionLabel", "observation") if k not in state]
+        missing = [k for k in ("action", "observation") if k not in state]
         if missing:
             raise TraceError(trace_id, f"missing ITF variable(s): {', '.join(missing)}", i)
-        smeta = state.get("#meta") or {}
         abstract = _plain(itf.from_itf(state.get("abstract", {"#map": []})))
-        step_json = {"action": state["mbt::actionLabel"], "kind": state["mbt::actionTaken"],
-                     "source": smeta.get("source", ""), "target": smeta.get("target", ""),
-                     "observation": _plain(itf.from_itf(state["observation"])),
-                     "abstract": abstract or None, "occurrence": smeta.get("occurrence", 0),
-                     "awaited": smeta.get("awaited")}
+        step_json = {"action": _plain(itf.from_itf(state["action"])),
+                     "observation": _plain(itf.from_itf(state["observation"])), "abstract": abstract or None}
         steps.append(Step.from_json(step_json, trace_id, i))
     seed = meta.get("seed")
     return Trace(trace_id, str(meta.get("scenario", "")), str(meta.get("variant", "current")),

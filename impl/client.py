@@ -6,7 +6,7 @@ Follows Kafka TRUNK ``clients/src/main/java/org/apache/kafka/clients/producer/in
 variant, ``beginTransaction``, ``maybeAddPartition``, ``sendOffsetsToTransaction``, ``beginCommit`` /
 ``beginAbort`` / ``beginCompletingTransaction``, ``nextRequest`` with the priority queue, local EndTxn when
 nothing was added, ``maybeFailWithError``, ``handleCachedTransactionRequestResult``, every
-``TxnRequestHandler.handleResponse`` with RULES.md §5.3's fatal / abortable / retriable classification,
+``TxnRequestHandler.handleResponse`` with its handlers' fatal / abortable / retriable classification,
 ``maybeTransitionToErrorState`` and ``handleFailedBatch`` for produce errors), ``Sender`` (one transactional
 request in flight; no new produce while one is; ``canRetry`` for OUT_OF_ORDER_SEQUENCE_NUMBER) and
 ``KafkaProducer`` (the application API with Kafka's names).

@@ -2,7 +2,7 @@
 
 Follows Kafka's ``CompletedFetch`` (``clients/src/main/java/org/apache/kafka/clients/consumer/internals/``,
 ``nextFetchedRecord`` / ``consumeAbortedTransactionsUpTo`` / ``isBatchAborted`` / ``containsAbortMarker``)
-and the position bookkeeping of ``KafkaConsumer.poll`` (RULES.md §4.9).
+and the position bookkeeping of ``KafkaConsumer.poll``.
 
 What is modelled: at READ_COMMITTED the aborted transactions of the fetch response go into a min-heap by
 first offset; for each batch with a producer id, every aborted txn starting at or before the batch's last

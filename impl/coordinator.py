@@ -6,7 +6,7 @@ Follows Kafka TRUNK ``core/src/main/scala/kafka/coordinator/transaction/``: ``Tr
 ``abortTimedOutTransactions``), ``TransactionStateManager`` (``appendTransactionToLog`` with its error
 mapping, ``timedOutTransactions``, ``removeExpiredTransactionalIds``, ``loadTransactionsForTxnTopicPartition``),
 ``TransactionLog`` (key/value records in ``__transaction_state``) and ``TransactionMarkerChannelManager`` /
-``TransactionMarkerRequestCompletionHandler`` (RULES.md §3). KafkaApis' request checks (InitProducerId's
+``TransactionMarkerRequestCompletionHandler``. KafkaApis' request checks (InitProducerId's
 pid/epoch pairing, AddOffsetsToTxn's ``__consumer_offsets`` partition) are done here too.
 
 What is modelled: every branch of the handlers above; the transaction log stored as records in internal

@@ -3,7 +3,7 @@
 Follows Kafka's ``UnifiedLog`` (``appendAsLeader``, ``analyzeAndValidateProducerState``,
 ``lastStableOffset``, ``read`` / ``addAbortedTransactions``, ``maybeIncrementHighWatermark``),
 ``TransactionIndex`` / ``AbortedTxn`` (``storage/.../log/``) and ``ReplicaManager.appendRecords``' answer
-(RULES.md §4).
+(``storage/src/main/java/org/apache/kafka/storage/internals/log/UnifiedLog.java``).
 
 What is modelled: client appends of data batches (plain, idempotent or transactional) with duplicate
 detection answering the original offsets; coordinator appends of ``COMMIT`` / ``ABORT`` markers

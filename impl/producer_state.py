@@ -2,7 +2,7 @@
 
 Follows Kafka's ``ProducerStateManager``, ``ProducerStateEntry``, ``ProducerAppendInfo``, ``BatchMetadata``,
 ``TxnMetadata`` and ``CompletedTxn`` (``storage/src/main/java/org/apache/kafka/storage/internals/log/``),
-TRUNK semantics (RULES.md §4).
+trunk semantics.
 
 What is modelled:
 

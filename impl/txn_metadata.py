@@ -3,7 +3,8 @@
 Follows Kafka TRUNK ``transaction-coordinator/src/main/java/org/apache/kafka/coordinator/transaction/``
 ``TransactionState.java`` (states, ids, ``validPreviousStates``, ``isExpirationAllowed``),
 ``TransactionMetadata.java`` (every ``prepare*`` helper, ``prepareTransitionTo``, ``completeTransitionTo``
-with its per-target validation) and ``TxnTransitMetadata.java`` (RULES.md §1–§2).
+with its per-target validation) and ``TxnTransitMetadata.java``
+(``transaction-coordinator/src/main/java/org/apache/kafka/coordinator/transaction/``).
 
 Theory of operation (as in Kafka): a handler asks the metadata for a *transit* with a ``prepare*`` helper;
 that sets ``pending_state`` and returns an immutable :class:`TxnTransitMetadata`; the transit is written
@@ -74,7 +75,7 @@ S = TransactionState
 _STATE_IDS = {S.EMPTY: 0, S.ONGOING: 1, S.PREPARE_COMMIT: 2, S.PREPARE_ABORT: 3, S.COMPLETE_COMMIT: 4,
               S.COMPLETE_ABORT: 5, S.DEAD: 6, S.PREPARE_EPOCH_FENCE: 7}
 
-# TRUNK ``TransactionState.validPreviousStates`` (RULES.md §1.1).
+# trunk ``TransactionState.validPreviousStates`` (``TransactionState.java``).
 VALID_PREVIOUS_STATES: dict[TransactionState, frozenset[TransactionState]] = {
     S.EMPTY: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.ONGOING: frozenset({S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
@@ -184,7 +185,7 @@ class TransactionMetadata:
         values.update(changes)
         return self.prepare_transition_to(target, **values)  # type: ignore[arg-type]
 
-    # --- the prepare* helpers (RULES.md §2 table) ---
+    # --- the prepare* helpers (``TransactionMetadata.java``) ---
 
     def prepare_no_transit(self) -> TxnTransitMetadata:
         return TxnTransitMetadata(self.producer_id, self.prev_producer_id, self.next_producer_id,

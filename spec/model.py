@@ -9,22 +9,19 @@ and a short rendering of a state for counterexamples.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
 
 from txnspec.checker.model import Model
 from txnspec.spec import partition as partition_mod
 from txnspec.spec import properties as props
 from txnspec.spec import system as sysm
+from txnspec.spec.actions import ACTION_KINDS, FAIR_KINDS, Action
 from txnspec.spec.scenarios import Scenario, scenario_named
 from txnspec.spec.variants import variant_named
 
-FAIR_KINDS = frozenset(kind for kind in sysm.ACTION_KINDS if kind.startswith("deliver ")) | {"resend marker", "retry",
-                                                                                               "abandoned timeout"}
 
-
-def fairness(action: Any) -> Hashable | None:
+def fairness(action: Hashable) -> Hashable | None:
     """Weak fairness per action kind for the protocol's own steps; ``None`` for choices and faults."""
-    kind = getattr(action, "kind", None)
+    kind = action.kind if isinstance(action, Action) else None
     return kind if kind in FAIR_KINDS else None
 
 
@@ -61,7 +58,7 @@ def build_model(scenario: Scenario | str, variant: str = "current") -> Model[sys
         is_final=props.is_final(system),
         fairness=fairness,
         describe_state=describe_state,
-        metadata={"action_kinds": sysm.ACTION_KINDS,
+        metadata={"action_kinds": ACTION_KINDS,
                   "lifelines": ["producer-0", "producer-1", "coordinator", *system.scenario.partitions, "group"],
                   "system": system},
     )

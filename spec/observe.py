@@ -31,15 +31,16 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from txnspec.spec.actions import APPLICATION_CALLS, Action
 from txnspec.spec.messages import EndTxn, IsolationLevel
-from txnspec.spec.system import ACTION_KINDS, System, SystemState, Tag
+from txnspec.spec.system import System, SystemState, Tag
 
 Level = Literal["application", "wire"]
 Label = tuple[Hashable | None, Hashable | None]  # an observable step: (action label, the new view if it changed)
 LEVELS: tuple[Level, ...] = ("application", "wire")
-APPLICATION_KINDS = frozenset(ACTION_KINDS[:6])  # initTransactions ... abortTransaction
+APPLICATION_KINDS = APPLICATION_CALLS  # initTransactions ... abortTransaction
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,24 +100,24 @@ def client_view(system: System, state: SystemState) -> ClientView:
         partitions=tuple(partitions), committed_offsets=committed, offsets_unstable=bool(group.pending))
 
 
-def action_label(action: Any, level: Level = "application") -> Hashable | None:
+def action_label(action: Action, level: Level = "application") -> Hashable | None:
     """The observable label of a system-model action, or None when a client cannot see it."""
-    kind = getattr(action, "kind", "")
-    if kind in APPLICATION_KINDS:
+    if action.kind in APPLICATION_KINDS:
         return str(action)
-    if level == "wire" and kind.startswith("deliver ") and "producer-" in action.source + action.target:
+    if level == "wire" and action.is_delivery and (action.source.startswith("producer-")
+                                                   or action.target.startswith("producer-")):
         return f"{action.source}->{action.target}: {wire_name(action)}"
     return None
 
 
-def wire_name(action: Any) -> str:
+def wire_name(action: Action) -> str:
     """A delivered message as a client sees it on the wire: its type, the EndTxn result, the answer's error."""
-    text = str(action).split(": ", 1)[-1]
-    name = text.split("(", 1)[0]
-    if name == EndTxn.__name__:
-        return f"EndTxn({text.split('(', 1)[1].split(',', 1)[0]})"
+    body = action.body
+    name = type(body).__name__
+    if isinstance(body, EndTxn):
+        return f"EndTxn({body.result})"
     if name.endswith("Response"):
-        return f"{name}({text.split('(', 1)[1].split(',', 1)[0].rstrip(')')})"
+        return f"{name}({body.error})"
     return name
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from txnspec.checker.model import Property
 from txnspec.spec import partition as partition_mod
 from txnspec.spec.messages import IsolationLevel, TransactionResult
-from txnspec.spec.system import FATAL_ERROR, READY, System, SystemState, Tag
+from txnspec.spec.system import FATAL_ERROR, INITIALIZING, READY, System, SystemState, Tag
 from txnspec.spec.txn_state import ONGOING, PREPARE_STATES
 
 COMMIT, ABORT = TransactionResult.COMMIT, TransactionResult.ABORT
@@ -228,7 +228,7 @@ def every_partition_stable(state: SystemState) -> bool:
 
 
 def some_producer_initializing(state: SystemState) -> bool:
-    return any(p.phase.value == "INITIALIZING" for p in state.producers)
+    return any(p.phase is INITIALIZING for p in state.producers)
 
 
 def no_producer_initializing(state: SystemState) -> bool:

@@ -27,7 +27,7 @@ Handler = Callable[..., Any]
 @dataclass(frozen=True)
 class Protocol:
     name: str = "current"
-    description: str = "Kafka trunk (4.x): the rules as RULES.md states them"
+    description: str = "Kafka trunk (4.x): the rules of apache/kafka's source"
     # transaction coordinator
     handle_init_producer_id: Handler = coord.handle_init_producer_id
     handle_add_partitions_to_txn: Handler = coord.handle_add_partitions_to_txn

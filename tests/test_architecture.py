@@ -1,5 +1,7 @@
 """The dependency direction is a rule of the project: checker imports nothing of ours, impl imports
-neither spec nor checker, spec imports only checker's model contract (and its symbolic twin)."""
+neither spec nor checker, spec imports only checker's model contract (and its symbolic twin). And no import
+cycles among txnspec's modules, counting imports inside functions too (a lazy import that closes a cycle is
+still a cycle: the two modules cannot be understood apart)."""
 
 from __future__ import annotations
 
@@ -66,3 +68,90 @@ def test_the_rule_detects_a_forbidden_import(tmp_path: Path) -> None:
     bad.write_text("from txnspec.spec.coordinator import handle_end_txn\nimport txnspec.impl\n")
     modules = imported_modules(bad)
     assert [our_package(m) for m in modules if our_package(m)] == ["spec", "spec", "impl"]
+
+
+# --- import cycles ---------------------------------------------------------------------------------------------
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return "txnspec." + ".".join(parts)
+
+
+def import_graph(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> dict[str, set[str]]:
+    """Module -> the txnspec modules it imports (``from a.b import c`` counts a.b, and a.b.c if it is a module)."""
+    files = {module_name(path, root): path for package in packages for path in sorted((root / package).rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parent = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                    base = ".".join([*parent, *([node.module] if node.module else [])])
+                names = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+            for name in names:
+                while name and name not in files:
+                    name = name.rpartition(".")[0]
+                if name and name != module:
+                    targets.add(name)
+        graph[module] = targets
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycles() -> None:
+    graph = import_graph()
+    assert len(graph) > 100  # every module was found
+    assert cycles(graph) == []
+
+
+def test_the_cycle_rule_detects_a_lazy_import_cycle(tmp_path: Path) -> None:
+    (tmp_path / "spec").mkdir()
+    (tmp_path / "spec" / "a.py").write_text("from txnspec.spec.b import f\n")
+    (tmp_path / "spec" / "b.py").write_text("def f():\n    from txnspec.spec import a\n")
+    (tmp_path / "spec" / "c.py").write_text("from . import a\n")
+    graph = import_graph(tmp_path, ("spec",))
+    assert graph["txnspec.spec.c"] == {"txnspec.spec.a"}
+    assert cycles(graph) == [["txnspec.spec.a", "txnspec.spec.b"]]

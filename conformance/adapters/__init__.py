@@ -29,7 +29,7 @@ def make_adapter(name: str) -> Any:
                              "(txnspec.conformance.adapters.impl_adapter)") from None
         return ImplAdapter()
     if name.startswith("impl-mutant:"):
-        from txnspec.conformance.mutation import ImplMutantAdapter
+        from txnspec.conformance.adapters.impl_mutant import ImplMutantAdapter
 
         return ImplMutantAdapter(name.removeprefix("impl-mutant:"))
     raise ValueError(f"unknown adapter {name!r}; known: {', '.join(ADAPTERS)}")

@@ -14,9 +14,8 @@ How steps map onto :class:`txnspec.impl.cluster.Cluster`
       past the transaction timeout (without running the network), ``failover`` crashes and restarts the
       coordinators (markers already sent stay in flight), ``expire batch`` expires the in-flight batch
       (``Producer.expire_batch``); loss, append failure and producer crash are not mapped yet and report
-      the step as not enabled (a divergence naming the fault);
-    * a step whose action text is not what the spec writes for its kind (:func:`understood`) is not
-      enabled either: the adapter acts on the kind, so an unread text must never pass.
+      the step as not enabled (a divergence naming the fault); an action names what it does by its fields
+      (:class:`txnspec.spec.actions.Action`), so no step can say one thing and be read as another.
 
 What is compared (:meth:`ImplAdapter.project`)
     The records visible per *data* partition at both isolation levels and the committed group offsets.
@@ -27,14 +26,27 @@ What is compared (:meth:`ImplAdapter.project`)
 from __future__ import annotations
 
 import contextlib
-import re
 from typing import Any
 
 from txnspec.conformance.adapters.spec_adapter import StepNotEnabledError
+from txnspec.impl import messages as implm
+from txnspec.impl.coordinator import TxnMarker
+from txnspec.spec import messages as spec
+from txnspec.spec.actions import APPLICATION_CALLS, ActionKind
+from txnspec.spec.network import producer_address
 
-RESPONSE_OF = {"InitProducerIdResponse": ("InitProducerId",), "EndTxnResponse": ("EndTxn",),
-               "ProduceResponse": ("Produce",),
-               "ErrorResponse": ("AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit")}
+# the implementation's request type of each spec request, and the requests each spec response answers
+IMPL_REQUEST: dict[type, type] = {
+    spec.InitProducerId: implm.InitProducerId, spec.AddPartitionsToTxn: implm.AddPartitionsToTxn,
+    spec.AddOffsetsToTxn: implm.AddOffsetsToTxn, spec.TxnOffsetCommit: implm.TxnOffsetCommit,
+    spec.EndTxn: implm.EndTxn, spec.Produce: implm.Produce,
+}
+ANSWERS: dict[type, tuple[type, ...]] = {
+    spec.InitProducerIdResponse: (implm.InitProducerId,), spec.EndTxnResponse: (implm.EndTxn,),
+    spec.ProduceResponse: (implm.Produce,),
+    spec.ErrorResponse: (implm.AddPartitionsToTxn, implm.AddOffsetsToTxn, implm.TxnOffsetCommit),
+}
+K = ActionKind
 
 
 def impl_partition(name: str) -> str:
@@ -53,30 +65,6 @@ _CLIENT_CALLS = ("initTransactions", "beginTransaction", "sendOffsetsToTransacti
                  "abortTransaction")
 
 
-def understood(step: Any) -> bool:
-    """Whether ``step.action`` is the text the spec gives an action of ``step.kind`` (spec/system.py): the
-    adapter acts on the kind, so a step whose text says something else would otherwise pass unread."""
-    kind, action, source, target = step.kind, step.action, step.source, step.target
-    if kind in _CLIENT_CALLS:
-        return bool(action == f"{source}.{kind}()")
-    if kind == "send":
-        return re.fullmatch(rf"{re.escape(source)}\.send\(p\d+\)", action) is not None
-    if kind.startswith("deliver "):
-        return bool(action.startswith(f"deliver {source}->{target}: {kind.removeprefix('deliver ')}(")
-                    and action.endswith(")"))
-    if kind == "duplicate":
-        return bool(action.startswith(f"duplicate {source}->{target}: ") and action.endswith(")"))
-    if kind == "expire batch":
-        return re.fullmatch(rf"{re.escape(source)} gives up on its produce to p\d+", action) is not None
-    if kind == "timeout":
-        return bool(action.startswith("coordinator aborts timed-out "))
-    if kind == "abandoned timeout":
-        return bool(action.startswith("coordinator aborts ") and action.endswith(", abandoned by its producer"))
-    if kind == "failover":
-        return bool(action == "coordinator fails over")
-    return True  # other kinds are refused by apply as not mapped
-
-
 class ImplAdapter:
     observes = ("visible", "offsets", "errors")
 
@@ -93,7 +81,7 @@ class ImplAdapter:
         from txnspec.impl import _mutants
         from txnspec.impl.cluster import Cluster
         from txnspec.spec.model import build_system
-        from txnspec.spec.system import initial_state, producer_address
+        from txnspec.spec.system import initial_state
 
         _mutants.activate(getattr(self, "mutant", None))  # a reused worker process may have had one on
         system = build_system(scenario, variant)
@@ -107,8 +95,8 @@ class ImplAdapter:
             # (spec/system.py): batch.size of one record and max.in.flight.requests.per.connection=1, both legal
             handle.producer.batch_records = 1
             handle.producer.max_in_flight = 1
-            self.producers[producer_address(p)] = (handle.name, handle.producer)
-            self.txn_no[producer_address(p)] = 0
+            self.producers[producer_address(p.index)] = (handle.name, handle.producer)
+            self.txn_no[producer_address(p.index)] = 0
 
     # --- steps ---
 
@@ -117,7 +105,7 @@ class ImplAdapter:
         cluster = self.cluster
         for _ in range(100):
             cluster._dispatch()
-            pending = [m for m in cluster.network.messages if m.name == "FindCoordinator"]
+            pending = [m for m in cluster.network.messages if isinstance(m.request, implm.FindCoordinator)]
             if not pending:
                 return
             cluster.deliver(pending[0])
@@ -136,42 +124,42 @@ class ImplAdapter:
         self.results = still
 
     def _match(self, step: Any) -> Any:
-        if step.kind == "duplicate":  # "duplicate producer-0->coordinator: InitProducerId(...)"
-            kind = step.action.split(": ", 1)[1].split("(", 1)[0]
-        else:
-            kind = step.kind.removeprefix("deliver ")
-        marker_partition = step.action.split("WriteTxnMarkers(", 1)[-1].split(",", 1)[0]
+        """The implementation's message in flight that the step's message stands for."""
+        envelope = step.action.message
+        body = envelope.body
         candidates = []
         for m in self.cluster.network.messages:
-            if kind == "WriteTxnMarkers":
-                if type(m.request).__name__ == "TxnMarker" and _same_partition(m.request.partition, marker_partition):
+            if isinstance(body, spec.WriteTxnMarkers):
+                if isinstance(m.request, TxnMarker) and _same_partition(m.request.partition, body.partition):
                     candidates.append(m)
                 continue
-            if step.target in self.producers:  # a response to a producer
-                client = self.producers[step.target][0]
-                if m.response is None or m.client != client or m.name not in RESPONSE_OF.get(kind, ()):
+            if envelope.target in self.producers:  # a response to a producer
+                client = self.producers[envelope.target][0]
+                if m.response is None or m.client != client or type(m.request) not in ANSWERS.get(type(body), ()):
                     continue
-                if kind == "ProduceResponse" and not _same_partition(m.request.partition, step.source):
-                    continue
-                candidates.append(m)
-            if step.source in self.producers:  # a request from a producer
-                client = self.producers[step.source][0]
-                if m.response is not None or m.client != client or m.name != kind:
-                    continue
-                if kind == "Produce" and not _same_partition(m.request.partition, step.target):
+                if isinstance(body, spec.ProduceResponse) and not _same_partition(m.request.partition,
+                                                                                   envelope.source):
                     continue
                 candidates.append(m)
-        # several copies in flight (a duplicated request): prefer the Produce with the epoch and sequence the
-        # spec's text names, a response to the request the client still waits for, then the response the
-        # spec's text describes
-        if kind == "WriteTxnMarkers" and len(candidates) > 1:  # copies from two coordinator epochs (failover)
-            named = [m for m in candidates if f"coordinatorEpoch={m.request.coordinator_epoch})" in step.action]
+            if envelope.source in self.producers:  # a request from a producer
+                client = self.producers[envelope.source][0]
+                if m.response is not None or m.client != client or type(m.request) is not IMPL_REQUEST.get(type(body)):
+                    continue
+                if isinstance(body, spec.Produce) and isinstance(m.request, implm.Produce) \
+                        and not _same_partition(m.request.partition, envelope.target):
+                    continue
+                candidates.append(m)
+        # several copies in flight (a duplicated request): prefer the marker of the spec's coordinator epoch, the
+        # Produce with the spec's epoch and sequence, a response to the request the client still waits for, then
+        # the response with the spec's error (and epoch)
+        if isinstance(body, spec.WriteTxnMarkers) and len(candidates) > 1:  # copies from two coordinator epochs
+            named = [m for m in candidates if m.request.coordinator_epoch == body.coordinator_epoch]
             candidates = named or candidates
-        if kind == "Produce" and len(candidates) > 1:
-            named = [m for m in candidates if f"epoch={m.request.producer_epoch}, seq={m.request.base_sequence})"
-                     in step.action]
+        if isinstance(body, spec.Produce) and len(candidates) > 1:
+            named = [m for m in candidates if (m.request.producer_epoch, m.request.base_sequence)
+                     == (body.producer_epoch, body.base_sequence)]
             candidates = named or candidates
-        client_side = step.target if step.target in self.producers else step.source
+        client_side = envelope.target if envelope.target in self.producers else envelope.source
         if client_side in self.producers and len(candidates) > 1:
             producer = self.producers[client_side][1]
             txn_request = producer.in_flight_txn[0] if producer.in_flight_txn is not None else None
@@ -179,47 +167,48 @@ class ImplAdapter:
                        or getattr(m.request, "correlation_id", None) in producer.in_flight_produce]
             stale = [m for m in candidates if m not in awaited]
             # the trace says which copy the spec delivered; without that hint, the awaited one first
-            candidates = stale + awaited if getattr(step, "awaited", None) is False else awaited + stale
+            candidates = stale + awaited if step.action.awaited is False else awaited + stale
         for m in candidates:
             response = m.response
-            if response is not None and f"({response.error.name}" in step.action \
-                    and (kind in ("ProduceResponse", "ErrorResponse")  # texts that show no epoch
-                         or f"epoch={getattr(response, 'producer_epoch', -1)})" in step.action):
+            if response is not None and response.error.name == body.error.value \
+                    and (isinstance(body, spec.ProduceResponse | spec.ErrorResponse)  # no epoch to compare
+                         or getattr(response, "producer_epoch", -1) == body.producer_epoch):
                 return m
+        if candidates and any(m.response is not None for m in candidates) and hasattr(body, "error"):
+            # an answer the implementation never gave (a trace that says another error) is not in flight
+            return next((m for m in candidates if m.response is not None
+                         and m.response.error.name == body.error.value), None)
         return candidates[0] if candidates else None
 
     def _not_enabled(self, step: Any, why: str = "") -> StepNotEnabledError:
         pending = [repr(m) for m in self.cluster.network.messages]
-        return StepNotEnabledError(step.action + (f" ({why})" if why else ""), pending)
+        return StepNotEnabledError(f"{step.action}" + (f" ({why})" if why else ""), pending)
 
     def apply(self, step: Any) -> dict[str, Any]:
         from txnspec.impl.errors import InvalidRequestError, KafkaException
 
         if self.cluster is None:
             raise RuntimeError("reset() the adapter before applying steps")
-        if not understood(step):  # a step this adapter cannot interpret never passes
-            raise self._not_enabled(step, f"not an action of kind {step.kind!r} from {step.source!r} this adapter "
-                                          "can interpret")
         before = {m.id for m in self.cluster.network.messages}
         answers_before = len(self.marker_answers)
-        kind = step.kind
-        if kind in ("initTransactions", "beginTransaction", "send", "sendOffsetsToTransaction",
-                    "commitTransaction", "abortTransaction"):
-            who = step.source
+        action = step.action
+        kind = action.kind
+        if kind in APPLICATION_CALLS:
+            who = action.actor
             _, p = self.producers[who]
             self._ack()
             result = None
             try:
-                if kind == "initTransactions":
+                if kind is K.INIT_TRANSACTIONS:
                     result = p.init_transactions()
-                elif kind == "beginTransaction":
+                elif kind is K.BEGIN_TRANSACTION:
                     p.begin_transaction()
                     self.txn_no[who] += 1
-                elif kind == "send":
-                    p.send(impl_partition(step.action.split("send(", 1)[1].rstrip(")")), b"v")
-                elif kind == "sendOffsetsToTransaction":
+                elif kind is K.SEND:
+                    p.send(impl_partition(action.partition), b"v")
+                elif kind is K.SEND_OFFSETS_TO_TRANSACTION:
                     result = p.send_offsets_to_transaction({"input-0": self.txn_no[who]}, self.group)
-                elif kind == "commitTransaction":
+                elif kind is K.COMMIT_TRANSACTION:
                     result = p.commit_transaction()
                 else:
                     result = p.abort_transaction()
@@ -227,8 +216,8 @@ class ImplAdapter:
                 raise self._not_enabled(step, f"the client refused: {type(exc).__name__}: {exc}") from None
             if result is not None:
                 self.results.append(result)
-        elif kind == "deliver WriteTxnMarkersResponse":
-            source = "__consumer_offsets" if step.source == "group" else step.source  # the group's offsets partition
+        elif kind is K.DELIVER_WRITE_TXN_MARKERS_RESPONSE:
+            _, _, source = action.message.context  # the marker's partition (the group's: __consumer_offsets)
             answered = next((a for a in self.marker_answers if _same_partition(a[0].partition, source)), None)
             if answered is None:
                 raise self._not_enabled(step, "no marker answer from that partition")
@@ -236,7 +225,7 @@ class ImplAdapter:
             marker, error = answered
             self.cluster.broker.txn_coordinator.on_marker_response(marker, error, self.cluster.now_ms)
             self.cluster._dispatch()
-        elif kind == "deliver WriteTxnMarkers":
+        elif kind is K.DELIVER_WRITE_TXN_MARKERS:
             m = self._match(step)
             if m is None:
                 raise self._not_enabled(step, "no such message in flight in the implementation")
@@ -244,41 +233,40 @@ class ImplAdapter:
             self.cluster.network.messages.remove(m)
             self.marker_answers.append((m.request, self.cluster.broker.append_marker(m.request, self.cluster.now_ms)))
             self.cluster._dispatch()
-        elif kind.startswith("deliver "):
+        elif action.is_delivery:
             m = self._match(step)
             if m is None:
                 raise self._not_enabled(step, "no such message in flight in the implementation")
             self.cluster.deliver(m)
-        elif kind == "duplicate":
+        elif kind is K.DUPLICATE:
             m = self._match(step)
             if m is None:
                 raise self._not_enabled(step, "no such message to duplicate")
             self.cluster.network.send(m.client, m.request, m.response)
-        elif kind in ("timeout", "abandoned timeout"):  # the transaction timeout fires (abandoned: nobody ends it)
+        elif kind in (K.TIMEOUT, K.ABANDONED_TIMEOUT):  # the transaction timeout fires (abandoned: nobody ends it)
             self.cluster.now_ms += 60_001
             self.cluster.broker.tick(self.cluster.now_ms)
             self.cluster._queue_markers()
-        elif kind == "expire batch":  # "producer-0 gives up on its produce to p0"
-            who, partition = step.action.split(" gives up on its produce to ")
-            _, producer = self.producers[who]
+        elif kind is K.EXPIRE_BATCH:
+            _, producer = self.producers[action.actor]
             try:
-                producer.expire_batch(impl_partition(partition))
+                producer.expire_batch(impl_partition(action.partition))
             except InvalidRequestError as exc:
                 raise self._not_enabled(step, str(exc)) from None
-        elif kind == "failover":
+        elif kind is K.FAILOVER:
             # markers the old coordinator already sent stay on their way to the leaders (the spec keeps them;
             # the new coordinator ignores answers of an older coordinator epoch)
-            sent = [m for m in self.cluster.network.messages if type(m.request).__name__ == "TxnMarker"]
+            sent = [m for m in self.cluster.network.messages if isinstance(m.request, TxnMarker)]
             self.cluster.crash_coordinator()
             self.cluster.restart_coordinator()
             self.cluster.network.messages[:0] = sent
         else:
-            raise self._not_enabled(step, f"the fault {kind!r} is not mapped onto the implementation yet")
+            raise self._not_enabled(step, f"the fault {kind.value!r} is not mapped onto the implementation yet")
         self._pump()
         self._ack()
         observed = self.observe()
         # the error codes of the answers this step produced (a duplicate only copies a message)
-        answers = [] if kind == "duplicate" else \
+        answers = [] if kind is K.DUPLICATE else \
             [m.response.error for m in self.cluster.network.messages if m.id not in before and m.response is not None]
         answers += [error for _, error in self.marker_answers[answers_before:]]
         observed["errors"] = sorted(e.name for e in answers if e.name != "NONE")

@@ -2,8 +2,9 @@
 
 Observation (after one step; every implementation adapter must produce the same shape)
     ``sent``
-        The messages the step put in flight, as text (``"p0->producer-0: ProduceResponse(NONE, offset=0)"``),
-        sorted. A delivery that answers shows the response here, with its error code.
+        The messages the step put in flight, as data (:func:`txnspec.conformance.action_codec.envelope_to_json`:
+        source, target, body with its fields, context), in a canonical order. A delivery that answers shows
+        the response here, with its error code.
     ``errors``
         The error codes (other than ``NONE``) of the responses in ``sent``, sorted.
     ``visible``
@@ -20,12 +21,17 @@ Abstract state
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
+from txnspec.conformance.action_codec import envelope_to_json
 from txnspec.spec import partition as partition_mod
 from txnspec.spec import system as sysm
+from txnspec.spec.actions import Action
 from txnspec.spec.messages import IsolationLevel
+from txnspec.spec.network import is_request, producer_address
 
 MUTATIONS = ("read-committed-leak", "lost-offsets", "stale-lso")
 
@@ -34,21 +40,21 @@ def observation(prev: sysm.SystemState, state: sysm.SystemState) -> dict[str, An
     """What an outside observer sees after the step from ``prev`` to ``state``."""
     added = Counter(state.network)
     added.subtract(Counter(prev.network))
-    sent = sorted((env for env, n in added.items() if n > 0 for _ in range(n)), key=str)
-    errors = sorted(str(env.body.error) for env in sent
-                    if type(env.body).__name__.endswith("Response") and str(env.body.error) != "NONE")
+    sent = [env for env, n in added.items() if n > 0 for _ in range(n)]
+    errors = sorted(str(env.body.error) for env in sent if not is_request(env.body) and str(env.body.error) != "NONE")
+    sent_json = sorted((envelope_to_json(e) for e in sent), key=lambda e: json.dumps(e, sort_keys=True))
     visible: dict[str, Any] = {}
     for name, pstate in state.partitions:
         visible[name] = {
             "read_committed": list(partition_mod.fetch(pstate, 0, IsolationLevel.READ_COMMITTED).records),
             "read_uncommitted": list(partition_mod.fetch(pstate, 0, IsolationLevel.READ_UNCOMMITTED).records)}
     offsets = {f"{group}/{p}": offset for (group, p), offset in state.group.committed}
-    return {"sent": [str(e) for e in sent], "errors": errors, "visible": visible, "offsets": offsets}
+    return {"sent": sent_json, "errors": errors, "visible": visible, "offsets": offsets}
 
 
 def abstract_state(state: sysm.SystemState) -> dict[str, Any]:
     coordinator = {tid: _coordinator_view(md) for tid, md in state.coordinator.cache}
-    producers = {sysm.producer_address(p): {"phase": p.phase.value, "producer_id": p.producer_id,
+    producers = {producer_address(p.index): {"phase": p.phase.value, "producer_id": p.producer_id,
                                             "epoch": p.producer_epoch, "txn": p.txn_no}
                  for p in state.producers}
     partitions = {name: {"log_end": ps.log_end_offset, "hw": ps.hw, "lso": ps.last_stable_offset}
@@ -83,25 +89,22 @@ def transitions_between(before: dict[str, Any], after: dict[str, Any]) -> list[s
 class StepNotEnabledError(Exception):
     """The step's action is not enabled in the current state (``enabled`` lists what is)."""
 
-    def __init__(self, action: str, enabled: list[str]) -> None:
+    def __init__(self, action: object, enabled: Sequence[object]) -> None:
         self.action, self.enabled = action, enabled
-        shown = "; ".join(enabled[:8]) + (" ..." if len(enabled) > 8 else "")
-        super().__init__(f"action {action!r} is not enabled (enabled: {shown or 'nothing'})")
+        shown = "; ".join(str(a) for a in enabled[:8]) + (" ..." if len(enabled) > 8 else "")
+        super().__init__(f"action {str(action)!r} is not enabled (enabled: {shown or 'nothing'})")
 
 
-def successors(system: sysm.System, state: sysm.SystemState) -> list[tuple[sysm.Action, sysm.SystemState]]:
+def successors(system: sysm.System, state: sysm.SystemState) -> list[tuple[Action, sysm.SystemState]]:
     return list(sysm.next_steps(system, state))
 
 
-def pick(steps: list[tuple[sysm.Action, sysm.SystemState]], action: str, occurrence: int = 0
-         ) -> tuple[sysm.Action, sysm.SystemState]:
-    seen = 0
+def pick(steps: list[tuple[Action, sysm.SystemState]], action: Action) -> tuple[Action, sysm.SystemState]:
+    """The enabled step whose action equals ``action`` (an action is unique among those enabled)."""
     for a, s in steps:
-        if a.text == action:
-            if seen == occurrence:
-                return a, s
-            seen += 1
-    raise StepNotEnabledError(action, [a.text for a, _ in steps])
+        if a == action:
+            return a, s
+    raise StepNotEnabledError(action, [a for a, _ in steps])
 
 
 class SpecAdapter:
@@ -131,13 +134,13 @@ class SpecAdapter:
             raise RuntimeError("reset() the adapter before applying steps")
         return self.system, self.state
 
-    def enabled(self) -> list[str]:
+    def enabled(self) -> list[Action]:
         system, state = self._require()
-        return [a.text for a, _ in successors(system, state)]
+        return [a for a, _ in successors(system, state)]
 
     def apply(self, step: Any) -> dict[str, Any]:
         system, state = self._require()
-        _, nxt = pick(successors(system, state), step.action, getattr(step, "occurrence", 0))
+        _, nxt = pick(successors(system, state), step.action)
         self.state = nxt
         obs = observation(state, nxt)
         if self.mutation == "read-committed-leak":

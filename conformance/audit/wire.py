@@ -18,7 +18,7 @@ KIP-360 expected epoch (current, stale, another producer id).
 
 The transactional requests (AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn), Fetch at both
 isolation levels and OffsetFetch are replayed from the conformance generator's traces by
-:mod:`txnspec.conformance.audit.wire_traces`; :func:`run_wire_audit` runs both.
+:mod:`txnspec.conformance.audit.wire_traces`, whose ``run_wire_audit`` runs both.
 """
 
 from __future__ import annotations
@@ -529,26 +529,3 @@ def socket_transport(bootstrap: str, run: str) -> Iterator[SocketTransport]:
         for conn in [transport.conn, *transport.others.values()]:
             if conn is not None:
                 conn.close()
-
-
-def run_wire_audit(bootstrap: str, run: str, seed: int = 0, traces: int = 2) -> list[RuleResult]:
-    """The hand-chosen rules of this module, then ``traces`` client traces per scenario of the conformance
-    generator (:mod:`txnspec.conformance.audit.wire_traces`), then the transaction timeout rule
-    (:mod:`txnspec.conformance.audit.timeout`)."""
-    from txnspec.conformance.audit.wire_traces import run_txn_wire_audit
-
-    with socket_transport(bootstrap, run) as transport:
-        results = run_rules(transport) + run_init_rules(transport, run)
-        conn = transport.conn
-        assert conn is not None
-        results.insert(0, RuleResult("wire", "wire.versions", "API versions used: "
-                                     f"Produce v{transport.produce_version}, InitProducerId v{transport.init_version}",
-                                     checked=1))
-    if traces:
-        results.extend(run_txn_wire_audit(bootstrap, run, seed, traces))
-    from txnspec.conformance.audit.timeout import run_timeout_rule
-    from txnspec.conformance.audit.wire_traces import socket_txn_wire
-
-    with socket_txn_wire(bootstrap) as wire:
-        results.append(run_timeout_rule(wire, wire.transaction_version, run))
-    return results

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from txnspec.conformance.cases import CaseInputError
+from txnspec.conformance.case_format import CaseInputError
 
 _MISSING = object()
 

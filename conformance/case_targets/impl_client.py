@@ -15,30 +15,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from txnspec.conformance.case_targets.case_values import get_choice, get_int, get_str
-from txnspec.conformance.cases import CaseInputError
+from txnspec.conformance import case_steps as steps
+from txnspec.conformance.case_format import CaseInputError
 from txnspec.impl.client import Producer, State, TransactionalRequestResult
 from txnspec.impl.errors import Errors, InvalidRequestError, KafkaException
 from txnspec.impl.messages import CoordinatorType, FindCoordinator, Produce, Response, request_name
 
-CALLS = ("initTransactions", "beginTransaction", "commitTransaction", "abortTransaction", "send",
-         "sendOffsetsToTransaction")
-RESPONSES = ("FindCoordinator", "InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit",
-             "EndTxn", "Produce")
-
 
 class ClientSession:
     def __init__(self, given: Mapping[str, Any]) -> None:
-        try:
-            state = State(get_str(given, "state"))
-        except ValueError:
-            raise CaseInputError(f"unknown client state {given.get('state')!r}") from None
-        tv = get_int(given, "transaction_version", 0)
-        if tv not in (0, 1, 2):
-            raise CaseInputError(f"'transaction_version' must be 0, 1 or 2, got {tv}")
+        g = steps.ClientGiven.parse(given)
+        state = State(g.state)
         try:
             # TransactionManagerTest's Sender guarantees message order: one Produce in flight per partition.
-            self.producer = Producer(get_str(given, "transactional_id"), transaction_version=tv, max_in_flight=1)
+            self.producer = Producer(g.transactional_id, transaction_version=g.transaction_version, max_in_flight=1)
         except InvalidRequestError as exc:
             raise CaseInputError(str(exc)) from None
         tm = self.producer.tm
@@ -48,36 +38,34 @@ class ClientSession:
             self.producer.poll()
         elif state is not State.UNINITIALIZED:
             tm.state = state
-            tm.producer_id = get_int(given, "producer_id", -1)
-            tm.producer_epoch = get_int(given, "producer_epoch", -1)
+            tm.producer_id = g.producer_id
+            tm.producer_epoch = g.producer_epoch
             tm.coordinators.add((CoordinatorType.TRANSACTION, tm.transactional_id or ""))
             if state in (State.ABORTABLE_ERROR, State.FATAL_ERROR):
                 tm.last_error = KafkaException("injected by the test")
 
     def apply(self, when: Mapping[str, Any]) -> dict[str, Any]:
+        step = steps.parse_client_step(when)
         throws = None
-        if "call" in when:
+        if isinstance(step, steps.CallStep):
             try:
-                self._call(when)
+                self._call(step)
             except InvalidRequestError as exc:
                 raise CaseInputError(str(exc)) from None
             except KafkaException as exc:
                 throws = type(exc).__name__
-        elif "response" in when:
-            self._respond(when)
         else:
-            raise CaseInputError(f"a client step needs 'call' or 'response': {dict(when)!r}")
+            self._respond(step)
         sent = self.producer.poll()
         tm = self.producer.tm
         if tm.pending_transition is not None and tm.pending_transition[0].completed:
             tm.pending_transition[0].acked = True
-        return {"state": tm.state.value, "throws": throws, "fatal": tm.state is State.FATAL_ERROR,
-                "sends": request_name(sent[0]) if sent else None,
-                "producer_id": tm.producer_id, "producer_epoch": tm.producer_epoch}
+        return steps.ClientObservation(tm.state.value, throws, request_name(sent[0]) if sent else None,
+                                       tm.producer_id, tm.producer_epoch).as_json()
 
-    def _call(self, when: Mapping[str, Any]) -> None:
+    def _call(self, step: steps.CallStep) -> None:
         p = self.producer
-        call = get_choice(when, "call", CALLS)
+        call = step.call
         if call == "initTransactions":
             p.init_transactions()
         elif call == "beginTransaction":
@@ -87,24 +75,18 @@ class ClientSession:
         elif call == "abortTransaction":
             p.abort_transaction()
         elif call == "send":
-            future = p.send(get_str(when, "partition"))
+            assert step.partition is not None
+            future = p.send(step.partition)
             if future.completed and future.error is not None and not isinstance(future.error, KafkaException):
                 raise future.error
         else:
-            offsets = when.get("offsets", {})
-            if not isinstance(offsets, Mapping):
-                raise CaseInputError("'offsets' must be an object of partition -> offset")
-            p.send_offsets_to_transaction(dict(offsets), get_str(when, "group_id"))
+            assert step.group_id is not None
+            p.send_offsets_to_transaction(dict(step.offsets), step.group_id)
 
-    def _respond(self, when: Mapping[str, Any]) -> None:
+    def _respond(self, step: steps.ResponseStep) -> None:
         p = self.producer
-        name = get_choice(when, "response", RESPONSES)
-        try:
-            error = Errors.named(get_str(when, "error"))
-        except InvalidRequestError as exc:
-            raise CaseInputError(str(exc)) from None
-        response = Response(error, get_int(when, "producer_id", -1), get_int(when, "producer_epoch", -1),
-                            base_offset=0)
+        name = step.response
+        response = Response(Errors.named(step.error), step.producer_id, step.producer_epoch, base_offset=0)
         if name == "Produce":
             produces = [r for r in p.in_flight_requests() if isinstance(r, Produce)]
             if not produces:
@@ -120,7 +102,7 @@ class ClientSession:
             raise CaseInputError(f"a {name} response, but the request in flight is "
                                  f"{request_name(in_flight) if in_flight is not None else None}")
         if isinstance(in_flight, FindCoordinator):
-            key_type = get_choice(when, "key_type", ("TRANSACTION", "GROUP"), in_flight.key_type.value)
+            key_type = step.key_type or in_flight.key_type.value
             if key_type != in_flight.key_type.value:
                 raise CaseInputError(f"a FindCoordinator({key_type}) response, but the lookup in flight is for "
                                      f"{in_flight.key_type.value}")

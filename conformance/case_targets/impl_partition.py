@@ -13,8 +13,8 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from txnspec.conformance.case_targets.case_values import get_bool, get_choice, get_int
-from txnspec.conformance.cases import CaseInputError
+from txnspec.conformance import case_steps as steps
+from txnspec.conformance.case_format import CaseInputError
 from txnspec.impl.broker import PRODUCE_VERSION_GENERIC_ERROR, verification_error
 from txnspec.impl.consumer import visible_records
 from txnspec.impl.errors import Errors
@@ -23,44 +23,28 @@ from txnspec.impl.partition import IsolationLevel, Partition
 from txnspec.impl.producer_state import BatchMetadata, ProducerStateEntry, TxnMetadata
 
 
-def _entries(given: Mapping[str, Any]) -> list[tuple[ProducerStateEntry, list[tuple[int, int, int, int]]]]:
-    producers = given.get("producers", {})
-    if not isinstance(producers, Mapping):
-        raise CaseInputError("'producers' must be an object keyed by producer id")
+def _entries(g: steps.PartitionGiven) -> list[tuple[ProducerStateEntry, list[tuple[int, int, int, int]]]]:
     out = []
-    for key, e in producers.items():
-        try:
-            pid = int(key)
-        except ValueError:
-            raise CaseInputError(f"producer id keys must be integers, got {key!r}") from None
-        if not isinstance(e, Mapping):
-            raise CaseInputError(f"producer {key} must be an object")
-        batches = e.get("batches", [])
-        if not isinstance(batches, list) or not all(isinstance(b, Mapping) for b in batches):
-            raise CaseInputError(f"producer {key}: 'batches' must be a list of objects")
+    for e in g.producers:
         spans = []
-        for b in batches:
-            fs, ls = get_int(b, "first_seq", minimum=0), get_int(b, "last_seq", minimum=0)
-            fo, lo = get_int(b, "first_offset", minimum=0), get_int(b, "last_offset", minimum=0)
+        for b in e.batches:
+            fs, ls, fo, lo = b.first_seq, b.last_seq, b.first_offset, b.last_offset
             if lo < fo or decrement_sequence(ls, lo - fo) != fs:
-                raise CaseInputError(f"producer {key}: batch {dict(b)} has sequences that do not match its offsets")
+                raise CaseInputError(f"producer {e.producer_id}: batch {b.as_json()} has sequences that do not "
+                                     "match its offsets")
             spans.append((fs, ls, fo, lo))
-        first = get_int(e, "current_txn_first_offset", -1, minimum=-1)
-        entry = ProducerStateEntry(pid, get_int(e, "producer_epoch", -1, minimum=-1),
-                                   get_int(e, "coordinator_epoch", -1, minimum=-1), 0, None if first < 0 else first,
+        first = e.current_txn_first_offset
+        entry = ProducerStateEntry(e.producer_id, e.producer_epoch, e.coordinator_epoch, 0,
+                                   None if first < 0 else first,
                                    deque(BatchMetadata(ls, lo, lo - fo, 0) for fs, ls, fo, lo in spans[-5:]))
         out.append((entry, spans))
     return out
 
 
-def _build(given: Mapping[str, Any]) -> Partition:
-    start = get_int(given, "log_start_offset", 0, minimum=0)
-    end = get_int(given, "log_end_offset", start, minimum=start)
-    hw = given.get("high_watermark")
-    if hw is not None and (isinstance(hw, bool) or not isinstance(hw, int) or hw < 0):
-        raise CaseInputError(f"'high_watermark' must be null or a non-negative integer, got {hw!r}")
+def _build(g: steps.PartitionGiven) -> Partition:
+    start, end, hw = g.log_start_offset, g.log_end_offset, g.high_watermark
     p = Partition("topic-0", log_start_offset=start)
-    entries = _entries(given)
+    entries = _entries(g)
     placed = sorted((fo, lo, fs, e) for e, spans in entries for fs, _ls, fo, lo in spans if fo >= start)
     for fo, lo, fs, e in placed:
         if fo < p.log_end_offset or lo >= end:
@@ -83,90 +67,71 @@ def _build(given: Mapping[str, Any]) -> Partition:
 
 
 def state_view(p: Partition) -> dict[str, Any]:
-    return {"log_start_offset": p.log_start_offset, "log_end_offset": p.log_end_offset,
-            "high_watermark": None if p.hw_follows_leo else p.high_watermark,
-            "producers": {str(pid): {
-                "producer_epoch": e.producer_epoch, "coordinator_epoch": e.coordinator_epoch,
-                "batches": [{"first_seq": b.first_seq, "last_seq": b.last_seq, "first_offset": b.first_offset,
-                             "last_offset": b.last_offset} for b in e.batch_metadata],
-                "current_txn_first_offset": -1 if e.current_txn_first_offset is None else e.current_txn_first_offset}
-                for pid, e in sorted(p.producer_state.producers.items())}}
+    producers = [steps.ProducerEntryCase(
+        pid, e.producer_epoch, e.coordinator_epoch,
+        tuple(steps.BatchCase(b.first_seq, b.last_seq, b.first_offset, b.last_offset) for b in e.batch_metadata),
+        -1 if e.current_txn_first_offset is None else e.current_txn_first_offset)
+        for pid, e in sorted(p.producer_state.producers.items())]
+    return steps.partition_state_json(p.log_start_offset, p.log_end_offset,
+                                      None if p.hw_follows_leo else p.high_watermark, producers)
 
 
-def _verification_refusal(when: Mapping[str, Any]) -> Errors | None:
-    """The error of a data append whose ``verification`` (FORMAT.md) the coordinator did not pass, else None:
-    the leader's mapping in :mod:`txnspec.impl.broker`."""
-    verification = when.get("verification")
-    if verification is None:
+def _verification_refusal(verification: steps.Verification | None) -> Errors | None:
+    """The error of a data append whose verification the coordinator did not pass: the leader's mapping in
+    :mod:`txnspec.impl.broker`."""
+    if verification is None or verification.coordinator_error == "NONE":
         return None
-    if not isinstance(verification, Mapping):
-        raise CaseInputError("'verification' must be an object")
-    answer = Errors[get_choice(verification, "coordinator_error", tuple(e.name for e in Errors))]
-    version = get_int(verification, "produce_version", 12, minimum=3)
-    if answer is Errors.NONE:
-        return None
-    return verification_error(answer, version >= PRODUCE_VERSION_GENERIC_ERROR)
+    return verification_error(Errors[verification.coordinator_error],
+                              verification.produce_version >= PRODUCE_VERSION_GENERIC_ERROR)
 
 
 class PartitionSession:
     def __init__(self, given: Mapping[str, Any]) -> None:
-        self.partition = _build(given)
+        self.partition = _build(steps.PartitionGiven.parse(given))
         self.expiration_ms = self.partition.producer_state.producer_id_expiration_ms
 
     def apply(self, when: Mapping[str, Any]) -> dict[str, Any]:
+        step = steps.parse_partition_step(when)
         p = self.partition
-        obs: dict[str, Any] = {}
-        if "append" in when:
-            kind = get_choice(when, "append", ("data", "marker"))
-            pid, epoch = get_int(when, "producer_id"), get_int(when, "producer_epoch")
-            refused = _verification_refusal(when)
-            if kind == "data" and refused is not None:
-                obs["error"] = refused.name
-            elif kind == "data":
-                count = get_int(when, "count", minimum=1)
-                r = p.append_records(pid, epoch, get_int(when, "first_seq"), [Record()] * count,
-                                     get_bool(when, "transactional"))
-                obs["error"] = r.error.name
-                if r.error.name == "NONE":
-                    obs.update(duplicate=r.duplicate, first_offset=r.base_offset, last_offset=r.last_offset)
-            else:
-                result = ControlType[get_choice(when, "result", ("COMMIT", "ABORT"))]
-                r = p.write_txn_marker(pid, epoch, get_int(when, "coordinator_epoch"), result,
-                                       get_int(when, "transaction_version", 0))
-                obs["error"] = r.error.name
-                if r.error.name == "NONE":
-                    obs.update(first_offset=r.base_offset, last_offset=r.last_offset)
-        elif "event" in when:
-            event = get_choice(when, "event", ("HighWatermark", "ExpireProducers", "StartVerification"))
-            if event == "HighWatermark":
-                p.update_high_watermark(get_int(when, "offset", minimum=0))
-            elif event == "StartVerification":
-                p.maybe_start_transaction_verification(get_int(when, "producer_id", minimum=0),
-                                                       get_int(when, "sequence", minimum=0),
-                                                       get_int(when, "producer_epoch", minimum=0),
-                                                       get_bool(when, "supports_epoch_bump"))
-            else:
-                p.producer_state.producer_id_expiration_ms = get_int(when, "expiration_ms", self.expiration_ms,
-                                                                     minimum=0)
-                p.remove_expired_producers(get_int(when, "now_ms", minimum=0))
-        elif "read" in when:
-            get_choice(when, "read", ("fetch",))
-            isolation = IsolationLevel(get_choice(when, "isolation", ("READ_COMMITTED", "READ_UNCOMMITTED")))
-            offset = get_int(when, "offset", minimum=0)
-            f = p.read(offset, isolation)
-            records, _ = visible_records(p.name, f.batches, offset, isolation, f.aborted_transactions)
-            obs.update(error=f.error.name, records=[r.offset for r in records], high_watermark=f.high_watermark,
-                       last_stable_offset=f.last_stable_offset,
-                       aborted_transactions=[{"producer_id": t.producer_id, "first_offset": t.first_offset,
-                                              "last_offset": t.last_offset, "last_stable_offset": t.last_stable_offset}
-                                             for t in f.aborted_transactions or ()])
+        found: dict[str, Any] = {}
+        refused = _verification_refusal(step.verification) if isinstance(step, steps.AppendDataStep) else None
+        if refused is not None:
+            found["error"] = refused.name
+        elif isinstance(step, steps.AppendDataStep):
+            r = p.append_records(step.producer_id, step.producer_epoch, step.first_seq, [Record()] * step.count,
+                                 step.transactional)
+            found["error"] = r.error.name
+            if r.error is Errors.NONE:
+                found.update(duplicate=r.duplicate, first_offset=r.base_offset, last_offset=r.last_offset)
+        elif isinstance(step, steps.AppendMarkerStep):
+            r = p.write_txn_marker(step.producer_id, step.producer_epoch, step.coordinator_epoch,
+                                   ControlType[step.result], step.transaction_version)
+            found["error"] = r.error.name
+            if r.error is Errors.NONE:
+                found.update(first_offset=r.base_offset, last_offset=r.last_offset)
+        elif isinstance(step, steps.HighWatermarkStep):
+            p.update_high_watermark(step.offset)
+        elif isinstance(step, steps.StartVerificationStep):
+            p.maybe_start_transaction_verification(step.producer_id, step.sequence, step.producer_epoch,
+                                                   step.supports_epoch_bump)
+        elif isinstance(step, steps.ExpireProducersStep):
+            p.producer_state.producer_id_expiration_ms = \
+                self.expiration_ms if step.expiration_ms is None else step.expiration_ms
+            p.remove_expired_producers(step.now_ms)
         else:
-            raise CaseInputError(f"a partition step needs 'append', 'event' or 'read': {dict(when)!r}")
-        obs.setdefault("last_stable_offset", p.last_stable_offset)
+            isolation = IsolationLevel(step.isolation)
+            f = p.read(step.offset, isolation)
+            records, _ = visible_records(p.name, f.batches, step.offset, isolation, f.aborted_transactions)
+            found.update(error=f.error.name, records=[r.offset for r in records], high_watermark=f.high_watermark,
+                         last_stable_offset=f.last_stable_offset,
+                         aborted_transactions=[{"producer_id": t.producer_id, "first_offset": t.first_offset,
+                                                "last_offset": t.last_offset,
+                                                "last_stable_offset": t.last_stable_offset}
+                                               for t in f.aborted_transactions or ()])
+        found.setdefault("last_stable_offset", p.last_stable_offset)
         fuo = p.first_unstable_offset
-        obs["first_unstable_offset"] = -1 if fuo is None else fuo
-        obs["state"] = state_view(p)
-        return obs
+        return steps.PartitionObservation(first_unstable_offset=-1 if fuo is None else fuo, state=state_view(p),
+                                          **found).as_json()
 
 
 def session(given: Mapping[str, Any]) -> PartitionSession:

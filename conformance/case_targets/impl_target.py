@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from txnspec.conformance.cases import CaseInputError, CaseSession
+from txnspec.conformance.case_format import CaseInputError, CaseSession
 
 
 def impl_session(component: str, given: Mapping[str, Any]) -> CaseSession:

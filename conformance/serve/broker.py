@@ -18,7 +18,7 @@ its deadline.
 
 The handlers are grouped by the component that answers in Kafka: cluster metadata here, the transaction
 coordinator's in :mod:`.transactions`, the partition leader's in :mod:`.leader`, the group coordinator's in
-:mod:`.groups`; :func:`handlers` is the dispatch table. Left out: topic ids (requests that name
+:mod:`.groups`; :mod:`.dispatch` gathers them into the dispatch table. Left out: topic ids (requests that name
 topics by id are not advertised), fetch sessions (every Fetch is a full one: session id 0), quotas, ACLs,
 DeleteTopics and configs, more than one broker.
 """
@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,8 +102,10 @@ def topic_name_problem(name: object) -> str:
 class WireBroker:
     """The implementation's broker behind Kafka's requests (see the module docstring)."""
 
-    def __init__(self, config: ServeConfig, clock: Callable[[], int] = wall_clock_ms) -> None:
+    def __init__(self, config: ServeConfig, handlers: Mapping[str, Handler],
+                 clock: Callable[[], int] = wall_clock_ms) -> None:
         self.config = config
+        self.handlers = handlers  # by Kafka's API name (txnspec.conformance.serve.dispatch.HANDLERS)
         self.clock = clock
         self.broker = Broker(BrokerConfig(transaction_version=config.transaction_version),
                              data_dir=config.data_dir, now_ms=clock(), fsync=config.fsync,
@@ -167,7 +169,7 @@ class WireBroker:
 
     def handle(self, request: Request) -> Any:
         """The response struct to ``request`` (or a :class:`Pending`); None for Produce with acks=0."""
-        response = handlers()[request.api.name](self, request)
+        response = self.handlers[request.api.name](self, request)
         if request.api.name not in ("ApiVersions", "Metadata", "FindCoordinator", "Fetch", "ListOffsets",
                                     "OffsetFetch"):
             self.deliver_markers()
@@ -307,18 +309,9 @@ def handle_create_topics(wb: WireBroker, request: Request) -> Any:
 
 
 Handler = Callable[[WireBroker, Request], Any]
-_TABLE: dict[str, Handler] = {}
+# the cluster-metadata requests this module answers; the others are in transactions, leader and groups
+HANDLERS: dict[str, Handler] = {"ApiVersions": handle_api_versions, "Metadata": handle_metadata,
+                                "FindCoordinator": handle_find_coordinator, "CreateTopics": handle_create_topics}
 
 
-def handlers() -> dict[str, Handler]:
-    """Every served API's handler, by Kafka's API name (the modules import this one, so built on first use)."""
-    if not _TABLE:
-        from txnspec.conformance.serve import groups, leader, transactions
-
-        _TABLE.update({"ApiVersions": handle_api_versions, "Metadata": handle_metadata,
-                       "FindCoordinator": handle_find_coordinator, "CreateTopics": handle_create_topics,
-                       **transactions.HANDLERS, **leader.HANDLERS, **groups.HANDLERS})
-    return _TABLE
-
-
-__all__ = ["NODE_ID", "Handler", "Pending", "ServeConfig", "Topic", "WireBroker", "handlers", "topic_name_problem"]
+__all__ = ["HANDLERS", "NODE_ID", "Handler", "Pending", "ServeConfig", "Topic", "WireBroker", "topic_name_problem"]

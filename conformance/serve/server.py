@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from txnspec.conformance.serve.broker import Pending, ServeConfig, WireBroker
+from txnspec.conformance.serve.dispatch import HANDLERS
 from txnspec.conformance.serve.protocol import FrameError, decode_request, encode_response, frame_size
 
 TICK_SECONDS = 0.1
@@ -45,7 +46,7 @@ class Server:
 
     def __init__(self, config: ServeConfig, clock: Callable[[], int] | None = None) -> None:
         self.config = config
-        self.broker = WireBroker(config, clock) if clock is not None else WireBroker(config)
+        self.broker = WireBroker(config, HANDLERS, clock) if clock is not None else WireBroker(config, HANDLERS)
         self.changed: asyncio.Condition | None = None
         self.connections: set[asyncio.StreamWriter] = set()
         self.tasks: set[asyncio.Task[Any]] = set()

@@ -1,7 +1,7 @@
 """Pulsar's participants: a topic partition's transaction buffer (what a consumer may read), a
 subscription's pending acks, and the broker's message deduplication, as pure functions.
 
-Follows (apache/pulsar 3.x/4.x, /work/shared/mq/RULES.md §2.5-2.7)
+Follows (apache/pulsar 3.x/4.x)
     * ``TopicTransactionBuffer`` (its methods named here were read in apache/pulsar through the code
       index): ``appendBufferToTxn`` refuses a transaction at or below the partition's low watermark
       (PIP-163) and otherwise appends **without asking the TC whether the transaction is still open**;

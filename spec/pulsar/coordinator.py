@@ -1,7 +1,7 @@
 """Pulsar's transaction coordinator (TC): transaction ids, statuses and their valid transitions, and the
 end-transaction path, as pure functions over a frozen :class:`Coordinator`.
 
-Follows (apache/pulsar 3.x/4.x, /work/shared/mq/RULES.md §2.2-2.3)
+Follows (apache/pulsar 3.x/4.x)
     * ``TxnStatus`` and ``TransactionUtil.canTransitionTo``: :data:`VALID_TRANSITIONS`, the table as data.
     * ``MLTransactionMetadataStore.newTransaction``: a NEW entry, the TxnID's least bits from
       ``MLTransactionSequenceIdGenerator`` (monotonic across restarts) (:func:`new_transaction`).

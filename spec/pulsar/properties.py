@@ -1,4 +1,4 @@
-"""Pulsar's transaction properties (RULES.md §2.10), each with the verdict its source leads us to expect.
+"""Pulsar's transaction properties, each with the verdict its source leads us to expect.
 
 Safety (``always``, each with a ``sometimes`` partner)
     * P-S1 ``delivered_only_if_committed``: holds: what a consumer is delivered belongs to a transaction

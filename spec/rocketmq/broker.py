@@ -1,7 +1,7 @@
 """RocketMQ's broker side of transactional messages: the half queue, END_TRANSACTION, op records and the
 check-back loop, as pure functions over a frozen :class:`Broker`.
 
-Follows (apache/rocketmq 5.3.3, ``broker/.../transaction/queue``; /work/shared/mq/RULES.md Part 1)
+Follows (apache/rocketmq 5.3.3, ``broker/.../transaction/queue``)
     * ``SendMessageProcessor`` + ``TransactionalMessageBridge.parseHalfMessageInner``: a half message is
       stored in ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0 with its real topic kept aside (:func:`put_half`).
     * ``EndTransactionProcessor.processRequest``: look the half up by its commit-log offset, check the

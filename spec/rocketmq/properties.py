@@ -1,4 +1,4 @@
-"""RocketMQ's transactional-message properties (RULES.md §1.11), each with the verdict its source leads us
+"""RocketMQ's transactional-message properties, each with the verdict its source leads us
 to expect under the consistent listener.
 
 Safety (``always``, each with a ``sometimes`` partner)

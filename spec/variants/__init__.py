@@ -11,36 +11,9 @@ counterexample violating the named property, and the same scenario under ``curre
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from txnspec.spec.variants.registry import VARIANTS, Variant, register
 
-from txnspec.spec.protocol import CURRENT, Protocol
-from txnspec.spec.scenarios import Scenario
-
-
-@dataclass(frozen=True)
-class Variant:
-    name: str
-    description: str
-    reference: str
-    change_protocol: Callable[[Protocol], Protocol] = lambda p: p
-    change_scenario: Callable[[Scenario], Scenario] = lambda s: s
-    expected_violation: str | None = None  # the property the checker must find violated
-
-    @property
-    def protocol(self) -> Protocol:
-        return self.change_protocol(CURRENT) if self.name != "current" else CURRENT
-
-    def scenario(self, s: Scenario) -> Scenario:
-        return self.change_scenario(s)
-
-
-VARIANTS: dict[str, Variant] = {}
-
-
-def register(v: Variant) -> Variant:
-    VARIANTS[v.name] = v
-    return v
+__all__ = ["VARIANTS", "Variant", "register", "variant_named"]
 
 
 def variant_named(name: str) -> Variant:
@@ -55,4 +28,4 @@ def _load() -> None:
     from txnspec.spec.variants import bugs, versions  # noqa: F401  (registers the variants)
 
 
-register(Variant("current", "Kafka trunk (4.x) with the scenario's transaction version", "RULES.md"))
+register(Variant("current", "Kafka trunk (4.x) with the scenario's transaction version", "apache/kafka trunk"))

@@ -26,7 +26,7 @@ from txnspec.spec import coordinator as coord
 from txnspec.spec import partition as partition_mod
 from txnspec.spec.constants import NO_PRODUCER_EPOCH
 from txnspec.spec.messages import EndTxn
-from txnspec.spec.variants import Variant, register
+from txnspec.spec.variants.registry import Variant, register
 
 
 def _abort_timed_out_without_epoch_bump(cs: coord.CoordinatorState, tid: str, **kw: Any) -> coord.CoordinatorResult:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from txnspec.spec.txn_state import VALID_PREVIOUS_STATES_3_9
-from txnspec.spec.variants import Variant, register
+from txnspec.spec.variants.registry import Variant, register
 
 TV1 = register(Variant(
     "tv1", "transaction version 1 (classic): the epoch changes only on InitProducerId and fencing", "KIP-98",

@@ -2,7 +2,7 @@
 their comparison with a broker's answers: synthesised conforming and non-conforming answers, and answers
 recorded from noida-db 0.2.2, Tansu 0.6.0 and the librdkafka 2.16 mock cluster
 (``fixtures/audit/wire_trace_answers.json``; re-record after a spec change with
-``python -c "from txnspec.conformance.audit.wire_traces import record_fixture; record_fixture()"``)."""
+``python -c "from txnspec.conformance.audit.wire_fixtures import record_fixture; record_fixture()"``)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def test_the_chosen_traces_cover_every_transactional_request_and_read() -> None:
 
 def test_a_zombie_trace_carries_kafkas_answers() -> None:
     plan = wt.wire_plan(wt.client_walk("zombie", "tv1", 13))
-    answers = [wt._expected(x.response) for x in plan.exchanges]
+    answers = [wt.expected_answer(x.response) for x in plan.exchanges]
     assert answers == [
         {"error": "NONE", "producer_id": 0, "epoch": 0},  # the first instance
         {"error": "NONE"},  # AddPartitionsToTxn
@@ -109,7 +109,7 @@ def _conforming_calls(plan: wt.WirePlan) -> list[list[Any]]:
     carries a third item saying what it answers (the request, or the read)."""
     calls: list[list[Any]] = []
     for x in plan.exchanges:
-        calls.append([METHOD[type(x.request).__name__], _broker_terms(wt._expected(x.response)), "request"])
+        calls.append([METHOD[type(x.request).__name__], _broker_terms(wt.expected_answer(x.response)), "request"])
         calls += [["fetch", _broker_terms(view), isolation] for _, isolation, view in x.after.fetches]
         calls += [["offset_fetch", view, "offsets"] for _, view in x.after.offsets]
     return calls
@@ -164,7 +164,7 @@ def test_a_read_committed_fetch_that_shows_an_open_transaction_is_a_violation() 
 
 def test_a_broker_that_skips_concurrent_transactions_is_reported_and_the_trace_goes_on() -> None:
     plan = next(p for p in _plans() for i, x in enumerate(p.exchanges[:-1])
-                if wt._expected(x.response)["error"] == "CONCURRENT_TRANSACTIONS"
+                if wt.expected_answer(x.response)["error"] == "CONCURRENT_TRANSACTIONS"
                 and p.exchanges[i + 1].request == x.request)
     calls = _conforming_calls(plan)
     k = next(i for i, c in enumerate(calls) if c[1].get("error") == "CONCURRENT_TRANSACTIONS")

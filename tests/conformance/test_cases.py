@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from txnspec.conformance.cases import compare, run_cases, target_named
+from txnspec.conformance.cases import CaseInputError, compare, run_cases, target_named
 from txnspec.conformance.cli import main
 
 PUBLIC = Path(__file__).resolve().parents[2] / "conformance" / "data" / "public.jsonl"
@@ -71,3 +71,25 @@ def test_a_malformed_case_is_an_error_and_the_others_still_run(tmp_path: Path,
 def test_a_missing_file_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["cases", "/no/such/file.jsonl"]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("component", "given", "when", "message"), [
+    ("coordinator", {"now_ms": 0, "transactional_id": "t", "metadata": None}, {"event": "Reboot"},
+     "unknown coordinator event 'Reboot'"),
+    ("coordinator", {"now_ms": 0, "transactional_id": "t", "metadata": None},
+     {"request": "EndTxn", "transactional_id": "t", "producer_id": 1, "producer_epoch": 0, "result": "MAYBE"},
+     "field 'result' must be one of COMMIT, ABORT"),
+    ("partition", {}, {"read": "fetch", "offset": -1, "isolation": "READ_COMMITTED"}, "field 'offset' must be >= 0"),
+    ("client", {"transactional_id": "t", "state": "READY", "producer_id": 1, "producer_epoch": 0},
+     {"response": "EndTxn", "error": "NO_SUCH_ERROR"}, "NO_SUCH_ERROR"),
+])
+def test_both_targets_read_a_case_with_the_one_parser(component: str, given: dict[str, object],
+                                                      when: dict[str, object], message: str) -> None:
+    """A malformed step is refused by both targets with the same error: the parsing is shared."""
+    errors = []
+    for name in ("spec", "impl"):
+        session = target_named(name)(component, given)
+        with pytest.raises(CaseInputError) as caught:
+            session.apply(when)
+        errors.append(str(caught.value))
+    assert errors[0] == errors[1] and message in errors[0]

@@ -218,8 +218,13 @@ def traces(tmp_path: Path) -> Path:
     write_jsonl([random_walk("tiny", seed=s) for s in range(3)], tmp_path / "good.jsonl")
     write_itf(random_walk("tiny", seed=2), tmp_path / "good.itf.json")
     flying = json.loads(random_walk("tiny", seed=1).to_line())
-    flying["id"], flying["steps"][2]["action"] = "tiny/fly", "producer-0.fly()"  # a text no adapter knows
+    flying["id"] = "tiny/fly"
+    flying["steps"][2]["action"]["kind"] = "fly"  # a kind of action no adapter knows
     (tmp_path / "fly.jsonl").write_text(json.dumps(flying) + "\n")
+    forged = json.loads(random_walk("tiny", seed=1).to_line())
+    forged["id"] = "tiny/forged"  # a well-formed step the system never offers: an answer nobody sent
+    forged["steps"][2]["action"]["message"]["body"]["error"] = "PRODUCER_FENCED"
+    (tmp_path / "forged.jsonl").write_text(json.dumps(forged) + "\n")
     return tmp_path
 
 
@@ -232,11 +237,22 @@ def test_replay_of_good_traces_passes(traces: Path, adapter: str, capsys: pytest
 
 
 @pytest.mark.parametrize("adapter", ["spec", "impl"])
-def test_a_step_the_adapter_cannot_interpret_is_a_divergence(traces: Path, adapter: str,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_step_of_an_unknown_kind_is_unreadable_never_a_pass(traces: Path, adapter: str,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = run(["replay", str(traces / "fly.jsonl"), "--adapter", adapter], capsys)
+    assert status == 2
+    assert "UNREADABLE trace 'tiny/fly', step 2: bad action: unknown action kind 'fly'" in out
+    assert out.splitlines()[-1] == f"0 passed, 0 diverged, 1 unreadable (adapter {adapter})"
+
+
+@pytest.mark.parametrize("adapter", ["spec", "impl"])
+def test_a_step_the_adapter_cannot_match_is_a_divergence(traces: Path, adapter: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """A well-formed answer nobody gave (the trace says PRODUCER_FENCED where the broker answered NONE)."""
+    status, out, _ = run(["replay", str(traces / "forged.jsonl"), "--adapter", adapter], capsys)
     assert status == 1
-    assert "DIVERGED  tiny/fly at step 2: producer-0.fly()" in out
+    assert "DIVERGED  tiny/forged at step 2: deliver coordinator->producer-0: InitProducerIdResponse(PRODUCER_FENCED" \
+        in out
     assert out.splitlines()[-1] == f"0 passed, 1 diverged, 0 unreadable (adapter {adapter})"
 
 

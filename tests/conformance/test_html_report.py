@@ -46,7 +46,7 @@ def assert_self_contained(html: str) -> None:
 
 
 def test_check_page_has_the_verdicts_and_one_arrow_per_step(tmp_path: Path) -> None:
-    out = tmp_path / "report" / "check.html"
+    out = tmp_path / "check.html"  # an existing folder: a missing one is bad input (exit 2)
     assert main(["check", "--scenario", "retry", "--variant", "no-duplicate-detection", "--property",
                  "no_duplicate_append", "--html-out", str(out)]) == 1
     html = out.read_text()

@@ -100,3 +100,13 @@ def test_an_expired_batch_replays_on_the_implementation(variant: str) -> None:
     for trace in traces:
         verdict = replay(trace, ImplAdapter())
         assert verdict.ok, verdict.detail
+
+
+def test_the_worked_example_of_a_user_written_adapter_runs() -> None:
+    """conformance/replay.py's example adapter (typed actions only) replays 20 traces of tiny."""
+    import doctest
+
+    from txnspec.conformance import replay as replay_module
+
+    failures, attempted = doctest.testmod(replay_module, raise_on_error=False)
+    assert attempted >= 8 and failures == 0

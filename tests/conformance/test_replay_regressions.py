@@ -9,6 +9,8 @@ from txnspec.conformance.adapters.impl_adapter import ImplAdapter
 from txnspec.conformance.generate import random_walk
 from txnspec.conformance.replay import replay
 from txnspec.conformance.traces import Step, Trace, from_itf, to_itf
+from txnspec.spec.actions import Action, ActionKind
+from txnspec.spec.messages import AddOffsetsToTxn, AddPartitionsToTxn
 
 REGRESSIONS = [
     ("retry", 3, "the client batched two records in one Produce and had two in flight per partition"),
@@ -47,20 +49,19 @@ def test_the_tv1_trace_replays_on_the_implementation(scenario: str, seed: int, w
 
 def test_the_tv1_client_sends_the_oldest_queued_request_first() -> None:
     steps = [s.action for s in random_walk("default", 23, variant="tv1").steps]
-    after_commit = steps[steps.index("producer-0.commitTransaction()"):]
-    sent = [a.split(": ")[1].split("(")[0] for a in after_commit if a.startswith("deliver producer-0->")]
+    after_commit = steps[steps.index(Action(ActionKind.COMMIT_TRANSACTION, "producer-0")):]
+    sent = [type(a.body) for a in after_commit if a.is_delivery and a.source == "producer-0"]
     # AddOffsetsToTxn was in flight at commitTransaction, which queued p1's AddPartitionsToTxn; the
     # TxnOffsetCommit queued by AddOffsetsToTxn's answer waits behind it
-    assert next(r for r in sent if r != "AddOffsetsToTxn") == "AddPartitionsToTxn"
+    assert next(r for r in sent if r is not AddOffsetsToTxn) is AddPartitionsToTxn
 
 
 def test_deliveries_say_which_copy_was_delivered() -> None:
     trace = random_walk("default", 1617, max_steps=200)
-    deliveries = [s for s in trace.steps if s.kind.startswith("deliver ") and "->producer-" not in s.action
-                  and s.source.startswith("producer-")]
+    deliveries = [s for s in trace.steps if s.action.is_delivery and s.source.startswith("producer-")]
     assert deliveries and all(s.awaited is not None for s in deliveries)
     assert any(s.awaited is False for s in trace.steps)  # this trace delivers a stale duplicate
-    assert all(s.awaited is None for s in trace.steps if not s.kind.startswith("deliver "))
+    assert all(s.awaited is None for s in trace.steps if not s.action.is_delivery)
 
 
 def test_the_hint_survives_json_lines_and_itf() -> None:
@@ -68,4 +69,5 @@ def test_the_hint_survives_json_lines_and_itf() -> None:
     assert Trace.from_json(trace.to_json()) == trace
     assert from_itf(to_itf(trace)) == trace
     with pytest.raises(Exception, match="'awaited' must be true, false or absent"):
-        Step.from_json({"action": "a", "kind": "k", "observation": {}, "awaited": "yes"}, "t", 0)
+        Step.from_json({"action": {"kind": "send", "actor": "producer-0", "partition": "p0", "awaited": "yes"},
+                        "observation": {}}, "t", 0)

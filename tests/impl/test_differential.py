@@ -1,7 +1,7 @@
 """Differential: the implementation and the spec answer the same random case steps identically.
 
 Random ``txn-case/1`` steps (coordinator, partition, client) run on both case targets; observations must
-agree. Known, deliberate differences (each follows RULES.md where the spec simplifies) are skipped:
+agree. Known, deliberate differences (each follows Kafka's source where the spec simplifies) are skipped:
 InitProducerId on an exhausted epoch that is not rotated answers UNKNOWN_SERVER_ERROR here
 (``prepareIncrementProducerEpoch`` throws); a value-version-0 transaction log (server TV 0) drops the
 previous producer id on reload; a fetch beyond the log end is OFFSET_OUT_OF_RANGE; the high watermark is

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from txnspec.conformance.audit.wire import run_wire_audit
+from txnspec.conformance.audit.wire_traces import run_wire_audit
 from txnspec.conformance.cli import main
 from txnspec.conformance.serve.server import ServerThread
 from txnspec.impl import _mutants

@@ -19,6 +19,7 @@ from kafka.protocol.producer.transaction import (
 )
 
 from txnspec.conformance.serve.broker import Pending, ServeConfig, WireBroker
+from txnspec.conformance.serve.dispatch import HANDLERS
 from txnspec.conformance.serve.protocol import decode_request, encode_response
 
 int16 = st.integers(-(1 << 15), (1 << 15) - 1)
@@ -79,7 +80,7 @@ def requests() -> st.SearchStrategy[Any]:
     )
 
 
-BROKER = WireBroker(ServeConfig(port=9092, topics=("t:2",)))
+BROKER = WireBroker(ServeConfig(port=9092, topics=("t:2",)), HANDLERS)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -21,7 +21,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from txnspec.conformance.audit.wire import BrokerConnection
 from txnspec.conformance.serve import records as wire_records
-from txnspec.conformance.serve.broker import handlers
+from txnspec.conformance.serve.dispatch import HANDLERS
 from txnspec.conformance.serve.protocol import APIS, FrameError, decode_request
 from txnspec.conformance.serve.server import ServerThread
 from txnspec.impl.log import ControlType, Record, RecordBatch
@@ -70,7 +70,7 @@ def test_api_versions_advertises_exactly_the_table_and_the_transaction_version(s
         assert conn.features == {"transaction.version": 2}
     finally:
         conn.close()
-    assert {api.name for api in APIS.values()} == set(handlers())
+    assert {api.name for api in APIS.values()} == set(HANDLERS)
 
 
 def test_metadata_names_the_internal_topics_as_internal_and_never_creates_them(server: ServerThread) -> None:

@@ -34,7 +34,7 @@ FAST: dict[tuple[str, str, str], tuple[Direction, Direction, int]] = {
     ("retry", "current", "no-duplicate-detection"): (None, (6, "read_uncommitted p0: [P0t1 P0t1]"), 1722),
     ("delayed-end-txn", "current", "kafka-17754"): (
         (10, "producer-0.abortTransaction(); producer-0 is ABORTING_TRANSACTION"), (5, "producer-0 is FATAL_ERROR"),
-        3996),
+        4076),
     ("delayed-produce", "current", "hanging-transaction"): (
         (6, "producer-0 is READY; P0t1 told aborted"), (6, "producer-0 is INITIALIZING; P0t1 told aborted"), 288),
     # against its own transaction version, the hanging transaction shows: an aborted record read as committed
@@ -49,11 +49,11 @@ FAST: dict[tuple[str, str, str], tuple[Direction, Direction, int]] = {
     ("failover", "current", "failover-without-markers"): (None, None, 336),
 }
 SLOW: dict[tuple[str, str, str], tuple[Direction, Direction, int]] = {
-    ("delayed-end-txn", "tv1", "kafka-17754"): (None, None, 8240),  # the same protocol under two names
+    ("delayed-end-txn", "tv1", "kafka-17754"): (None, None, 9216),  # the same protocol under two names
     ("default", "current", "tv1"): (
-        (8, "producer-0 is READY; P0t1 told aborted"), (5, "producer-0 is FATAL_ERROR"), 63321),
+        (8, "producer-0 is READY; P0t1 told aborted"), (5, "producer-0 is FATAL_ERROR"), 80567),
     ("default", "current", "kafka-3.9"): (
-        (8, "producer-0 is READY; P0t1 told aborted"), (5, "producer-0 is FATAL_ERROR"), 63321),
+        (8, "producer-0 is READY; P0t1 told aborted"), (5, "producer-0 is FATAL_ERROR"), 80567),
 }
 
 

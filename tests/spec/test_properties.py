@@ -14,6 +14,7 @@ from txnspec.spec.group import GroupState
 from txnspec.spec.messages import TransactionResult
 from txnspec.spec.model import build_system
 from txnspec.spec.scenarios import SCENARIOS
+from txnspec.spec.system_state import set_partition
 
 COMMIT, ABORT = TransactionResult.COMMIT, TransactionResult.ABORT
 SYSTEM = build_system(SCENARIOS["tiny"].with_(partitions=("p0", "p1")))
@@ -37,7 +38,7 @@ def closed_transaction(state: sysm.SystemState, partition: str, result: Transact
     """One transactional record of producer 0 at offset 0 of ``partition``, closed by a ``result`` marker."""
     pstate, _ = part.append_data(state.partition(partition), 0, 0, 0, 1, True)
     pstate, _ = part.append_end_txn_marker(pstate, 0, 0, 0, result, 0)
-    return sysm._set_partition(state, partition, pstate)
+    return set_partition(state, partition, pstate)
 
 
 def violating_states() -> dict[str, sysm.SystemState]:
@@ -60,7 +61,7 @@ def violating_states() -> dict[str, sysm.SystemState]:
                                      batches=(batch("p0"), batch("p1"))),
         "end_txn_applies_to_its_transaction": with_ghost(s, decisions=(("t1", T2, COMMIT, T1),)),
         "offsets_only_with_committed_output": replace(s, group=GroupState(committed=((("g", "input-0"), 1),))),
-        "no_hanging_transaction": sysm._set_partition(s, "p0", part.append_data(
+        "no_hanging_transaction": set_partition(s, "p0", part.append_data(
             s.partition("p0"), 0, 0, 0, 1, True)[0]),
     }
 

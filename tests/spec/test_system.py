@@ -6,8 +6,9 @@ from dataclasses import replace
 
 from txnspec.spec import system as sysm
 from txnspec.spec.errors import Errors
-from txnspec.spec.messages import EndTxn, InitProducerId, Produce, WriteTxnMarkers
+from txnspec.spec.messages import EndTxn, EndTxnResponse, InitProducerId, Produce, WriteTxnMarkers
 from txnspec.spec.model import build_system
+from txnspec.spec.network import Envelope, send
 from txnspec.spec.scenarios import SCENARIOS
 from txnspec.spec.txn_state import COMPLETE_COMMIT, ONGOING, PREPARE_COMMIT
 
@@ -108,8 +109,8 @@ def test_the_coordinator_resends_a_marker_only_once_it_and_its_answer_are_gone()
 
 def test_a_stale_answer_is_ignored_by_the_producer() -> None:
     state = committed_once()
-    stale = sysm.Envelope("coordinator", "producer-0", sysm.EndTxnResponse(Errors.NONE, 0, 1), 99)
-    with_stale = replace(state, network=sysm.send(state.network, stale))
+    stale = Envelope("coordinator", "producer-0", EndTxnResponse(Errors.NONE, 0, 1), 99)
+    with_stale = replace(state, network=send(state.network, stale))
     after = steps(TINY, with_stale)[f"deliver {stale}"]
     assert after.producers == state.producers
 

@@ -1,0 +1,222 @@
+"""The brokers of the system model: what the coordinator, a partition leader and the group coordinator do
+with a message delivered to them, and the KIP-890 verification of a transactional produce.
+
+System
+    * Coordinator: each delivered request runs the handler of :mod:`txnspec.spec.coordinator`; markers go out
+      as ``WriteTxnMarkers`` messages, one per partition; their answers complete the transaction.
+    * Partition leaders: a transactional produce is verified first (TV1 with
+      ``transaction.partition.verification.enable``: the partition must be in the ongoing transaction; TV2:
+      the leader adds the partition itself, KIP-890), then appended by the rules of
+      :mod:`txnspec.spec.partition`; markers are appended and answered.
+    * Group coordinator: ``TxnOffsetCommit`` is a record of the group's ``__consumer_offsets`` partition held
+      pending until the marker on that partition commits or drops it.
+
+Assumptions
+    The verification call from a partition leader to the coordinator (and the TV2 implicit
+    AddPartitionsToTxn) is atomic with the append. Kafka makes it an RPC and guards the race with a
+    ``VerificationGuard`` (``ReplicaManager.appendRecords``, ``UnifiedLog.maybeStartTransactionVerification``);
+    the spec takes the guard as correct.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from txnspec.spec import coordinator as coord
+from txnspec.spec import partition as partition_mod
+from txnspec.spec.errors import Errors
+from txnspec.spec.ghost import AppendedBatch, after_coordinator_step
+from txnspec.spec.messages import (
+    AddOffsetsToTxn,
+    AddPartitionsToTxn,
+    EndTxn,
+    ErrorResponse,
+    InitProducerId,
+    Produce,
+    ProduceResponse,
+    TransactionResult,
+    TxnOffsetCommit,
+    WriteTxnMarkers,
+    WriteTxnMarkersResponse,
+)
+from txnspec.spec.network import COORDINATOR, GROUP, Envelope, Tag, send
+from txnspec.spec.system_state import System, SystemState, set_partition
+from txnspec.spec.txn_state import PREPARE_STATES
+
+
+def coordinator_step(state: SystemState, result: coord.CoordinatorResult, env: Envelope) -> SystemState:
+    """``state`` after the coordinator took ``result`` on ``env`` (its ghost updated), before any sending."""
+    return replace(state, ghost=after_coordinator_step(state.ghost, state.coordinator, result, env),
+                   coordinator=result.state)
+
+
+def coordinator_receives(system: System, state: SystemState, env: Envelope, append_error: Errors) -> SystemState:
+    proto, config = system.protocol, system.coordinator_config
+    body = env.body
+    cs = state.coordinator
+    if isinstance(body, InitProducerId):
+        result = proto.handle_init_producer_id(cs, body, config=config, append_error=append_error)
+    elif isinstance(body, AddPartitionsToTxn):
+        result = proto.handle_add_partitions_to_txn(cs, body, config=config, append_error=append_error)
+    elif isinstance(body, AddOffsetsToTxn):
+        result = proto.handle_add_offsets_to_txn(cs, body, config=config, append_error=append_error)
+    elif isinstance(body, EndTxn):
+        result = proto.handle_end_txn(cs, body, config=config, append_error=append_error)
+    elif isinstance(body, WriteTxnMarkersResponse):
+        tid, coordinator_epoch, partition = env.context
+        result = proto.handle_write_txn_markers_response(cs, tid, partition, coordinator_epoch, body.error,
+                                                         config=config)
+    else:
+        raise TypeError(f"the coordinator does not handle {type(body).__name__}")
+    state = coordinator_step(state, result, env)
+    out = [Envelope(COORDINATOR, env.source, result.response, env.context)] if result.response is not None else []
+    out += [marker_envelope(system, m, tid) for tid, m in result.markers]
+    return replace(state, network=send(state.network, *out))
+
+
+def marker_envelope(system: System, marker: WriteTxnMarkers, tid: str) -> Envelope:
+    target = GROUP if marker.partition == system.offsets_partition else marker.partition
+    return Envelope(COORDINATOR, target, marker, (tid, marker.coordinator_epoch, marker.partition))
+
+
+def partition_receives(system: System, state: SystemState, env: Envelope) -> SystemState | None:
+    """A partition leader handles ``env``; None when it cannot yet (a TV2 verification the coordinator
+    answers CONCURRENT_TRANSACTIONS: the leader retries by itself and the produce waits)."""
+    body, proto, name = env.body, system.protocol, env.target
+    pstate = state.partition(name)
+    if isinstance(body, WriteTxnMarkers):
+        pstate, reply = proto.append_end_txn_marker(pstate, body.producer_id, body.producer_epoch,
+                                                    body.coordinator_epoch, body.result, body.transaction_version,
+                                                    limits=system.limits)
+        state = set_partition(state, name, pstate)
+        return replace(state, network=send(state.network, Envelope(name, COORDINATOR, WriteTxnMarkersResponse(
+            reply.error), env.context)))
+    if not isinstance(body, Produce):
+        raise TypeError(f"a partition leader does not handle {type(body).__name__}")
+    verified = _verify_transactional_produce(system, state, pstate, body, env.tag)
+    if verified is None:
+        return None
+    state, error = verified
+    pstate = state.partition(name)  # with the verification entry it may have started
+    if error is not Errors.NONE:
+        response = ProduceResponse(error)
+    else:
+        fenced = _is_fenced_at_coordinator(state.coordinator, body)
+        pstate, response = proto.append_data(pstate, body.producer_id, body.producer_epoch, body.base_sequence,
+                                             body.record_count, body.transactional, limits=system.limits)
+        state = set_partition(state, name, pstate)
+        if response.error is Errors.NONE and not response.duplicate:
+            last = body.base_sequence + body.record_count - 1
+            batch = AppendedBatch(name, response.base_offset, body.producer_id, body.producer_epoch,
+                                  body.base_sequence, last, body.transactional, env.tag, fenced)
+            state = replace(state, ghost=state.ghost.appended(batch))
+    return replace(state, network=send(state.network, Envelope(name, env.source, response, env.context)))
+
+
+def _is_fenced_at_coordinator(cs: coord.CoordinatorState, produce: Produce) -> bool:
+    md = cs.metadata(produce.transactional_id or "")
+    if md is None:
+        return False
+    if produce.producer_id == md.producer_id:
+        return produce.producer_epoch < md.producer_epoch and not (
+            md.state in PREPARE_STATES and produce.producer_epoch == md.last_producer_epoch)
+    return produce.producer_id != md.prev_producer_id
+
+
+def _verify_transactional_produce(system: System, state: SystemState, pstate: Any, body: Produce, tag: Tag | None
+                                  ) -> tuple[SystemState, Errors] | None:
+    """KIP-890: before a transactional batch starts a transaction on this partition, ask the coordinator."""
+    if not body.transactional or partition_mod.has_ongoing_transaction(pstate, body.producer_id, body.producer_epoch):
+        return state, Errors.NONE
+    tid = body.transactional_id or ""
+    if system.tv2:
+        add = AddPartitionsToTxn(tid, body.producer_id, body.producer_epoch, frozenset({body.partition}), 2)
+        result = system.protocol.handle_add_partitions_to_txn(state.coordinator, add,
+                                                              config=system.coordinator_config)
+        error = result.response.error
+        if error is Errors.CONCURRENT_TRANSACTIONS:
+            return None
+        state = set_partition(state, body.partition, partition_mod.start_verification(
+            pstate, body.producer_id, body.base_sequence, body.producer_epoch, supports_epoch_bump=True))
+        state = coordinator_step(state, result, Envelope(body.partition, COORDINATOR, add, None, tag))
+        if error is Errors.NONE:
+            return state, Errors.NONE
+        return state, map_verification_error(error)
+    if not system.scenario.partition_verification:
+        return state, Errors.NONE
+    state = set_partition(state, body.partition, partition_mod.start_verification(
+        pstate, body.producer_id, body.base_sequence, body.producer_epoch, supports_epoch_bump=False))
+    return state, verify_only(state.coordinator, tid, body.producer_id, body.producer_epoch, body.partition)
+
+
+def verify_only(cs: coord.CoordinatorState, tid: str, producer_id: int, epoch: int, partition: str) -> Errors:
+    """A TV1 leader's ``verifyOnly`` AddPartitionsToTxn (``handleVerifyPartitionsInTransaction``) as the producer
+    sees it through ``AddPartitionsToTxnManager`` and ``ReplicaManager`` (a transaction being completed is a
+    retriable NOT_ENOUGH_REPLICAS; a partition not in the transaction TRANSACTION_ABORTABLE)."""
+    md = cs.metadata(tid)
+    if md is None or md.producer_id != producer_id:
+        return Errors.INVALID_PRODUCER_ID_MAPPING
+    if md.producer_epoch != epoch:
+        return map_verification_error(Errors.PRODUCER_FENCED)
+    if md.state in PREPARE_STATES:
+        return Errors.NOT_ENOUGH_REPLICAS
+    if partition in md.partitions:
+        return Errors.NONE
+    return map_verification_error(Errors.TRANSACTION_ABORTABLE)
+
+
+def map_verification_error(error: Errors) -> Errors:
+    """What the producer sees of a failed verification; the modelled clients send Produce v11 (TV1) and v12
+    (TV2) and TxnOffsetCommit v4 and v5, which all handle TRANSACTION_ABORTABLE."""
+    return partition_mod.verification_error(error, generic_error_supported=True)
+
+
+def group_receives(system: System, state: SystemState, env: Envelope) -> SystemState:
+    """The group coordinator. Its transactional offset commits are records in the group's
+    ``__consumer_offsets`` partition, written with the producer's id and epoch (origin COORDINATOR: the
+    epoch is checked, not the sequence), so that partition's producer state fences stale markers and
+    stale commits exactly as a data partition does; the group's view follows the records. ``state`` itself
+    (the same object) when the commit must wait."""
+    body, proto, name = env.body, system.protocol, system.offsets_partition
+    offsets_log = state.partition(name)
+    if isinstance(body, WriteTxnMarkers):
+        offsets_log, reply = proto.append_end_txn_marker(offsets_log, body.producer_id, body.producer_epoch,
+                                                         body.coordinator_epoch, body.result,
+                                                         body.transaction_version, limits=system.limits)
+        state = set_partition(state, name, offsets_log)
+        if reply.error is Errors.NONE:
+            group = proto.complete_pending_txn_offset_commit(state.group, body.producer_id,
+                                                             body.result is TransactionResult.COMMIT)
+            state = replace(state, group=group)
+        return replace(state, network=send(state.network, Envelope(GROUP, COORDINATOR, WriteTxnMarkersResponse(
+            reply.error), env.context)))
+    if not isinstance(body, TxnOffsetCommit):
+        raise TypeError(f"the group coordinator does not handle {type(body).__name__}")
+    verified = partition_mod.has_ongoing_transaction(offsets_log, body.producer_id, body.producer_epoch)
+    if not system.tv2 and not verified and system.scenario.partition_verification:
+        # CoordinatorPartitionWriter.maybeStartTransactionVerification: TV1 commits are verified too
+        error = verify_only(state.coordinator, body.transactional_id, body.producer_id, body.producer_epoch, name)
+        if error is not Errors.NONE:
+            return replace(state, network=send(state.network, Envelope(GROUP, env.source, ErrorResponse(error),
+                                                                       env.context)))
+    if system.tv2 and not verified:
+        add = AddPartitionsToTxn(body.transactional_id, body.producer_id, body.producer_epoch,
+                                 frozenset({name}), 2)
+        result = system.protocol.handle_add_partitions_to_txn(state.coordinator, add,
+                                                              config=system.coordinator_config)
+        if result.response.error is Errors.CONCURRENT_TRANSACTIONS:
+            return state  # the broker retries the verification itself: the commit waits
+        state = coordinator_step(state, result, Envelope(GROUP, COORDINATOR, add, None, env.tag))
+        if result.response.error is not Errors.NONE:
+            error = map_verification_error(result.response.error)
+            return replace(state, network=send(state.network, Envelope(GROUP, env.source, ErrorResponse(error),
+                                                                       env.context)))
+    offsets_log, appended = proto.append_data(offsets_log, body.producer_id, body.producer_epoch, -1, 1, True,
+                                              limits=system.limits, detect_duplicates=False, validate_sequence=False)
+    if appended.error is not Errors.NONE:
+        return replace(state, network=send(state.network, Envelope(GROUP, env.source, ErrorResponse(appended.error),
+                                                                   env.context)))
+    group, response = proto.handle_txn_offset_commit(state.group, body)
+    state = replace(set_partition(state, name, offsets_log), group=group)
+    return replace(state, network=send(state.network, Envelope(GROUP, env.source, response, env.context)))

@@ -1,0 +1,100 @@
+"""Ghost state of the system model: what the properties need to know and the protocol never reads.
+
+System
+    Every produce carries the tag ``(producer, incarnation, transaction number)`` of the transaction the
+    application sent it in (:data:`~txnspec.spec.network.Tag`); :class:`Ghost` records which tag each
+    appended batch had, the coordinator's decisions with the tag of the transaction decided, what the
+    application was told, and which producer instance last initialised each transactional id.
+
+Assumptions
+    Ghost fields never influence a guard or an effect of the protocol: removing them would not change which
+    actions are enabled (they only split states that the properties must tell apart).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from txnspec.spec import coordinator as coord
+from txnspec.spec.errors import Errors
+from txnspec.spec.messages import EndTxn, InitProducerId, InitProducerIdResponse, TransactionResult
+from txnspec.spec.network import Envelope, Tag
+from txnspec.spec.txn_state import ONGOING, PREPARE_COMMIT, PREPARE_STATES
+
+
+@dataclass(frozen=True, slots=True)
+class AppendedBatch:
+    """Ghost record of one data batch appended to a partition, with the transaction it was sent in."""
+
+    partition: str
+    base_offset: int
+    producer_id: int
+    producer_epoch: int
+    first_seq: int
+    last_seq: int
+    transactional: bool
+    tag: Tag | None
+    fenced_at_append: bool  # the coordinator had already moved past (pid, epoch) when it was appended
+
+
+Decision = tuple[str, Tag | None, TransactionResult, Tag | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Ghost:
+    batches: tuple[AppendedBatch, ...] = ()
+    open_txn: tuple[tuple[str, Tag], ...] = ()  # tid -> the transaction the coordinator has Ongoing
+    # (tid, the transaction the coordinator had open, the result, the transaction of the request that decided
+    # it: None when the coordinator decided by itself, on a timeout or when fencing), in decision order
+    decisions: tuple[Decision, ...] = ()
+    told: tuple[tuple[Tag, str], ...] = ()  # what the application was told: "committed" / "aborted" / "fatal"
+    owner: tuple[tuple[str, tuple[int, int]], ...] = ()  # tid -> (producer, incarnation) last initialised
+    fenced_commit: bool = False  # a commit was decided for a request from a fenced instance
+
+    def tell(self, tag: Tag, outcome: str) -> Ghost:
+        return replace(self, told=(*self.told, (tag, outcome)))
+
+    def appended(self, batch: AppendedBatch) -> Ghost:
+        return replace(self, batches=(*self.batches, batch))
+
+
+def set_pair(pairs: tuple[tuple[Any, Any], ...], key: Any, value: Any) -> tuple[tuple[Any, Any], ...]:
+    """``pairs`` (a canonical, sorted map) with ``key`` mapped to ``value``."""
+    kept = [(k, v) for k, v in pairs if k != key]
+    kept.append((key, value))
+    kept.sort(key=lambda kv: repr(kv[0]))
+    return tuple(kept)
+
+
+def get_pair(pairs: tuple[tuple[Any, Any], ...], key: Any, default: Any = None) -> Any:
+    for k, v in pairs:
+        if k == key:
+            return v
+    return default
+
+
+def after_coordinator_step(ghost: Ghost, before: coord.CoordinatorState, result: coord.CoordinatorResult,
+                           env: Envelope) -> Ghost:
+    """Record which application transaction the coordinator opened or decided on ``env``."""
+    for tid, record in result.appended:
+        if record is None:
+            continue
+        previous = before.metadata(tid)
+        if record.state is ONGOING and (previous is None or previous.state is not ONGOING) and env.tag is not None:
+            ghost = replace(ghost, open_txn=set_pair(ghost.open_txn, tid, env.tag))
+        if record.state in PREPARE_STATES:
+            opened = get_pair(ghost.open_txn, tid)
+            decided = TransactionResult.COMMIT if record.state is PREPARE_COMMIT else TransactionResult.ABORT
+            decided_by = env.tag if isinstance(env.body, EndTxn) else None
+            ghost = replace(ghost, decisions=(*ghost.decisions, (tid, opened, decided, decided_by)),
+                            open_txn=tuple((t, g) for t, g in ghost.open_txn if t != tid))
+            if decided is TransactionResult.COMMIT and isinstance(env.body, EndTxn) and env.tag is not None:
+                owner = get_pair(ghost.owner, tid)
+                if owner is not None and owner != env.tag[:2]:
+                    ghost = replace(ghost, fenced_commit=True)
+    if isinstance(env.body, InitProducerId) and isinstance(result.response, InitProducerIdResponse) \
+            and result.response.error is Errors.NONE and env.tag is not None and env.body.transactional_id:
+        ghost = replace(ghost, owner=set_pair(ghost.owner, env.body.transactional_id, env.tag[:2]))
+    return ghost
+

@@ -1,0 +1,378 @@
+"""The producer client of the system model: the application's progress and its ``TransactionManager``.
+
+System
+    One :class:`Producer` per producer instance: the phase of ``TransactionManager.State``, its producer id
+    and epoch, the transactional request in flight, the partitions added or waiting to be added, the
+    handlers queued in ``TransactionManager.pendingRequests``, the records not yet sent, the batches in
+    flight with their sequences. All functions here are pure functions of a producer (and the
+    :class:`ClientConfig`): the system model (:mod:`txnspec.spec.system`) composes them with the network.
+
+    * :func:`dispatch` is ``Sender.runOnce``: it sends every request the client can send now (one
+      transactional request in flight; EndTxn only once no produce is in flight, as ``KafkaProducer``
+      flushes before committing; TV1 adds partitions before producing; TV2 produces directly; requests of
+      equal priority, AddPartitionsToTxn, AddOffsetsToTxn and TxnOffsetCommit, in the order
+      ``TransactionManager.pendingRequests`` holds them, a retried one at the back and the first
+      TxnOffsetCommit behind its group-coordinator lookup).
+    * :func:`receive` is the client's response handling (``TxnRequestHandler.handleResponse``,
+      ``Sender.handleProduceResponse``): errors are classified as the handlers of Kafka's
+      ``clients/src/main/java/org/apache/kafka/clients/producer/internals/TransactionManager.java`` do:
+      retriable (re-enqueue), abortable (``ABORTABLE_ERROR``: the application must abort; for TV < 2 the
+      abort is followed by an InitProducerId epoch bump, KIP-360), fatal (``FATAL_ERROR``).
+
+Assumptions
+    One record per batch, one batch in flight per partition (``max.in.flight.requests.per.connection`` 1 per
+    partition); ``FindCoordinator`` always finds the one coordinator.
+
+Left out
+    Idempotent-only producers, batching of several records, ``max.in.flight`` above one.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+from typing import Any
+
+from txnspec.spec.constants import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from txnspec.spec.errors import RETRIABLE_ERRORS, Errors
+from txnspec.spec.messages import (
+    AddOffsetsToTxn,
+    AddPartitionsToTxn,
+    EndTxn,
+    EndTxnResponse,
+    InitProducerId,
+    Produce,
+    ProduceResponse,
+    TransactionResult,
+    TxnOffsetCommit,
+)
+from txnspec.spec.network import COORDINATOR, GROUP, Envelope, Tag, producer_address
+
+TXN_TIMEOUT_MS = 60_000
+
+
+class Phase(enum.Enum):
+    """``TransactionManager.State`` (the client's view of its transaction)."""
+
+    UNINITIALIZED = "UNINITIALIZED"
+    INITIALIZING = "INITIALIZING"
+    READY = "READY"
+    IN_TRANSACTION = "IN_TRANSACTION"
+    COMMITTING_TRANSACTION = "COMMITTING_TRANSACTION"
+    ABORTING_TRANSACTION = "ABORTING_TRANSACTION"
+    ABORTABLE_ERROR = "ABORTABLE_ERROR"
+    FATAL_ERROR = "FATAL_ERROR"
+
+
+UNINITIALIZED, INITIALIZING, READY = Phase.UNINITIALIZED, Phase.INITIALIZING, Phase.READY
+IN_TRANSACTION, COMMITTING, ABORTING = Phase.IN_TRANSACTION, Phase.COMMITTING_TRANSACTION, Phase.ABORTING_TRANSACTION
+ABORTABLE_ERROR, FATAL_ERROR = Phase.ABORTABLE_ERROR, Phase.FATAL_ERROR
+
+
+class OffsetsStage(enum.Enum):
+    """Consume-transform-produce: how far ``sendOffsetsToTransaction`` got in this transaction."""
+
+    NONE = "none"  # not called
+    ADD = "add"  # TV1: AddOffsetsToTxn to send
+    COMMIT = "commit"  # TxnOffsetCommit to send (TV2 sends it at once)
+    DONE = "done"  # the group coordinator holds the offsets
+
+
+class Queued(enum.Enum):
+    """A handler in ``TransactionManager.pendingRequests`` among those of equal priority."""
+
+    PARTITIONS = "partitions"  # the AddPartitionsToTxn of the new partitions
+    OFFSETS = "offsets"  # AddOffsetsToTxn or TxnOffsetCommit, as the offsets stage says
+
+
+# TransactionManager's handlers (AddPartitionsToTxnHandler, AddOffsetsToTxnHandler, TxnOffsetCommitHandler,
+# EndTxnHandler, InitProducerIdHandler .handleResponse): errors after which the request is re-enqueued ...
+RETRIABLE = frozenset({Errors.CONCURRENT_TRANSACTIONS, Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR,
+                       Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.REQUEST_TIMED_OUT, Errors.NETWORK_EXCEPTION,
+                       Errors.NOT_ENOUGH_REPLICAS})
+# ... and those that are fatal (fatalError); every other error is abortable (abortableError)
+FATAL = frozenset({Errors.PRODUCER_FENCED, Errors.INVALID_PRODUCER_EPOCH, Errors.INVALID_TXN_STATE,
+                   Errors.INVALID_PRODUCER_ID_MAPPING, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                   Errors.UNSUPPORTED_VERSION, Errors.UNKNOWN_SERVER_ERROR})
+# Produce errors that are fatal (TransactionManager.maybeTransitionToErrorState / Sender.failBatch); after any
+# other a TV1 client bumps its epoch on abort (unresolved sequences, KIP-360)
+PRODUCE_FATAL = frozenset({Errors.PRODUCER_FENCED, Errors.INVALID_PRODUCER_ID_MAPPING,
+                           Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, Errors.UNSUPPORTED_VERSION})
+
+Batch = tuple[str, int, int, int]  # a produce in flight: (partition, producer id, epoch, base sequence)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    """What the application and its client are configured with (from the scenario and the protocol)."""
+
+    partitions: tuple[str, ...]
+    transactions_per_producer: int
+    records_per_transaction: int
+    commit_offsets: bool
+    group_id: str
+    transaction_version: int
+    max_sequence: int
+    waits_for_produce_before_end_txn: bool
+    bumps_epoch_after_abortable_error: bool
+
+    @property
+    def tv2(self) -> bool:
+        return self.transaction_version >= 2
+
+
+@dataclass(frozen=True, slots=True)
+class Producer:
+    """One producer instance: the application's progress and its client's ``TransactionManager``."""
+
+    index: int
+    transactional_id: str
+    incarnation: int = 0
+    phase: Phase = UNINITIALIZED
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    awaiting: tuple[type, int] | None = None  # (request type, correlation) of the transactional request in flight
+    added: frozenset[str] = frozenset()  # partitions the coordinator knows are in the transaction
+    to_add: frozenset[str] = frozenset()  # TV1: partitions waiting for AddPartitionsToTxn
+    adding: frozenset[str] = frozenset()  # TV1: the partitions of the AddPartitionsToTxn in flight
+    # TransactionManager.pendingRequests among its equal-priority handlers, oldest first
+    queued: tuple[Queued, ...] = ()
+    # TV1: the group coordinator was found (TransactionManager keeps it). The first TxnOffsetCommit first looks it
+    # up and is re-enqueued behind the handlers queued meanwhile; TV2 queues nothing beside it, so the flag stays
+    # False there (equal states stay equal)
+    group_found: bool = False
+    unsent: tuple[str, ...] = ()  # records waiting for their partition to be added
+    in_flight: frozenset[Batch] = frozenset()  # produces outstanding: what correlates a response
+    sequences: tuple[tuple[str, int], ...] = ()
+    offsets: OffsetsStage = OffsetsStage.NONE
+    started: bool = False  # transactionStarted: something was added, so EndTxn must be sent
+    bump_required: bool = False  # TV1 after an abortable produce error: bump the epoch after the abort
+    # TV1: beginCompletingTransaction found the bump required and queued its InitProducerId behind EndTxn. A bump
+    # required only later (a batch expired while completing: maybeResolveSequences) is queued by nobody: after
+    # EndTxn the client is INITIALIZING with nothing to send, and no call of the application is valid any more
+    bump_queued: bool = False
+    end_result: TransactionResult | None = None
+    txn_no: int = 0
+    records_sent: int = 0
+
+    def next_sequence(self, partition: str) -> int:
+        for p, seq in self.sequences:
+            if p == partition:
+                return seq
+        return 0
+
+    @property
+    def tag(self) -> Tag:
+        return (self.index, self.incarnation, self.txn_no)
+
+    @property
+    def address(self) -> str:
+        return producer_address(self.index)
+
+
+def _set(pairs: tuple[tuple[str, int], ...], key: str, value: int) -> tuple[tuple[str, int], ...]:
+    kept = [(k, v) for k, v in pairs if k != key]
+    kept.append((key, value))
+    kept.sort(key=lambda kv: repr(kv[0]))
+    return tuple(kept)
+
+
+# --- the Sender: what a producer sends after each step -------------------------------------------------
+
+def _next_correlation(p: Producer, request: type, used: frozenset[object]) -> Producer:
+    """A correlation id no message in flight uses. Kafka's ids only grow; reusing the smallest free one is
+    equivalent (a response can only be confused with a request still in flight) and keeps the space finite."""
+    correlation = next(c for c in range(len(used) + 1) if c not in used)
+    return replace(p, awaiting=(request, correlation))
+
+
+def _awaited(p: Producer) -> int:
+    assert p.awaiting is not None
+    return p.awaiting[1]
+
+
+def dispatch(config: ClientConfig, p: Producer, used: frozenset[object] = frozenset()
+             ) -> tuple[Producer, tuple[Envelope, ...]]:
+    """``Sender.runOnce``: send every request the client can send now (see module doc).
+
+    ``used``: the correlation ids of this producer's messages in flight."""
+    out: list[Envelope] = []
+    src = p.address
+    tid = p.transactional_id
+    tv2 = config.tv2
+    if p.phase is FATAL_ERROR:
+        return p, ()
+    if p.awaiting is None:
+        if p.phase is INITIALIZING and (p.producer_id == NO_PRODUCER_ID or p.bump_queued):
+            bump = p.producer_id != NO_PRODUCER_ID
+            p = _next_correlation(p, InitProducerId, used)
+            out.append(Envelope(src, COORDINATOR, InitProducerId(
+                tid, TXN_TIMEOUT_MS, p.producer_id if bump else -1, p.producer_epoch if bump else -1),
+                _awaited(p), p.tag))
+        elif p.phase in (IN_TRANSACTION, COMMITTING) and (p.queued or p.to_add):
+            # nextRequest: new partitions become an AddPartitionsToTxn queued behind the handlers already
+            # waiting (equal priority, first come first served); the oldest is sent
+            if p.to_add and Queued.PARTITIONS not in p.queued:
+                p = replace(p, queued=(*p.queued, Queued.PARTITIONS))
+            head, p = p.queued[0], replace(p, queued=p.queued[1:])
+            committing_offsets = head is Queued.OFFSETS and p.offsets is OffsetsStage.COMMIT and not tv2
+            if committing_offsets and not p.group_found and p.queued:
+                # Sender: no coordinator for the handler -> lookupCoordinator(GROUP) and reenqueue(); the
+                # FindCoordinator (answered at once here) goes first, then the oldest handler
+                head, p = p.queued[0], replace(p, queued=(*p.queued[1:], Queued.OFFSETS), group_found=True)
+            elif committing_offsets:
+                p = replace(p, group_found=True)
+            if head is Queued.PARTITIONS:
+                # newPartitionsInTransaction move to pendingPartitionsInTransaction: a partition sent while
+                # this request is in flight waits for the next one
+                p = replace(_next_correlation(p, AddPartitionsToTxn, used), adding=p.to_add, to_add=frozenset())
+                out.append(Envelope(src, COORDINATOR, AddPartitionsToTxn(
+                    tid, p.producer_id, p.producer_epoch, p.adding, 0), _awaited(p), p.tag))
+            elif p.offsets is OffsetsStage.ADD:
+                p = _next_correlation(p, AddOffsetsToTxn, used)
+                out.append(Envelope(src, COORDINATOR, AddOffsetsToTxn(
+                    tid, p.producer_id, p.producer_epoch, config.group_id), _awaited(p), p.tag))
+            elif p.offsets is OffsetsStage.COMMIT:
+                p = _next_correlation(p, TxnOffsetCommit, used)
+                offsets = (("input-0", p.txn_no),)
+                out.append(Envelope(src, GROUP, TxnOffsetCommit(
+                    tid, config.group_id, p.producer_id, p.producer_epoch, offsets), _awaited(p), p.tag))
+    # Produce: records whose partition is in the transaction (TV2: every partition is, implicitly). Kafka's
+    # Sender sends no produce while a transactional request is in flight (Sender.runOnce waits for it).
+    unsent = list(p.unsent)
+    for partition in p.unsent if p.awaiting is None else ():
+        busy = any(q[0] == partition for q in p.in_flight)
+        ready = tv2 or partition in p.added
+        if busy or not ready or p.phase not in (IN_TRANSACTION, COMMITTING):
+            continue
+        seq = p.next_sequence(partition)
+        nxt = 0 if seq >= config.max_sequence else seq + 1
+        unsent.remove(partition)
+        key = (partition, p.producer_id, p.producer_epoch, seq)
+        p = replace(p, in_flight=p.in_flight | {key}, sequences=_set(p.sequences, partition, nxt),
+                    started=True, unsent=tuple(unsent))
+        out.append(Envelope(src, partition, Produce(partition, p.producer_id, p.producer_epoch, seq, 1, True, tid),
+                            key, p.tag))
+    # EndTxn once everything before it is done (KafkaProducer flushes before committing).
+    if p.awaiting is None and p.phase in (COMMITTING, ABORTING) and p.end_result is not None:
+        produce_pending = bool(p.in_flight) and config.waits_for_produce_before_end_txn
+        offsets_pending = p.offsets in (OffsetsStage.ADD, OffsetsStage.COMMIT) and p.phase is COMMITTING
+        if not p.to_add and not p.unsent and not produce_pending and not offsets_pending:
+            result = p.end_result
+            if p.started or p.offsets is OffsetsStage.DONE:
+                p = _next_correlation(p, EndTxn, used)
+                out.append(Envelope(src, COORDINATOR, EndTxn(
+                    tid, p.producer_id, p.producer_epoch, result, config.transaction_version),
+                    _awaited(p), p.tag))
+            else:  # nothing was added: the transaction completes locally (no EndTxn)
+                p = transaction_completed(config, p, result)
+                p, more = dispatch(config, p, used)
+                return p, (*out, *more)
+    return p, tuple(out)
+
+
+def transaction_completed(config: ClientConfig, p: Producer, result: TransactionResult) -> Producer:
+    phase = INITIALIZING if p.bump_required and not config.tv2 else READY
+    return replace(p, phase=phase, added=frozenset(), to_add=frozenset(), queued=(), unsent=(),
+                   offsets=OffsetsStage.NONE, started=False, end_result=None,
+                   bump_required=False if phase is READY else p.bump_required, records_sent=0)
+
+
+# --- responses ----------------------------------------------------------------------------------------
+
+Outcome = str  # what the application is told: "committed", "aborted" or "fatal" (ghost, spec/ghost.py)
+
+
+def receive(config: ClientConfig, p: Producer, body: Any, context: Any
+            ) -> tuple[Producer, Outcome | None] | None:
+    """The client handles an answer: the producer after it and what the application learns of its
+    transaction's outcome, or None when the answer changes nothing (a stale or duplicated answer, or one to
+    a produce the client gave up on)."""
+    if isinstance(body, ProduceResponse):
+        if context not in p.in_flight:
+            return None
+        if body.error in RETRIABLE_ERRORS:
+            # Sender.canRetry -> TransactionManager.canRetry: a RetriableException is retried with the batch's
+            # sequence; the batch stays in flight and the client's retry step sends it again
+            return p, None
+        p = replace(p, in_flight=p.in_flight - {context})
+        if body.error is not Errors.NONE:
+            p = produce_failed(config, p, body.error)
+        return p, None
+    if p.awaiting is None or p.awaiting[1] != context:
+        return None  # no request with that correlation is waiting
+    request = p.awaiting[0]
+    adding = p.adding
+    p = replace(p, awaiting=None, adding=frozenset(), to_add=p.to_add | adding)  # re-enqueued unless added
+    error = body.error
+    if error in RETRIABLE:
+        return reenqueue(p, request), None  # the Sender re-enqueues the request
+    if error is not Errors.NONE:
+        if error in FATAL or request is InitProducerId:
+            told = "fatal" if p.phase in (COMMITTING, ABORTING) else None
+            return replace(p, phase=FATAL_ERROR), told
+        return abortable(p), None
+    told = None
+    if request is InitProducerId:
+        p = replace(p, phase=READY, producer_id=body.producer_id,
+                    producer_epoch=body.producer_epoch, sequences=(), bump_required=False,
+                    bump_queued=False)
+    elif request is AddPartitionsToTxn:
+        p = replace(p, added=p.added | adding, to_add=p.to_add - adding, started=True)
+    elif request is AddOffsetsToTxn:
+        p = replace(p, offsets=OffsetsStage.COMMIT, started=True, queued=(*p.queued, Queued.OFFSETS))
+    elif request is TxnOffsetCommit:
+        p = replace(p, offsets=OffsetsStage.DONE, started=True)
+    elif request is EndTxn:
+        result = p.end_result
+        assert result is not None
+        told = "committed" if result is TransactionResult.COMMIT else "aborted"
+        if config.tv2 and isinstance(body, EndTxnResponse) and body.producer_id != NO_PRODUCER_ID:
+            p = replace(p, producer_id=body.producer_id, producer_epoch=body.producer_epoch, sequences=())
+        p = transaction_completed(config, p, result)
+    return p, told
+
+
+def reenqueue(p: Producer, request: type) -> Producer:
+    """``TxnRequestHandler.reenqueue``: the handler goes back to the end of the queue."""
+    kind = _QUEUED_BY_REQUEST.get(request)
+    return replace(p, queued=(*p.queued, kind)) if kind is not None and kind not in p.queued else p
+
+
+_QUEUED_BY_REQUEST = {AddPartitionsToTxn: Queued.PARTITIONS, AddOffsetsToTxn: Queued.OFFSETS,
+                      TxnOffsetCommit: Queued.OFFSETS}
+
+
+def abortable(p: Producer) -> Producer:
+    if p.phase in (IN_TRANSACTION, COMMITTING):
+        return replace(p, phase=ABORTABLE_ERROR)
+    return p
+
+
+def produce_failed(config: ClientConfig, p: Producer, error: Errors, unresolved: bool = False) -> Producer:
+    """A produce failed (``unresolved``: the client gave up on a batch it had sent, so it cannot know
+    whether it was written: ``maybeResolveSequences`` then requires an epoch bump even while completing;
+    an error answer goes through ``maybeTransitionToErrorState``, which bumps only outside completion)."""
+    if error in PRODUCE_FATAL:
+        return replace(p, phase=FATAL_ERROR)
+    completing = p.phase in (COMMITTING, ABORTING)
+    bump = not config.tv2 and config.bumps_epoch_after_abortable_error and (unresolved or not completing)
+    return replace(abortable(p), bump_required=p.bump_required or bump)
+
+
+def expire_batch(config: ClientConfig, p: Producer, batch: Batch) -> Producer:
+    """The client gives up on a batch in flight (``delivery.timeout.ms``): its sequence is unresolved."""
+    return produce_failed(config, replace(p, in_flight=p.in_flight - {batch}), Errors.REQUEST_TIMED_OUT,
+                          unresolved=True)
+
+
+def request_timed_out(p: Producer) -> Producer:
+    """The transactional request in flight is lost with its answer: the client re-enqueues it."""
+    assert p.awaiting is not None
+    return reenqueue(replace(p, awaiting=None, adding=frozenset(), to_add=p.to_add | p.adding), p.awaiting[0])
+
+
+def restarted(p: Producer) -> Producer:
+    """The process crashed and a new instance with the same transactional id starts (ghost: next incarnation)."""
+    return Producer(index=p.index, transactional_id=p.transactional_id, incarnation=p.incarnation + 1,
+                    txn_no=p.txn_no)
