@@ -151,3 +151,23 @@ def test_txnspec_starts_and_stops_kafka_itself(tmp_path: Path, capsys: pytest.Ca
     with pytest.raises(ProcessLookupError):
         os.kill(report["facts"]["pid"], 0)  # and the broker is gone
 
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize("transaction_version", [2, 1])
+def test_the_java_client_sees_the_same_outcome_on_real_kafka_and_on_txnspec_serve(
+        transaction_version: int, real_kafka: Callable[[int], Any]) -> None:
+    """The consume-transform-produce loop of ``TxnHarness.java`` (a zombie, a restart, a stale group generation)
+    on Apache Kafka and on ``txnspec serve``: the same output, offsets and exceptions (issue 17's oracle claim)."""
+    if shutil.which("javac") is None:
+        pytest.skip("the Java harness needs javac (a JDK)")
+    from txnspec.conformance.serve.java_harness import run_harness
+    from txnspec.conformance.serve.server import ServerThread
+
+    on_kafka = run_harness(real_kafka(transaction_version).bootstrap)
+    with ServerThread(transaction_version=transaction_version) as server:
+        on_serve = run_harness(server.bootstrap)
+    outcome = ("ok", "output", "committed_offset", "zombie_commit", "stale_generation_commit",
+               "current_generation_commit")
+    assert {k: on_kafka.get(k) for k in outcome} == {k: on_serve.get(k) for k in outcome}
+    assert on_kafka["ok"] and on_kafka["zombie_commit"] == "ProducerFencedException"
