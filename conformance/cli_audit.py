@@ -42,9 +42,9 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 
 @subcommand("audit", "audit a Kafka-protocol broker against the spec (wire level and client level)", _arguments)
 def cmd_audit(args: argparse.Namespace) -> int:
+    from txnspec.conformance.audit.connection import WireError
     from txnspec.conformance.audit.report import BrokerUnavailable, Level
     from txnspec.conformance.audit.targets import open_target, takes_transaction_version
-    from txnspec.conformance.audit.wire import WireError
 
     if args.ops < 1:
         raise UsageError("--ops must be at least 1")

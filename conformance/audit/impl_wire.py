@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from txnspec.conformance.audit.connection import WireError
 from txnspec.conformance.audit.report import RuleResult
 from txnspec.conformance.audit.trace_plan import SCENARIOS, describe_plans, plans
 from txnspec.conformance.audit.trace_replay import (
@@ -17,7 +18,6 @@ from txnspec.conformance.audit.trace_replay import (
     first_error_name,
     run_trace,
 )
-from txnspec.conformance.audit.wire import WireError
 
 
 class ImplTxnWire:

@@ -230,7 +230,7 @@ def wait_ready(port: int, transaction_version: int, process: subprocess.Popen[by
     """Until the node answers ApiVersions with the transaction version asked for and Metadata lists it."""
     from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
-    from txnspec.conformance.audit.wire import BrokerConnection, WireError
+    from txnspec.conformance.audit.connection import BrokerConnection, WireError
 
     deadline = time.monotonic() + seconds
     last = "no answer"

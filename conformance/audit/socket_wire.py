@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from txnspec.conformance.audit.connection import BrokerConnection, WireError, error_name
 from txnspec.conformance.audit.trace_replay import (
     FETCH_ROUNDS,
     PAUSE_SECONDS,
@@ -25,7 +26,6 @@ from txnspec.conformance.audit.trace_replay import (
     consumer_records,
     first_error_name,
 )
-from txnspec.conformance.audit.wire import BrokerConnection, WireError, error_name
 
 
 @dataclass

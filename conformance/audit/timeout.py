@@ -28,10 +28,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from txnspec.conformance.audit.connection import WireError
 from txnspec.conformance.audit.impl_wire import ImplTxnWire
 from txnspec.conformance.audit.report import RuleResult
 from txnspec.conformance.audit.trace_replay import RETRIABLE, RETRIES
-from txnspec.conformance.audit.wire import WireError
 from txnspec.spec import coordinator as spec_coordinator
 from txnspec.spec import partition as spec_partition
 from txnspec.spec.errors import Errors

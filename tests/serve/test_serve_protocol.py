@@ -19,7 +19,7 @@ from kafka.protocol.metadata.metadata import MetadataRequest
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from txnspec.conformance.audit.wire import BrokerConnection
+from txnspec.conformance.audit.connection import BrokerConnection
 from txnspec.conformance.serve import records as wire_records
 from txnspec.conformance.serve.dispatch import HANDLERS
 from txnspec.conformance.serve.protocol import APIS, FrameError, decode_request
