@@ -165,8 +165,11 @@ class SocketTxnWire:
         from kafka.record.default_records import DefaultRecordBatchBuilder
 
         builder = DefaultRecordBatchBuilder(2, 0, tid is not None, producer_id, epoch, base_sequence, 1 << 20)
+        now_ms = int(time.time() * 1000)
         for i in range(count):
-            builder.append(i, 0, None, f"{topic}:{producer_id}:{epoch}:{base_sequence + i}".encode(), [])
+            # CreateTime now, as a client stamps it: a timestamp of 0 is seven days past log.retention.ms, and
+            # Kafka's first retention check (30 s after start) deletes such a partition's data
+            builder.append(i, now_ms, None, f"{topic}:{producer_id}:{epoch}:{base_sequence + i}".encode(), [])
         data = ProduceRequest.TopicProduceData(name=topic, partition_data=[
             ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=bytes(builder.build()))])
         r = self._call(self._leader(topic), "Produce", transactional_id=tid, acks=-1, timeout_ms=10000,

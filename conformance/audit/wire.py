@@ -398,8 +398,9 @@ class SocketTransport:
 
         assert self.conn is not None
         builder = DefaultRecordBatchBuilder(2, 0, False, producer_id, epoch, base_sequence, 1 << 20)
+        now_ms = int(time.time() * 1000)
         for i in range(count):
-            builder.append(i, 0, None, f"{base_sequence + i}".encode(), [])
+            builder.append(i, now_ms, None, f"{base_sequence + i}".encode(), [])  # CreateTime: see socket_wire
         records = bytes(builder.build())
         request = {"transactional_id": None, "acks": -1, "timeout_ms": 10000,
                    "topic_data": [ProduceRequest.TopicProduceData(
