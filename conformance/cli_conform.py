@@ -47,6 +47,10 @@ def _arguments(p: argparse.ArgumentParser) -> None:
                    help="load a user-written variant (a module defining VARIANT); used when --variant is not given")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--html-out", type=Path, help="write a self-contained HTML report (divergences as diagrams)")
+    p.add_argument("--matrix", action="store_true",
+                   help="run every Kafka scenario at TV2 and TV1 (random walks, --traces each) and print one table "
+                        "of verdicts and coverage; --scenario, --variant and --strategy do not apply")
+    p.add_argument("--short", action="store_true", help="with --matrix: one line per run, without the gaps")
 
 
 @subcommand("conform", "generate traces from the spec and replay them against spec or impl on Spark", _arguments)
@@ -61,6 +65,8 @@ def cmd_conform(args: argparse.Namespace) -> int:
         raise UsageError("--traces must be a positive number")
     if args.max_steps <= 0:
         raise UsageError("--max-steps must be a positive number")
+    if args.matrix:
+        return _matrix(args)
     variant_file = None
     if args.variant_file is not None:
         from txnspec.conformance.cli_diff import load_variant_files
@@ -124,6 +130,51 @@ def cmd_conform(args: argparse.Namespace) -> int:
                   if d.get("shrunk_trace")]
         write_output(args.html_out, "--html-out", lambda p: write_page(p, conform_page(result.summary, shrunk)))
     failed = result.summary["diverged"] + result.summary["errors"]
+    return EXIT_OK if failed == 0 else EXIT_VIOLATION
+
+
+def _matrix(args: argparse.Namespace) -> int:
+    """``--matrix``: every Kafka scenario at both transaction versions, one Spark session, one table."""
+    import sys
+
+    from txnspec.conformance.adapters import make_adapter
+    from txnspec.conformance.cli_main import java_problem
+    from txnspec.conformance.matrix import render, run_matrix
+
+    if args.variant_file is not None or args.html_out is not None:
+        raise UsageError("--matrix takes neither --variant-file nor --html-out")
+    try:
+        make_adapter(args.adapter)
+    except (KeyError, ValueError) as exc:
+        raise UsageError(str(exc).strip("'\"")) from None
+    standalone = standalone_masters(args.master)
+    check_reachable(args.master, standalone)
+    problem = java_problem()
+    if problem:
+        print(f"txnspec conform: error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    from pyspark.sql import SparkSession
+
+    from txnspec.conformance.spark_job import spark_session
+
+    session = start_standalone_session(args.master, spark_session) if standalone else \
+        SparkSession.getActiveSession()  # e.g. under spark-submit, or a notebook's session: not ours to stop
+    own_session = standalone or session is None
+    session = session or spark_session(args.master)
+    show = sys.stderr.isatty() and not args.json
+    try:
+        cells = run_matrix(args.adapter, args.traces, out=args.out, session=session, seed=args.seed,
+                           max_steps=args.max_steps,
+                           on_cell=(lambda c: print(f"  {c.scenario} TV{c.transaction_version}: {c.passed}/"
+                                                    f"{c.traces} passed", file=sys.stderr)) if show else None)
+    finally:
+        if own_session:
+            session.stop()
+    rows = [c.to_json() for c in cells]
+    write_output(args.out / "matrix.json", "--out",
+                 lambda p: p.write_text(json.dumps(rows, indent=2, sort_keys=True) + "\n", encoding="utf-8"))
+    print(json.dumps(rows, indent=2, sort_keys=True) if args.json else render(cells, args.adapter, short=args.short))
+    failed = sum(c.diverged + c.errors for c in cells)
     return EXIT_OK if failed == 0 else EXIT_VIOLATION
 
 

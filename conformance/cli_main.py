@@ -4,7 +4,9 @@
 2. the model check of the ``default`` scenario under the current protocol;
 3. the conformance suite on local Spark: 10,000 traces of the ``default`` scenario generated from the spec
    (transition-covering and random) replayed in lock step against the implementation
-   (``--conform-scenario``, ``--traces``).
+   (``--conform-scenario``, ``--traces``);
+4. the conformance matrix, short: every Kafka scenario at TV2 and TV1 against the implementation
+   (``--matrix-traces`` random walks each), one line per run with its verdicts and coverage.
 
 Each stage prints its own report; the last line sums them up. Exit 0 only if every stage passed.
 """
@@ -30,7 +32,9 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--conform-scenario", default="default",
                    help="the scenario whose traces are replayed against the implementation on Spark")
     p.add_argument("--out", type=Path, default=Path("out"), help="where the conformance results go")
-    p.add_argument("--skip-spark", action="store_true", help="skip the Spark conformance stage")
+    p.add_argument("--matrix-traces", type=int, default=100,
+                   help="random walks per scenario and transaction version in the conformance matrix")
+    p.add_argument("--skip-spark", action="store_true", help="skip the Spark stages (conformance and matrix)")
 
 
 def java_problem() -> str | None:
@@ -77,6 +81,9 @@ def cmd_main(args: argparse.Namespace) -> int:
                 stage("Spark conformance (implementation)",
                       ["conform", "--scenario", args.conform_scenario, "--adapter", "impl",
                        "--traces", str(args.traces), "--out", str(args.out)])
+                stage("conformance matrix (implementation, TV2 and TV1)",
+                      ["conform", "--matrix", "--short", "--adapter", "impl", "--traces", str(args.matrix_traces),
+                       "--out", str(args.out / "matrix")])
             except ModuleNotFoundError:
                 print("\n(the Spark conformance job is not built yet: skipped)")
     print("\n=== summary")

@@ -64,6 +64,13 @@ class JobConfig:
     shrink: bool = True
     variant_file: str | None = None  # a user-written variant (--variant-file), loaded by each worker too
     covering_paths: tuple[tuple[Action, ...], ...] = field(default=(), repr=False)
+    # a test hook: the first attempt of these Spark partitions fails after its first row (Spark retries them;
+    # in local mode only with a master local[N,F], F attempts)
+    fail_first_attempt_of: tuple[int, ...] = ()
+
+
+class InjectedTaskFailure(RuntimeError):
+    """The deliberate failure of a first task attempt (:attr:`JobConfig.fail_first_attempt_of`)."""
 
 
 def trace_seed(base: int, index: int) -> int:
@@ -117,11 +124,20 @@ def run_partition(config: JobConfig, tasks: Iterable[tuple[int, str, int]], done
         from txnspec.spec.variants.user import load_variant_file
 
         load_variant_file(config.variant_file)
+    doomed = False
+    if config.fail_first_attempt_of:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        doomed = context is not None and context.attemptNumber() == 0 \
+            and context.partitionId() in config.fail_first_attempt_of
     for index, strategy, seed in tasks:
         row = run_task(config, index, strategy, seed)
         yield tuple(row[c] for c in RESULT_COLUMNS)
         if done is not None:
             done.add(1)
+        if doomed:  # after a row went out: the attempt dies half done
+            raise InjectedTaskFailure(f"the first attempt of this partition fails after trace {index} (test hook)")
 
 
 def _partition_runner(config: JobConfig, done: Any = None) -> Any:

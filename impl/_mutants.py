@@ -44,6 +44,13 @@ MUTANTS: dict[str, Mutant] = {m.name: m for m in (
            "TransactionMarkerChannelManager: a marker to every partition of the transaction"),
     Mutant("init-does-not-fence-ongoing", "InitProducerId leaves an ongoing transaction open",
            "TransactionCoordinator.handleInitProducerId: an Ongoing transaction is aborted (PrepareEpochFence)"),
+    # revealed only by the faults of issue 20 (a failed transaction-log append, a lost request or answer)
+    Mutant("acts-on-failed-log-append", "the coordinator moves to the state whose log append failed",
+           "TransactionStateManager.appendTransactionToLog: the cached metadata changes only after a successful "
+           "append; a failed one resets the pending state"),
+    Mutant("lost-request-not-retried", "a transactional request lost with its answer is never sent again",
+           "Sender / TransactionManager: a request whose connection failed or timed out is re-enqueued "
+           "(TxnRequestHandler.reenqueue)"),
 )}
 
 ACTIVE: str | None = None

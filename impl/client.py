@@ -33,6 +33,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from txnspec.impl import _mutants
 from txnspec.impl.errors import (
     ApiException,
     ClusterAuthorizationException,
@@ -1012,6 +1013,8 @@ class Producer:
             return
         _, handler = self.in_flight_txn
         self.in_flight_txn = None
+        if _mutants.active("lost-request-not-retried"):
+            return
         if handler.coordinator_type is not None:
             self.tm._lookup_coordinator(handler.coordinator_type, handler.coordinator_key)
         handler.reenqueue()

@@ -136,6 +136,11 @@ class Network:
         """Lose the next matching message (a lost request or response: the client sees a disconnect)."""
         self._drop.append(match)
 
+    def lose(self, m: Message) -> None:
+        """Lose ``m`` now; its sender finds out only when its request times out (:meth:`Cluster.time_out`)."""
+        self.messages.remove(m)
+        self.log.append(f"lost {m!r}")
+
     def duplicate_next(self, match: MessageFilter) -> None:
         """Deliver the next matching message twice (a retransmitted request)."""
         self._dup.append(match)
@@ -279,10 +284,7 @@ class Cluster:
             if match(m):
                 del net._drop[i]
                 net.log.append(f"dropped {m!r}")
-                if m.client in self.producers and not isinstance(m.request, TxnMarker):
-                    self.producers[m.client].on_disconnect(m.request)  # type: ignore[arg-type]
-                elif isinstance(m.request, TxnMarker):
-                    self.broker.txn_coordinator.on_marker_response(m.request, Errors.REQUEST_TIMED_OUT, self.now_ms)
+                self.time_out(m)
                 return
         copies = 1
         for i, match in enumerate(net._dup):
@@ -293,6 +295,14 @@ class Cluster:
         for _ in range(copies):
             self._deliver_one(m)
         self._dispatch()
+
+    def time_out(self, m: Message) -> None:
+        """The sender of lost message ``m`` (or of the request it answers) gives up waiting: a client retries
+        (``NetworkClient`` request timeout), the coordinator re-sends a marker (``TransactionMarkerChannelManager``)."""
+        if isinstance(m.request, TxnMarker):
+            self.broker.txn_coordinator.on_marker_response(m.request, Errors.REQUEST_TIMED_OUT, self.now_ms)
+        elif m.client in self.producers:
+            self.producers[m.client].on_disconnect(m.request)  # type: ignore[arg-type]
 
     def _deliver_one(self, m: Message) -> None:
         net = self.network

@@ -237,6 +237,9 @@ class TransactionStateManager:
                 return Errors.NOT_COORDINATOR
             md.complete_transition_to(transit)
             return Errors.NONE
+        if md is not None and _mutants.active("acts-on-failed-log-append"):
+            md.complete_transition_to(transit)
+            return error
         if md is not None and coordinator_epoch == self.coordinator_epoch and not retry_on_error(error):
             md.pending_state = None
         return error

@@ -141,6 +141,7 @@ class Partition:
         self.max_message_bytes = max_message_bytes
         self.hw_follows_leo = True
         self._high_watermark = log_start_offset
+        self.refused_appends: list[Errors] = []  # errors the next appends are refused with (refuse_next_append)
 
     # --- offsets ---
 
@@ -181,10 +182,19 @@ class Partition:
 
     # --- appends ---
 
+    def refuse_next_append(self, error: Errors) -> None:
+        """Refuse the next client append (data or a coordinator's log record) with ``error`` before anything is
+        written: ``Partition.appendRecordsToLeader`` answers ``NOT_ENOUGH_REPLICAS`` so when the in-sync
+        replicas are fewer than ``min.insync.replicas`` (a fault injected by tests and conformance)."""
+        self.refused_appends.append(error)
+
     def append_records(self, producer_id: int, producer_epoch: int, base_sequence: int, records: Sequence[Record],
                        is_transactional: bool = False, *, now_ms: int = 0,
                        origin: AppendOrigin = AppendOrigin.CLIENT) -> ProduceResult:
         """A produce of one batch (``appendAsLeader``; origin CLIENT, or COORDINATOR for group offsets)."""
+        if self.refused_appends:
+            return ProduceResult(self.refused_appends.pop(0), log_start_offset=self.log_start_offset,
+                                 message="refused before writing: fewer in-sync replicas than min.insync.replicas")
         bad = _validate_batch(producer_id, producer_epoch, base_sequence, records, is_transactional)
         if bad:
             return ProduceResult(Errors.INVALID_RECORD, message=bad, log_start_offset=self.log_start_offset)

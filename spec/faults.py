@@ -97,7 +97,9 @@ def client_retry_steps(system: System, state: SystemState) -> Iterator[tuple[Act
         if p.awaiting is not None and not any(e.context == p.awaiting[1] for e in mine):
             yield (Action(K.RETRY, who, request=p.awaiting[0]),
                    with_dispatch(system, state, request_timed_out(p)))
-        for key in sorted(p.in_flight):
+        # a produce that timed out goes back to the accumulator: Sender.runOnce drains it again only once no
+        # transactional request is in flight (maybeSendAndPollTransactionalRequest), as dispatch does
+        for key in sorted(p.in_flight) if p.awaiting is None else ():
             partition, producer_id, epoch, seq = key
             if not any(e.context == key for e in mine):
                 resend = Envelope(who, partition, Produce(partition, producer_id, epoch, seq, 1, True,

@@ -123,6 +123,29 @@ LARGE = scenario(Scenario(
     partitions=("p0", "p1"), transactions_per_producer=2, commit_offsets=True, max_epoch=6, max_sequence=7,
     faults={"duplicate": 1, "timeout": 1, "failover": 1}))
 
+# the three faults no scenario above budgets (issue 20): each alone, then all three together
+LOSS = scenario(Scenario(
+    "loss", "consume-transform-produce on two partitions; two requests or responses may be lost (the client "
+    "re-sends after its request timeout, the coordinator re-sends a marker)",
+    partitions=("p0", "p1"), commit_offsets=True, max_epoch=4, max_sequence=3, faults={"loss": 2}))
+
+APPEND_FAILURE = scenario(Scenario(
+    "append-failure", "consume-transform-produce, two transactions on two partitions; one transaction-log "
+    "append of the coordinator may fail (NOT_ENOUGH_REPLICAS, answered as COORDINATOR_NOT_AVAILABLE)",
+    partitions=("p0", "p1"), transactions_per_producer=2, commit_offsets=True, max_epoch=6, max_sequence=3,
+    faults={"append_failure": 1}))
+
+CRASH = scenario(Scenario(
+    "crash", "one producer, two transactions on two partitions; the producer may crash and a new instance with "
+    "the same transactional id start",
+    partitions=("p0", "p1"), transactions_per_producer=2, max_epoch=6, max_sequence=3, faults={"crash": 1}))
+
+FAULTS_COMBINED = scenario(Scenario(
+    "faults", "one producer, two transactions on one partition; a loss, a failed transaction-log append and a "
+    "producer crash, in any order",
+    transactions_per_producer=2, max_epoch=6, max_sequence=3,
+    faults={"loss": 1, "append_failure": 1, "crash": 1}))
+
 
 def scenario_named(name: str) -> Scenario:
     try:

@@ -13,9 +13,17 @@ How steps map onto :class:`txnspec.impl.cluster.Cluster`
     * faults: ``duplicate`` re-sends the request, ``timeout`` (and ``abandoned timeout``) advances the clock
       past the transaction timeout (without running the network), ``failover`` crashes and restarts the
       coordinators (markers already sent stay in flight), ``expire batch`` expires the in-flight batch
-      (``Producer.expire_batch``); loss, append failure and producer crash are not mapped yet and report
-      the step as not enabled (a divergence naming the fault); an action names what it does by its fields
-      (:class:`txnspec.spec.actions.Action`), so no step can say one thing and be read as another.
+      (``Producer.expire_batch``); an action names what it does by its fields
+      (:class:`txnspec.spec.actions.Action`), so no step can say one thing and be read as another;
+    * ``lose`` takes the message off the implementation's network (``Network.lose``) and nobody is told:
+      the spec's ``retry`` (the client's request timeout) and ``resend marker`` (the coordinator's) then
+      time the lost message out (``Cluster.time_out``), so the client retries when the spec's does;
+    * ``append fails`` arms the transaction-log partition to refuse its next append with the spec's
+      ``NOT_ENOUGH_REPLICAS`` (``Partition.refuse_next_append``, as the leader refuses below
+      ``min.insync.replicas``) and delivers the request: the coordinator's own error handling runs;
+    * ``crash`` is ``Cluster.crash_producer`` and a new client instance with the same transactional id; what
+      the dead instance sent stays in flight (a zombie's requests still reach the brokers, as in the spec),
+      answers to it are dropped on delivery.
 
 What is compared (:meth:`ImplAdapter.project`)
     The records visible per *data* partition at both isolation levels and the committed group offsets.
@@ -76,6 +84,11 @@ class ImplAdapter:
         self.txn_no: dict[str, int] = {}
         self.results: list[Any] = []  # the clients' pending TransactionalRequestResults
         self.marker_answers: list[tuple[Any, Any]] = []  # (marker, error) appended, answer not yet delivered
+        self.handles: dict[str, Any] = {}  # spec producer -> the live instance's ProducerHandle
+        self.transactional_ids: dict[str, str] = {}
+        self.instances: dict[str, list[str]] = {}  # spec producer -> client name of each incarnation
+        self.lost: list[Any] = []  # messages of producers lost and not yet timed out
+        self.lost_markers: list[Any] = []  # markers lost, or whose answer was lost, not yet re-sent
 
     def reset(self, scenario: str, variant: str = "current") -> None:
         from txnspec.impl import _mutants
@@ -89,14 +102,29 @@ class ImplAdapter:
         self.cluster = Cluster(transaction_version=s.transaction_version)
         self.partitions, self.group = s.partitions, s.group_id
         self.producers, self.txn_no, self.results, self.marker_answers = {}, {}, [], []
+        self.handles, self.instances, self.lost, self.lost_markers = {}, {}, [], []
         for p in initial_state(system).producers:
-            handle = self.cluster.producer(p.transactional_id)
-            # the spec's producer sends each record in its own Produce, one Produce in flight per partition
-            # (spec/system.py): batch.size of one record and max.in.flight.requests.per.connection=1, both legal
-            handle.producer.batch_records = 1
-            handle.producer.max_in_flight = 1
-            self.producers[producer_address(p.index)] = (handle.name, handle.producer)
+            self._start_producer(producer_address(p.index), p.transactional_id)
             self.txn_no[producer_address(p.index)] = 0
+
+    def _start_producer(self, who: str, transactional_id: str) -> None:
+        handle = self.cluster.producer(transactional_id)
+        # the spec's producer sends each record in its own Produce, one Produce in flight per partition
+        # (spec/system.py): batch.size of one record and max.in.flight.requests.per.connection=1, both legal
+        handle.producer.batch_records = 1
+        handle.producer.max_in_flight = 1
+        self.producers[who] = (handle.name, handle.producer)
+        self.handles[who] = handle
+        self.transactional_ids[who] = transactional_id
+        self.instances.setdefault(who, []).append(handle.name)
+
+    def _clients(self, who: str, tag: Any) -> set[str]:
+        """The implementation's client names of spec producer ``who``: the instance of the message's tag
+        (producer, incarnation, transaction), or every instance for a message without one."""
+        names = self.instances[who]
+        if tag is not None and tag[1] < len(names):
+            return {names[tag[1]]}
+        return set(names)
 
     # --- steps ---
 
@@ -134,16 +162,17 @@ class ImplAdapter:
                     candidates.append(m)
                 continue
             if envelope.target in self.producers:  # a response to a producer
-                client = self.producers[envelope.target][0]
-                if m.response is None or m.client != client or type(m.request) not in ANSWERS.get(type(body), ()):
+                clients = self._clients(envelope.target, envelope.tag)
+                if m.response is None or m.client not in clients or type(m.request) not in ANSWERS.get(type(body), ()):
                     continue
                 if isinstance(body, spec.ProduceResponse) and not _same_partition(m.request.partition,
                                                                                    envelope.source):
                     continue
                 candidates.append(m)
             if envelope.source in self.producers:  # a request from a producer
-                client = self.producers[envelope.source][0]
-                if m.response is not None or m.client != client or type(m.request) is not IMPL_REQUEST.get(type(body)):
+                clients = self._clients(envelope.source, envelope.tag)
+                if m.response is not None or m.client not in clients \
+                        or type(m.request) is not IMPL_REQUEST.get(type(body)):
                     continue
                 if isinstance(body, spec.Produce) and isinstance(m.request, implm.Produce) \
                         and not _same_partition(m.request.partition, envelope.target):
@@ -217,12 +246,7 @@ class ImplAdapter:
             if result is not None:
                 self.results.append(result)
         elif kind is K.DELIVER_WRITE_TXN_MARKERS_RESPONSE:
-            _, _, source = action.message.context  # the marker's partition (the group's: __consumer_offsets)
-            answered = next((a for a in self.marker_answers if _same_partition(a[0].partition, source)), None)
-            if answered is None:
-                raise self._not_enabled(step, "no marker answer from that partition")
-            self.marker_answers.remove(answered)
-            marker, error = answered
+            marker, error = self._take_marker_answer(step)
             self.cluster.broker.txn_coordinator.on_marker_response(marker, error, self.cluster.now_ms)
             self.cluster._dispatch()
         elif kind is K.DELIVER_WRITE_TXN_MARKERS:
@@ -260,8 +284,18 @@ class ImplAdapter:
             self.cluster.crash_coordinator()
             self.cluster.restart_coordinator()
             self.cluster.network.messages[:0] = sent
+        elif kind is K.LOSE:
+            self._lose(step)
+        elif kind is K.RETRY:
+            self._retry(step)
+        elif kind is K.RESEND_MARKER:
+            self._resend_marker(step)
+        elif kind is K.APPEND_FAILS:
+            self._append_fails(step)
+        elif kind is K.CRASH:
+            self._crash(action.actor)
         else:
-            raise self._not_enabled(step, f"the fault {kind.value!r} is not mapped onto the implementation yet")
+            raise self._not_enabled(step, f"the step {kind.value!r} is not mapped onto the implementation")
         self._pump()
         self._ack()
         observed = self.observe()
@@ -271,6 +305,79 @@ class ImplAdapter:
         answers += [error for _, error in self.marker_answers[answers_before:]]
         observed["errors"] = sorted(e.name for e in answers if e.name != "NONE")
         return observed
+
+    def _take_marker_answer(self, step: Any) -> tuple[Any, Any]:
+        """The (marker, error) answered by the partition the step's WriteTxnMarkersResponse comes from."""
+        _, _, source = step.action.message.context  # the marker's partition (the group's: __consumer_offsets)
+        answered = next((a for a in self.marker_answers if _same_partition(a[0].partition, source)), None)
+        if answered is None:
+            raise self._not_enabled(step, "no marker answer from that partition")
+        self.marker_answers.remove(answered)
+        return answered
+
+    def _lose(self, step: Any) -> None:
+        if isinstance(step.action.body, spec.WriteTxnMarkersResponse):
+            marker, _ = self._take_marker_answer(step)
+            self.lost_markers.append(marker)
+            return
+        m = self._match(step)
+        if m is None:
+            raise self._not_enabled(step, "no such message to lose")
+        self.cluster.network.lose(m)
+        if isinstance(m.request, TxnMarker):
+            self.lost_markers.append(m.request)
+        else:
+            self.lost.append(m)
+
+    def _retry(self, step: Any) -> None:
+        """The client's request timeout fires for a lost request (or a request whose answer was lost)."""
+        action = step.action
+        name, producer = self.producers[action.actor]
+        if action.message is not None:  # a produce
+            partition = impl_partition(action.message.target)
+            lost = [m for m in self.lost if m.client == name and isinstance(m.request, implm.Produce)
+                    and m.request.partition == partition]
+        else:
+            awaited = producer.in_flight_txn[0] if producer.in_flight_txn is not None else None
+            lost = [m for m in self.lost if m.client == name and m.request is awaited]
+        if not lost:
+            raise self._not_enabled(step, "the implementation's client lost nothing it waits for")
+        self.lost.remove(lost[-1])
+        self.cluster.time_out(lost[-1])
+
+    def _resend_marker(self, step: Any) -> None:
+        from txnspec.impl.errors import Errors
+
+        partition = step.action.body.partition
+        lost = [mk for mk in self.lost_markers if _same_partition(mk.partition, partition)]
+        if not lost:
+            raise self._not_enabled(step, "no marker to that partition was lost")
+        self.lost_markers.remove(lost[-1])
+        self.cluster.broker.txn_coordinator.on_marker_response(lost[-1], Errors.REQUEST_TIMED_OUT, self.cluster.now_ms)
+        self.cluster._dispatch()
+
+    def _append_fails(self, step: Any) -> None:
+        """Deliver the request with the coordinator's transaction-log partition refusing its next append."""
+        from txnspec.impl.errors import Errors
+
+        m = self._match(step)
+        if m is None:
+            raise self._not_enabled(step, "no such message in flight in the implementation")
+        log = self.cluster.broker.txn_coordinator.txn_manager.partition_for(m.request.transactional_id)
+        log.refuse_next_append(Errors.NOT_ENOUGH_REPLICAS)
+        try:
+            self.cluster.deliver(m)
+        finally:
+            log.refused_appends.clear()  # a request that wrote nothing had nothing refused (as in the spec)
+
+    def _crash(self, who: str) -> None:
+        name, _ = self.producers[who]
+        in_flight = list(self.cluster.network.messages)
+        self.cluster.crash_producer(self.handles[who])
+        # what the dead instance sent stays on its way (the spec keeps it); answers to it are dropped on delivery
+        self.cluster.network.messages = in_flight
+        self.lost = [m for m in self.lost if m.client != name]
+        self._start_producer(who, self.transactional_ids[who])
 
     # --- observation ---
 

@@ -284,7 +284,9 @@ KILLED = {"no-duplicate-check": "txn.Produce", "no-epoch-fencing": "txn.Produce"
           "init-does-not-fence-ongoing": "txn.InitProducerId"}
 SURVIVE = {"duplicate-check-last-batch-only": "needs 5 batches: the hand-chosen rule produce.duplicate_within_last_5",
            "no-aborted-filter": "a consumer's bug: the audit filters fetched batches itself",
-           "timeout-commits": "needs a transaction timeout, which no client can cause"}
+           "timeout-commits": "needs a transaction timeout, which no client can cause",
+           "acts-on-failed-log-append": "needs a failed transaction-log append, which no client can cause",
+           "lost-request-not-retried": "a client's bug: the audit's own client sends the requests"}
 
 
 def test_the_trace_replay_kills_the_broker_mutants_of_the_implementation() -> None:

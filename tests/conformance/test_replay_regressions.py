@@ -22,6 +22,8 @@ REGRESSIONS = [
     ("default", 2624, "the first TxnOffsetCommit of a transaction duplicated during PrepareAbort"),
     ("default", 5543, "two answers to copies of one Produce: the adapter matched the error, not the epoch text"),
     ("large", 15, "the adapter dropped the markers the old coordinator had sent when it failed over"),
+    ("loss", 32, "the spec re-sent a lost Produce while a TxnOffsetCommit was in flight (Kafka's Sender waits)"),
+    ("faults", 46, "InitProducerId copies of a crashed and a new instance: the adapter matched the other one"),
 ]
 # transaction version 1: the client's queue of AddPartitionsToTxn / AddOffsetsToTxn / TxnOffsetCommit
 TV1_REGRESSIONS = [

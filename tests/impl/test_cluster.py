@@ -6,7 +6,7 @@ import pytest
 
 from txnspec.impl.client import State
 from txnspec.impl.cluster import Cluster, named
-from txnspec.impl.errors import KafkaException, ProducerFencedException, TimeoutException
+from txnspec.impl.errors import Errors, KafkaException, ProducerFencedException, TimeoutException
 from txnspec.impl.testing import cluster, cluster_tv1  # noqa: F401 — the fixtures users import
 
 TVS = [1, 2]
@@ -157,3 +157,34 @@ def test_reordered_delivery_of_two_produce_batches_is_resolved_by_sequence_numbe
     cluster.deliver(first)
     p.commit_transaction()
     assert values(cluster, "out-0") == ["a", "b"]
+
+
+def test_a_lost_request_is_retried_only_when_it_times_out() -> None:
+    c = Cluster()
+    p = c.producer("t1")
+    p.producer.init_transactions()
+    c.run(until=lambda: bool(c.network.pending(named("InitProducerId"))))  # the coordinator lookup first
+    (init,) = c.network.pending(named("InitProducerId"))
+    c.network.lose(init)
+    c._dispatch()
+    assert c.network.pending(named("InitProducerId")) == []  # nobody knows yet
+    c.time_out(init)
+    c._dispatch()
+    assert [m.name for m in c.network.messages] == ["FindCoordinator"]  # the client looks the coordinator up again
+    c.run(until=lambda: bool(c.network.pending(named("InitProducerId"))))
+    assert len(c.network.pending(named("InitProducerId"))) == 1
+
+
+def test_a_failed_transaction_log_append_answers_coordinator_not_available_and_keeps_the_state() -> None:
+    c = Cluster()
+    p = c.producer("t1")
+    p.init_transactions()
+    log = c.broker.txn_coordinator.txn_manager.partition_for("t1")
+    end = log.log_end_offset
+    p.begin_transaction()
+    p.send("out-0", "v")
+    log.refuse_next_append(Errors.NOT_ENOUGH_REPLICAS)
+    p.commit_transaction()  # the client retries COORDINATOR_NOT_AVAILABLE; the second append succeeds
+    c.run()
+    assert c.transaction_state("t1") == "CompleteCommit" and log.log_end_offset > end
+    assert values(c, "out-0") == ["v"]

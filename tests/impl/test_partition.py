@@ -115,3 +115,12 @@ def test_rebuilding_producer_state_from_the_log_gives_the_same_answers() -> None
     p.rebuild_producer_state(snap)
     assert (p.first_unstable_offset, p.last_stable_offset, list(p.txn_index.entries)) == before
     assert p.append_records(2, 0, 1, recs(1), True).error is Errors.NONE
+
+
+def test_a_refused_append_writes_nothing_and_leaves_producer_state_as_it_was() -> None:
+    p = Partition("t-0")
+    p.refuse_next_append(Errors.NOT_ENOUGH_REPLICAS)
+    refused = p.append_records(7, 0, 0, [Record(value="a")], is_transactional=True)
+    assert refused.error is Errors.NOT_ENOUGH_REPLICAS
+    assert p.log_end_offset == 0 and p.producer_state.last_entry(7) is None
+    assert p.append_records(7, 0, 0, [Record(value="a")], is_transactional=True).error is Errors.NONE  # once only

@@ -26,6 +26,34 @@ def test_every_property_holds_on_the_pinned_number_of_states(name: str) -> None:
     assert result.states == PINNED[name]
     assert result.deadlock_count == 0
 
+# the scenarios of the faults loss, append_failure and crash (issue 20), at both transaction versions
+PINNED_FAULTS = {
+    ("loss", "current"): 4352, ("loss", "tv1"): 5625,
+    ("append-failure", "current"): 4055, ("append-failure", "tv1"): 6935,
+    ("crash", "current"): 7160, ("crash", "tv1"): 10761,
+    ("faults", "current"): 31468, ("faults", "tv1"): 48598,
+}
+FAULT_KINDS = {"loss": ("lose",), "append-failure": ("append fails",), "crash": ("crash",),
+               "faults": ("lose", "append fails", "crash")}
+
+
+@pytest.mark.parametrize(("name", "variant"), sorted(PINNED_FAULTS))
+def test_every_property_holds_under_loss_append_failure_and_crash(name: str, variant: str) -> None:
+    result = check(build_model(name, variant))
+    assert result.complete and result.ok, result.render()
+    assert result.states == PINNED_FAULTS[(name, variant)]
+    assert result.deadlock_count == 0
+    for kind in FAULT_KINDS[name]:  # the budgeted fault is taken, not merely allowed
+        assert result.coverage.get(kind, 0) > 0, kind
+
+
+def test_every_fault_of_the_model_is_budgeted_by_some_pinned_scenario() -> None:
+    from txnspec.spec.scenarios import FAULTS
+
+    pinned = set(PINNED) | {name for name, _ in PINNED_FAULTS} | {"default"}
+    budgeted = {fault for name in pinned for fault, budget in SCENARIOS[name].faults.items() if budget > 0}
+    assert budgeted == set(FAULTS)
+
 
 def test_default_scenario_is_pinned_too() -> None:
     """About 40 s: the one scenario the README's main job checks."""

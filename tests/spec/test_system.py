@@ -99,6 +99,20 @@ def test_a_client_retries_only_when_its_request_and_answer_are_gone() -> None:
     assert [type(e.body) for e in retried.network] == [InitProducerId]
 
 
+def test_a_lost_produce_is_resent_only_once_no_transactional_request_is_in_flight() -> None:
+    """Kafka's Sender.runOnce sends no produce data while a transactional request is in flight
+    (maybeSendAndPollTransactionalRequest returns early), so a re-enqueued batch waits for its answer."""
+    faulty = build_system(SCENARIOS["offsets"].with_(faults={"loss": 1}))
+    state = run(faulty, sysm.initial_state(faulty), "producer-0.initTransactions()", "deliver", "deliver",
+                "producer-0.beginTransaction()", "producer-0.send(p0)", "lose producer-0->p0: Produce")
+    assert "retry" in kinds(faulty, state)  # nothing else in flight: the produce times out and is re-sent
+    waiting = run(faulty, state, "producer-0.sendOffsetsToTransaction()")
+    assert waiting.producers[0].awaiting is not None
+    assert "retry" not in kinds(faulty, waiting)
+    answered = run(faulty, waiting, "deliver producer-0->group", "deliver group->producer-0")
+    assert "retry" in kinds(faulty, answered)
+
+
 def test_the_coordinator_resends_a_marker_only_once_it_and_its_answer_are_gone() -> None:
     faulty = build_system(SCENARIOS["tiny"].with_(faults={"loss": 1}))
     state = committed_once(faulty)
