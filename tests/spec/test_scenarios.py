@@ -16,7 +16,7 @@ PINNED = {
     "failover": 208,
     "retry": 839,
     "epoch-exhaustion": 403,
-    "rebalance": 12_338,
+    "rebalance": 13_692,
 }
 
 
