@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-COMPONENTS = ("coordinator", "partition", "client")
+COMPONENTS = ("coordinator", "partition", "client", "group")
 
 
 class CaseInputError(ValueError):

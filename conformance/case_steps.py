@@ -6,9 +6,9 @@ Both case targets (the spec's, :mod:`txnspec.conformance.case_targets.spec_targe
 defaulted here once, so the two targets cannot read a case differently. A malformed value is a
 :class:`~txnspec.conformance.case_format.CaseInputError` naming the field.
 
-Observations: each target reports a :class:`CoordinatorObservation`, :class:`PartitionObservation` or
-:class:`ClientObservation`; :meth:`as_json` gives the object a case's ``then`` is compared with (a field the
-target does not report, None, is left out, so ``then`` cannot check it).
+Observations: each target reports a :class:`CoordinatorObservation`, :class:`PartitionObservation`,
+:class:`ClientObservation` or :class:`GroupObservation`; :meth:`as_json` gives the object a case's ``then`` is
+compared with (a field the target does not report, None, is left out, so ``then`` cannot check it).
 """
 
 from __future__ import annotations
@@ -519,3 +519,136 @@ class ClientObservation(_Observation):
     def as_json(self) -> dict[str, Any]:
         return {"state": self.state, "throws": self.throws, "fatal": self.state == "FATAL_ERROR",
                 "sends": self.sends, "producer_id": self.producer_id, "producer_epoch": self.producer_epoch}
+
+
+# --- group -------------------------------------------------------------------------------------------------
+
+def _offsets(obj: Mapping[str, Any], key: str) -> tuple[tuple[str, int], ...]:
+    offsets = obj.get(key)
+    if not isinstance(offsets, Mapping) or not all(isinstance(k, str) and isinstance(v, int)
+                                                   and not isinstance(v, bool) and v >= 0 for k, v in offsets.items()):
+        raise CaseInputError(f"{key!r} must be an object of partition -> non-negative offset, got {offsets!r}")
+    return tuple(offsets.items())
+
+
+def _members(obj: Mapping[str, Any], key: str) -> tuple[tuple[str, str | None], ...]:
+    members = obj.get(key, {})
+    if not isinstance(members, Mapping) or not all(
+            isinstance(k, str) and k and (v is None or isinstance(v, str)) for k, v in members.items()):
+        raise CaseInputError(f"{key!r} must be an object of member id -> group instance id (or null), got {members!r}")
+    instances = [v for v in members.values() if v is not None]
+    if len(set(instances)) != len(instances):
+        raise CaseInputError(f"{key!r}: a group instance id belongs to one member only")
+    return tuple(sorted(members.items()))
+
+
+@dataclass(frozen=True)
+class GroupMembersCase:
+    """A classic group as a case gives it (a txnspec extension): Stable at ``generation_id`` with ``members``
+    (member id, group instance id or None), Empty when it has none."""
+
+    group_id: str
+    generation_id: int
+    members: tuple[tuple[str, str | None], ...]
+
+
+@dataclass(frozen=True)
+class GroupGiven:
+    offsets: tuple[tuple[str, tuple[tuple[str, int], ...]], ...]  # group -> committed offsets, in given order
+    groups: tuple[GroupMembersCase, ...]
+
+    @staticmethod
+    def parse(given: Mapping[str, Any]) -> GroupGiven:
+        offsets = given.get("offsets", {})
+        if not isinstance(offsets, Mapping):
+            raise CaseInputError("'offsets' must be an object of group id -> {partition: offset}")
+        groups = given.get("groups", {})
+        if not isinstance(groups, Mapping) or not all(isinstance(g, Mapping) for g in groups.values()):
+            raise CaseInputError("'groups' must be an object of group id -> {generation_id, members}")
+        return GroupGiven(tuple((g, _offsets(offsets, g)) for g in offsets),
+                          tuple(GroupMembersCase(g, get_int(v, "generation_id", minimum=0), _members(v, "members"))
+                                for g, v in sorted(groups.items())))
+
+
+@dataclass(frozen=True)
+class OffsetCommitStep:
+    group_id: str
+    offsets: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class TxnOffsetCommitStep:
+    """A ``TxnOffsetCommit`` as it reaches the group coordinator; the member fields default to a producer
+    outside group management (the generation fields are a txnspec extension, KIP-447)."""
+
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    offsets: tuple[tuple[str, int], ...]
+    member_id: str = ""
+    generation_id: int = -1
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True)
+class GroupMarkerStep:
+    producer_id: int
+    producer_epoch: int
+    result: str  # "COMMIT" or "ABORT"
+
+
+@dataclass(frozen=True)
+class RebalanceStep:
+    """A rebalance of the group completed (a txnspec extension): the next generation with exactly ``members``."""
+
+    group_id: str
+    members: tuple[tuple[str, str | None], ...]
+
+
+@dataclass(frozen=True)
+class OffsetFetchStep:
+    group_id: str
+    partitions: tuple[str, ...]
+    require_stable: bool
+
+
+GroupStep = OffsetCommitStep | TxnOffsetCommitStep | GroupMarkerStep | RebalanceStep | OffsetFetchStep
+
+
+def parse_group_step(when: Mapping[str, Any]) -> GroupStep:
+    if "request" in when:
+        request = _named(when, "request", ("OffsetCommit", "TxnOffsetCommit"), "group request")
+        group_id = get_str(when, "group_id")
+        if not group_id:
+            raise CaseInputError("'group_id' must not be empty")
+        if request == "OffsetCommit":
+            return OffsetCommitStep(group_id, _offsets(when, "offsets"))
+        return TxnOffsetCommitStep(group_id, get_int(when, "producer_id", minimum=0),
+                                   get_int(when, "producer_epoch", minimum=0), _offsets(when, "offsets"),
+                                   get_str(when, "member_id", ""), get_int(when, "generation_id", -1, minimum=-1),
+                                   get_str(when, "group_instance_id", None, nullable=True))
+    if "append" in when:
+        get_choice(when, "append", ("marker",))
+        return GroupMarkerStep(get_int(when, "producer_id", minimum=0), get_int(when, "producer_epoch", minimum=0),
+                               get_choice(when, "result", RESULTS))
+    if "event" in when:
+        _named(when, "event", ("Rebalance",), "group event")
+        return RebalanceStep(get_str(when, "group_id"), _members(when, "members"))
+    if "read" in when:
+        _named(when, "read", ("OffsetFetch",), "group read")
+        partitions = get_str_list(when, "partitions")
+        return OffsetFetchStep(get_str(when, "group_id"), tuple(partitions), get_bool(when, "require_stable", False))
+    raise CaseInputError(f"a group step needs 'request', 'append', 'event' or 'read': {dict(when)!r}")
+
+
+@dataclass(frozen=True)
+class GroupObservation(_Observation):
+    """What a group step shows: the request's error, or an OffsetFetch's partitions."""
+
+    error: str | None = None
+    partitions: dict[str, dict[str, Any]] | None = None  # partition -> {"offset", "error"}
+
+
+def fetched_partition(error: str, offset: int | None) -> dict[str, Any]:
+    """One partition of an OffsetFetch answer (``offset`` None: nothing committed, Kafka's INVALID_OFFSET)."""
+    return {"offset": -1 if offset is None or error != "NONE" else offset, "error": error}

@@ -56,6 +56,7 @@ from txnspec.impl.errors import (
     UnsupportedVersionException,
 )
 from txnspec.impl.log import INT_MAX, SHORT_MAX, ControlType, Record, RecordValue, increment_sequence
+from txnspec.impl.membership import MemberIdentity
 from txnspec.impl.messages import (
     AddOffsetsToTxn,
     AddPartitionsToTxn,
@@ -360,9 +361,10 @@ class AddPartitionsToTxnHandler(TxnRequestHandler):
 class AddOffsetsToTxnHandler(TxnRequestHandler):
     priority = Priority.ADD_PARTITIONS_OR_OFFSETS
 
-    def __init__(self, tm: TransactionManager, group_id: str, offsets: dict[str, int]) -> None:
+    def __init__(self, tm: TransactionManager, group_id: str, offsets: dict[str, int],
+                 member: MemberIdentity | None = None) -> None:
         super().__init__(tm)
-        self.group_id, self.offsets = group_id, offsets
+        self.group_id, self.offsets, self.member = group_id, offsets, member
 
     def build(self) -> AddOffsetsToTxn:
         return AddOffsetsToTxn(self.tm.transactional_id or "", self.tm.producer_id, self.tm.producer_epoch,
@@ -371,7 +373,7 @@ class AddOffsetsToTxnHandler(TxnRequestHandler):
     def handle_response(self, r: Response) -> None:
         e = r.error
         if e is Errors.NONE:
-            self.tm._enqueue(TxnOffsetCommitHandler(self.tm, self.group_id, self.offsets, self.result))
+            self.tm._enqueue(TxnOffsetCommitHandler(self.tm, self.group_id, self.offsets, self.result, self.member))
             self.tm.transaction_started = True
         elif e in (Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR):
             self.lookup_and_retry()
@@ -397,9 +399,9 @@ class TxnOffsetCommitHandler(TxnRequestHandler):
     coordinator_type = CoordinatorType.GROUP
 
     def __init__(self, tm: TransactionManager, group_id: str, offsets: dict[str, int],
-                 result: TransactionalRequestResult | None = None) -> None:
+                 result: TransactionalRequestResult | None = None, member: MemberIdentity | None = None) -> None:
         super().__init__(tm, result)
-        self.group_id, self.pending = group_id, dict(offsets)
+        self.group_id, self.pending, self.member = group_id, dict(offsets), member
 
     @property
     def coordinator_key(self) -> str:
@@ -407,7 +409,7 @@ class TxnOffsetCommitHandler(TxnRequestHandler):
 
     def build(self) -> TxnOffsetCommit:
         return TxnOffsetCommit(self.tm.transactional_id or "", self.group_id, self.tm.producer_id,
-                               self.tm.producer_epoch, tuple(sorted(self.pending.items())))
+                               self.tm.producer_epoch, tuple(sorted(self.pending.items())), member=self.member)
 
     def handle_response(self, r: Response) -> None:
         errors = dict(r.partition_errors) if r.partition_errors else dict.fromkeys(self.pending, r.error)
@@ -674,7 +676,9 @@ class TransactionManager:
         else:
             self.new_partitions.add(partition)
 
-    def send_offsets_to_transaction(self, offsets: Mapping[str, int], group_id: str) -> TransactionalRequestResult:
+    def send_offsets_to_transaction(self, offsets: Mapping[str, int], group_id: str,
+                                    member: MemberIdentity | None = None) -> TransactionalRequestResult:
+        """``member``: the consumer's ``ConsumerGroupMetadata`` (KIP-447), checked by the group coordinator."""
         self._ensure_transactional()
         self._throw_if_pending_state("sendOffsetsToTransaction")
         self.maybe_fail_with_error()
@@ -683,10 +687,10 @@ class TransactionManager:
                                         f"(currentState= {self.state.value})")
         handler: TxnRequestHandler
         if self.is_transaction_v2_enabled:
-            handler = TxnOffsetCommitHandler(self, group_id, dict(offsets))
+            handler = TxnOffsetCommitHandler(self, group_id, dict(offsets), member=member)
             self.transaction_started = True
         else:
-            handler = AddOffsetsToTxnHandler(self, group_id, dict(offsets))
+            handler = AddOffsetsToTxnHandler(self, group_id, dict(offsets), member)
         self._enqueue(handler)
         return handler.result
 
@@ -863,7 +867,9 @@ class Producer:
             future._fail(e)
         return future
 
-    def send_offsets_to_transaction(self, offsets: Mapping[str, int], group_id: str) -> TransactionalRequestResult:
+    def send_offsets_to_transaction(self, offsets: Mapping[str, int], group_id: str,
+                                    member: MemberIdentity | None = None) -> TransactionalRequestResult:
+        """``KafkaProducer.sendOffsetsToTransaction``; ``member`` is the consumer's group metadata (KIP-447)."""
         self._ensure_open()
         if not isinstance(group_id, str) or not group_id:
             raise InvalidRequestError(f"group_id must be a non-empty string, got {group_id!r}")
@@ -871,7 +877,7 @@ class Producer:
                 isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 2 ** 63 - 1
                 for k, v in offsets.items()):
             raise InvalidRequestError("offsets must map partition names to non-negative integer offsets")
-        return self.tm.send_offsets_to_transaction(offsets, group_id)
+        return self.tm.send_offsets_to_transaction(offsets, group_id, member)
 
     def commit_transaction(self) -> TransactionalRequestResult:
         self._ensure_open()

@@ -9,7 +9,11 @@ What is modelled: offsets are records in the group's ``__consumer_offsets-N`` pa
 writes a *transactional* batch with the producer's id and epoch (origin COORDINATOR: epoch-checked, so a
 zombie's commit is fenced with INVALID_PRODUCER_EPOCH) and the offsets stay pending, invisible to
 ``OffsetFetch``, until the transaction marker arrives on that partition: COMMIT materializes them, ABORT
-drops them. ``OffsetFetch`` with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT while a partition has
+drops them. Pending offsets are kept per producer, then per group and partition (``Offsets.offsetsByGroup``), so
+one marker settles every group the transaction committed for. Each offset remembers the offset of its record in
+``__consumer_offsets``: a COMMIT marker materializes a transactional offset only if its record is newer than the
+committed one's (``OffsetMetadataManager.replayEndTransactionMarker``: a plain commit written after the
+transactional one wins). ``OffsetFetch`` with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT while a partition has
 pending transactional offsets. Loading replays the partitions, so pending and committed offsets survive a
 restart.
 
@@ -65,7 +69,9 @@ class GroupCoordinator:
     partitions: Mapping[str, Partition]
     num_partitions: int = 50
     committed: dict[tuple[str, str], int] = field(default_factory=dict)
-    pending: dict[int, dict[tuple[str, str], int]] = field(default_factory=dict)
+    committed_record_offsets: dict[tuple[str, str], int] = field(default_factory=dict)  # OffsetAndMetadata.recordOffset
+    # producer id -> (group, partition) -> (offset, record offset): pendingTransactionalOffsets
+    pending: dict[int, dict[tuple[str, str], tuple[int, int]]] = field(default_factory=dict)
     active: bool = True
     membership: Membership | None = None  # the members' checks of commits (KIP-447), when attached
 
@@ -103,10 +109,17 @@ class GroupCoordinator:
         error = _STORE_ERROR_MAPPING.get(result.error, result.error)
         if error is Errors.NONE:
             immediate = not tx or _mutants.active("offsets-visible-before-marker")
-            target = self.committed if immediate else self.pending.setdefault(producer_id, {})
-            for tp, o in offsets.items():
-                target[(group_id, tp)] = o
+            for i, (tp, o) in enumerate(sorted(offsets.items())):
+                self._replay(group_id, tp, o, result.base_offset + i, producer_id if not immediate else -1)
         return dict.fromkeys(offsets, error)
+
+    def _replay(self, group_id: str, partition: str, offset: int, record_offset: int, producer_id: int) -> None:
+        """An offset commit record (``OffsetMetadataManager.replay``): pending for its producer if transactional."""
+        if producer_id >= 0:
+            self.pending.setdefault(producer_id, {})[(group_id, partition)] = (offset, record_offset)
+        else:
+            self.committed[(group_id, partition)] = offset
+            self.committed_record_offsets[(group_id, partition)] = record_offset
 
     def write_txn_marker(self, partition: str, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                          result: ControlType, transaction_version: int = 0, *, now_ms: int = 0) -> Errors:
@@ -120,9 +133,11 @@ class GroupCoordinator:
     def _complete(self, producer_id: int, partition: str, result: ControlType) -> None:
         pending = self.pending.get(producer_id, {})
         for key in [k for k in pending if self.partition_for(k[0]) == partition]:
-            offset = pending.pop(key)
-            if result is ControlType.COMMIT or _mutants.active("abort-keeps-offsets"):
+            offset, record_offset = pending.pop(key)
+            newer = record_offset > self.committed_record_offsets.get(key, -1)
+            if (result is ControlType.COMMIT or _mutants.active("abort-keeps-offsets")) and newer:
                 self.committed[key] = offset
+                self.committed_record_offsets[key] = record_offset
         if not pending:
             self.pending.pop(producer_id, None)
 
@@ -138,6 +153,7 @@ class GroupCoordinator:
     def load(self, partition_names: Sequence[str] | None = None) -> None:
         """Rebuild committed and pending offsets by replaying the offsets partitions (``loadGroupsAndOffsets``)."""
         self.committed.clear()
+        self.committed_record_offsets.clear()
         self.pending.clear()
         for name in partition_names or sorted(self.partitions):
             p = self.partitions[name]
@@ -145,15 +161,14 @@ class GroupCoordinator:
                 if batch.control_type is not None:
                     self._complete(batch.producer_id, name, batch.control_type)
                     continue
-                for rec in batch.records:
+                for i, rec in enumerate(batch.records):
                     try:
                         group_id, tp = json.loads(str(rec.key))
                         offset = int(str(rec.value))
                     except (ValueError, TypeError):
                         continue
-                    target = self.pending.setdefault(batch.producer_id, {}) if batch.is_transactional \
-                        else self.committed
-                    target[(group_id, tp)] = offset
+                    self._replay(group_id, tp, offset, batch.base_offset + i,
+                                 batch.producer_id if batch.is_transactional else -1)
         self.active = True
 
 

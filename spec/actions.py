@@ -76,6 +76,7 @@ class ActionKind(enum.StrEnum):
     FAILOVER = "failover"
     CRASH = "crash"
     EXPIRE_BATCH = "expire batch"
+    REBALANCE = "rebalance"
     # the protocol's own recovery
     RESEND_MARKER = "resend marker"
     RETRY = "retry"
@@ -94,7 +95,8 @@ DELIVER_KIND: dict[type, ActionKind] = {
 DELIVERIES = frozenset(DELIVER_KIND.values())
 APPLICATION_CALLS = frozenset({K.INIT_TRANSACTIONS, K.BEGIN_TRANSACTION, K.SEND, K.SEND_OFFSETS_TO_TRANSACTION,
                                K.COMMIT_TRANSACTION, K.ABORT_TRANSACTION})
-FAULTS = frozenset({K.LOSE, K.DUPLICATE, K.APPEND_FAILS, K.TIMEOUT, K.FAILOVER, K.CRASH, K.EXPIRE_BATCH})
+FAULTS = frozenset({K.LOSE, K.DUPLICATE, K.APPEND_FAILS, K.TIMEOUT, K.FAILOVER, K.CRASH, K.EXPIRE_BATCH,
+                    K.REBALANCE})
 # weakly fair: the protocol's own steps (never the application's choices, never a fault)
 FAIR_KINDS = DELIVERIES | {K.RESEND_MARKER, K.RETRY, K.ABANDONED_TIMEOUT}
 ACTION_KINDS = ActionKind  # the kinds, in declaration order (reports list the kinds never taken)
@@ -161,6 +163,8 @@ def _render(a: Action) -> str:
         return f"{COORDINATOR} fails over"
     if kind is K.CRASH:
         return f"{who} crashes and restarts"
+    if kind is K.REBALANCE:
+        return f"the group rebalances without {who}'s member (a zombie from now on)"
     if kind is K.EXPIRE_BATCH:
         return f"{who} gives up on its produce to {a.partition}"
     if kind is K.RESEND_MARKER:

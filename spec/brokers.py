@@ -8,8 +8,9 @@ System
       ``transaction.partition.verification.enable``: the partition must be in the ongoing transaction; TV2:
       the leader adds the partition itself, KIP-890), then appended by the rules of
       :mod:`txnspec.spec.partition`; markers are appended and answered.
-    * Group coordinator: ``TxnOffsetCommit`` is a record of the group's ``__consumer_offsets`` partition held
-      pending until the marker on that partition commits or drops it.
+    * Group coordinator: a ``TxnOffsetCommit`` whose member is not in the group's current generation is
+      refused (KIP-447); otherwise it is a record of the group's ``__consumer_offsets`` partition held pending
+      until the marker on that partition commits or drops it.
 
 Assumptions
     The verification call from a partition leader to the coordinator (and the TV2 implicit
@@ -24,6 +25,7 @@ from dataclasses import replace
 from typing import Any
 
 from txnspec.spec import coordinator as coord
+from txnspec.spec import group as group_mod
 from txnspec.spec import partition as partition_mod
 from txnspec.spec.errors import Errors
 from txnspec.spec.ghost import AppendedBatch, after_coordinator_step
@@ -186,9 +188,13 @@ def group_receives(system: System, state: SystemState, env: Envelope) -> SystemS
                                                          body.transaction_version, limits=system.limits)
         state = set_partition(state, name, offsets_log)
         if reply.error is Errors.NONE:
-            group = proto.complete_pending_txn_offset_commit(state.group, body.producer_id,
-                                                             body.result is TransactionResult.COMMIT)
-            state = replace(state, group=group)
+            commit = body.result is TransactionResult.COMMIT
+            group = proto.complete_pending_txn_offset_commit(state.group, body.producer_id, commit)
+            had_offsets = any(p.producer_id == body.producer_id for p in state.group.pending)
+            groups = state.group.groups
+            rebalanced = had_offsets and any(g.generation_id > system.scenario.initial_generation for g in groups)
+            state = replace(state, group=group, ghost=state.ghost.offsets_settled(body.producer_id, commit,
+                                                                                  rebalanced))
         return replace(state, network=send(state.network, Envelope(GROUP, COORDINATOR, WriteTxnMarkersResponse(
             reply.error), env.context)))
     if not isinstance(body, TxnOffsetCommit):
@@ -212,11 +218,21 @@ def group_receives(system: System, state: SystemState, env: Envelope) -> SystemS
             error = map_verification_error(result.response.error)
             return replace(state, network=send(state.network, Envelope(GROUP, env.source, ErrorResponse(error),
                                                                        env.context)))
+    # OffsetMetadataManager.commitTransactionalOffset: the member checks (KIP-447) before anything is written
+    error = proto.validate_offset_commit(state.group, body.group_id, body.member_id, body.group_instance_id,
+                                         body.generation_id, transactional=True)
+    if error is not Errors.NONE:
+        return replace(state, network=send(state.network, Envelope(GROUP, env.source, ErrorResponse(error),
+                                                                   env.context)))
     offsets_log, appended = proto.append_data(offsets_log, body.producer_id, body.producer_epoch, -1, 1, True,
                                               limits=system.limits, detect_duplicates=False, validate_sequence=False)
     if appended.error is not Errors.NONE:
         return replace(state, network=send(state.network, Envelope(GROUP, env.source, ErrorResponse(appended.error),
                                                                    env.context)))
-    group, response = proto.handle_txn_offset_commit(state.group, body)
+    group, response = proto.handle_txn_offset_commit(state.group, body, record_offset=appended.base_offset)
+    state = replace(state, ghost=state.ghost.offsets_accepted(
+        body.producer_id, fenced=group_mod.validate_offset_commit(state.group, body.group_id, body.member_id,
+                                                                  body.group_instance_id, body.generation_id,
+                                                                  transactional=True) is not Errors.NONE))
     state = replace(set_partition(state, name, offsets_log), group=group)
     return replace(state, network=send(state.network, Envelope(GROUP, env.source, response, env.context)))

@@ -4,7 +4,8 @@ protocol takes by itself (timeouts, re-sends).
 System
     Faults, each at most as often as the scenario's budget allows: lose or duplicate a message, a
     transaction timeout, a coordinator failover, a producer crash and restart, a client giving up on an
-    in-flight produce (``delivery.timeout.ms``). (A failed transaction-log append is a variant of a
+    in-flight produce (``delivery.timeout.ms``), a consumer-group rebalance that evicts the first producer's
+    member (KIP-447: that producer becomes a zombie of the group). (A failed transaction-log append is a variant of a
     delivery to the coordinator: :func:`txnspec.spec.system.delivery_steps`.)
     Recovery, not budgeted: the coordinator aborts a transaction no live producer can end any more
     (``TransactionCoordinator.abortTimedOutTransactions``), a client re-sends a request lost with its answer
@@ -22,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from txnspec.spec import coordinator as coord
+from txnspec.spec import group as group_mod
 from txnspec.spec.actions import Action, ActionKind
 from txnspec.spec.brokers import coordinator_step, marker_envelope
 from txnspec.spec.messages import Produce, WriteTxnMarkersResponse
@@ -72,8 +74,23 @@ def environment_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
                 expired = replace(state, budget=replace(b, expire_batch=b.expire_batch - 1))
                 yield (Action(K.EXPIRE_BATCH, who, partition=batch[0], batch=batch),
                        with_dispatch(system, expired, expire_batch(system.client, p, batch)))
+    if b.rebalance:
+        yield _rebalance(system, replace(state, budget=replace(b, rebalance=b.rebalance - 1)))
     yield from client_retry_steps(system, state)
     yield from marker_retry_steps(system, state)
+
+
+def _rebalance(system: System, state: SystemState) -> tuple[Action, SystemState]:
+    """KIP-447's zombie: the first producer's consumer misses a rebalance (its process stalls) and is evicted;
+    the others rejoin and learn the next generation, the input partitions move to them. The stalled producer
+    goes on with its open transaction, its offset commits naming the old generation."""
+    zombie, *others = state.producers
+    group = group_mod.complete_rebalance(state.group, system.scenario.group_id,
+                                         tuple((p.member_id, None) for p in others))
+    rebalanced = group.group(system.scenario.group_id)
+    assert rebalanced is not None  # complete_rebalance creates the group if it has to
+    producers = (zombie, *(replace(p, generation=rebalanced.generation_id) for p in others))
+    return Action(K.REBALANCE, zombie.address), replace(state, group=group, producers=producers)
 
 
 def _abort_timed_out(system: System, state: SystemState, tid: str) -> SystemState:

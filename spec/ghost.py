@@ -51,12 +51,30 @@ class Ghost:
     told: tuple[tuple[Tag, str], ...] = ()  # what the application was told: "committed" / "aborted" / "fatal"
     owner: tuple[tuple[str, tuple[int, int]], ...] = ()  # tid -> (producer, incarnation) last initialised
     fenced_commit: bool = False  # a commit was decided for a request from a fenced instance
+    # KIP-447: producers whose pending offsets the group took from a member fenced by a rebalance; whether such
+    # offsets were committed; whether offsets were committed once a rebalance had moved the generation on
+    fenced_offsets: frozenset[int] = frozenset()
+    fenced_offsets_committed: bool = False
+    committed_after_rebalance: bool = False
 
     def tell(self, tag: Tag, outcome: str) -> Ghost:
         return replace(self, told=(*self.told, (tag, outcome)))
 
     def appended(self, batch: AppendedBatch) -> Ghost:
         return replace(self, batches=(*self.batches, batch))
+
+    def offsets_accepted(self, producer_id: int, fenced: bool) -> Ghost:
+        """The group took pending offsets from ``producer_id`` (``fenced``: its member was not current)."""
+        return replace(self, fenced_offsets=self.fenced_offsets | {producer_id}) if fenced else self
+
+    def offsets_settled(self, producer_id: int, commit: bool, rebalanced: bool) -> Ghost:
+        """A marker settled ``producer_id``'s pending offsets (``rebalanced``: the group's generation had moved)."""
+        fenced = producer_id in self.fenced_offsets
+        if not fenced and not (commit and rebalanced):
+            return self
+        return replace(self, fenced_offsets=self.fenced_offsets - {producer_id},
+                       fenced_offsets_committed=self.fenced_offsets_committed or (commit and fenced),
+                       committed_after_rebalance=self.committed_after_rebalance or (commit and rebalanced))
 
 
 def set_pair(pairs: tuple[tuple[Any, Any], ...], key: Any, value: Any) -> tuple[tuple[Any, Any], ...]:

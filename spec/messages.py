@@ -66,13 +66,18 @@ class AddOffsetsToTxn:
 
 @dataclass(frozen=True, slots=True)
 class TxnOffsetCommit:
-    """``TxnOffsetCommitRequest`` to the group coordinator; offsets are ``((partition, offset), ...)``."""
+    """``TxnOffsetCommitRequest`` to the group coordinator; offsets are ``((partition, offset), ...)``. The member
+    fields (v3+, KIP-447) name the consumer whose position is committed; the defaults are a producer outside
+    group management."""
 
     transactional_id: str
     group_id: str
     producer_id: int
     producer_epoch: int
     offsets: tuple[tuple[str, int], ...]
+    member_id: str = ""
+    generation_id: int = -1
+    group_instance_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -119,9 +119,9 @@ def _marker_keeps_transaction_open(state: Any, producer_id: int, *args: Any, **k
     return new_state, reply
 
 
-def _commit_offsets_at_once(state: Any, request: Any) -> Any:
+def _commit_offsets_at_once(state: Any, request: Any, **kw: Any) -> Any:
     """A transactional offset commit is visible at once instead of at its marker."""
-    state, response = group_mod.handle_txn_offset_commit(state, request)
+    state, response = group_mod.handle_txn_offset_commit(state, request, **kw)
     return group_mod.complete_pending_txn_offset_commit(state, request.producer_id, True), response
 
 

@@ -93,7 +93,7 @@ def client_view(system: System, state: SystemState) -> ClientView:
             reads.append(tuple(names.get((name, o), "?") for o in offsets))
         partitions.append(PartitionView(name, reads[0], reads[1]))
     group = state.group
-    committed = tuple((f"{g}/{p}", o) for (g, p), o in group.committed)
+    committed = tuple((f"{g}/{p}", r.offset) for (g, p), r in group.committed)
     return ClientView(
         producers=tuple(p.phase.value for p in state.producers),
         told=tuple((record_name(tag), outcome) for tag, outcome in state.ghost.told),

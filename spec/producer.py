@@ -154,12 +154,21 @@ class Producer:
     end_result: TransactionResult | None = None
     txn_no: int = 0
     records_sent: int = 0
+    generation: int = -1  # KIP-447: the consumer's generation as its member last learned it (-1: no group)
+    # the generation of the group metadata handed to sendOffsetsToTransaction: its TxnOffsetCommit carries it,
+    # however late it is sent
+    offsets_generation: int = -1
 
     def next_sequence(self, partition: str) -> int:
         for p, seq in self.sequences:
             if p == partition:
                 return seq
         return 0
+
+    @property
+    def member_id(self) -> str:
+        """Its application's consumer-group member id (KIP-447); "" outside group management."""
+        return f"member-{self.index}" if self.generation >= 0 else ""
 
     @property
     def tag(self) -> Tag:
@@ -236,7 +245,8 @@ def dispatch(config: ClientConfig, p: Producer, used: frozenset[object] = frozen
                 p = _next_correlation(p, TxnOffsetCommit, used)
                 offsets = (("input-0", p.txn_no),)
                 out.append(Envelope(src, GROUP, TxnOffsetCommit(
-                    tid, config.group_id, p.producer_id, p.producer_epoch, offsets), _awaited(p), p.tag))
+                    tid, config.group_id, p.producer_id, p.producer_epoch, offsets, p.member_id, p.offsets_generation),
+                    _awaited(p), p.tag))
     # Produce: records whose partition is in the transaction (TV2: every partition is, implicitly). Kafka's
     # Sender sends no produce while a transactional request is in flight (Sender.runOnce waits for it).
     unsent = list(p.unsent)
@@ -274,7 +284,7 @@ def dispatch(config: ClientConfig, p: Producer, used: frozenset[object] = frozen
 def transaction_completed(config: ClientConfig, p: Producer, result: TransactionResult) -> Producer:
     phase = INITIALIZING if p.bump_required and not config.tv2 else READY
     return replace(p, phase=phase, added=frozenset(), to_add=frozenset(), queued=(), unsent=(),
-                   offsets=OffsetsStage.NONE, started=False, end_result=None,
+                   offsets=OffsetsStage.NONE, offsets_generation=-1, started=False, end_result=None,
                    bump_required=False if phase is READY else p.bump_required, records_sent=0)
 
 
@@ -375,4 +385,4 @@ def request_timed_out(p: Producer) -> Producer:
 def restarted(p: Producer) -> Producer:
     """The process crashed and a new instance with the same transactional id starts (ghost: next incarnation)."""
     return Producer(index=p.index, transactional_id=p.transactional_id, incarnation=p.incarnation + 1,
-                    txn_no=p.txn_no)
+                    txn_no=p.txn_no, generation=p.generation)

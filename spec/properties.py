@@ -164,8 +164,8 @@ def offsets_only_with_committed_output(state: SystemState) -> bool:
 
     The application commits, as its input position, the number of its transaction: a visible offset
     ``n`` must come from a transaction ``n`` that the coordinator decided to commit."""
-    for (_, _), offset in state.group.committed:
-        tags = {tag for _, tag, _, _ in state.ghost.decisions if tag is not None and tag[2] == offset}
+    for (_, _), record in state.group.committed:
+        tags = {tag for _, tag, _, _ in state.ghost.decisions if tag is not None and tag[2] == record.offset}
         if not any(decisions_of(state, tag) == {COMMIT} and "aborted" not in told(state, tag) for tag in tags):
             return False
     return True
@@ -205,6 +205,16 @@ def offsets_committed(state: SystemState) -> bool:
     return bool(state.group.committed)
 
 
+def no_fenced_member_offsets_commit(state: SystemState) -> bool:
+    """No offsets the group took from a member fenced by a rebalance (evicted, or of an older generation)
+    are ever committed (KIP-447: the zombie's input position never overrides the new owner's)."""
+    return not state.ghost.fenced_offsets_committed
+
+
+def offsets_committed_after_rebalance(state: SystemState) -> bool:
+    return state.ghost.committed_after_rebalance
+
+
 def producer_fenced(state: SystemState) -> bool:
     return any(p.phase is FATAL_ERROR for p in state.producers)
 
@@ -241,14 +251,19 @@ def properties(system: System) -> tuple[Property[Any], ...]:
     def visible_data(state: SystemState) -> bool:
         return any(visible_offsets(state, p, system.protocol.fetch) for p, _ in state.partitions)
 
+    # a scenario whose transactions write only offsets (KIP-447's rebalance) has no batch to reach: the data
+    # properties then hold vacuously, and their partner is a committed transaction instead
+    appended = "batch_appended" if s.records_per_transaction else "transaction_committed"
+    returns_data = "read_committed_returns_data" if s.records_per_transaction else "transaction_committed"
+
     props: list[Property[Any]] = [
         Property.always("valid_coordinator_transitions", valid_coordinator_transitions,
                         partner="transaction_committed", description=valid_coordinator_transitions.__doc__ or ""),
-        Property.always("no_duplicate_append", no_duplicate_append, partner="batch_appended",
+        Property.always("no_duplicate_append", no_duplicate_append, partner=appended,
                         description=no_duplicate_append.__doc__ or ""),
-        Property.always("sequences_contiguous", sequences_contiguous(system), partner="batch_appended",
+        Property.always("sequences_contiguous", sequences_contiguous(system), partner=appended,
                         description="Per (partition, producer id, epoch) sequences are contiguous in log order."),
-        Property.always("fenced_appends_never_commit", fenced_appends_never_commit, partner="batch_appended",
+        Property.always("fenced_appends_never_commit", fenced_appends_never_commit, partner=appended,
                         description=(fenced_appends_never_commit.__doc__ or "").splitlines()[0]),
         Property.always("fenced_producer_never_commits", fenced_producer_never_commits,
                         partner="transaction_committed", description=fenced_producer_never_commits.__doc__ or ""),
@@ -256,7 +271,7 @@ def properties(system: System) -> tuple[Property[Any], ...]:
                         description=unique_producer_epochs.__doc__ or ""),
         Property.always("read_committed_only_committed",
                         lambda state: read_committed_only_committed(state, system.protocol.fetch),
-                        partner="read_committed_returns_data", description=read_committed_only_committed.__doc__ or ""),
+                        partner=returns_data, description=read_committed_only_committed.__doc__ or ""),
         Property.always("committed_data_never_lost", committed_data_never_lost, partner="transaction_committed",
                         description=committed_data_never_lost.__doc__ or ""),
         Property.always("atomic_outcome", atomic_outcome, partner="transaction_aborted",
@@ -266,15 +281,12 @@ def properties(system: System) -> tuple[Property[Any], ...]:
         Property.always("offsets_only_with_committed_output", offsets_only_with_committed_output,
                         partner="offsets_committed" if s.commit_offsets else "transaction_committed",
                         description=offsets_only_with_committed_output.__doc__ or ""),
-        Property.always("no_hanging_transaction", no_hanging_transaction, partner="batch_appended",
+        Property.always("no_hanging_transaction", no_hanging_transaction, partner=appended,
                         description=no_hanging_transaction.__doc__ or ""),
         Property.sometimes("transaction_committed", transaction_committed,
                            description="Some application was told its transaction committed."),
         Property.sometimes("transaction_aborted", transaction_aborted,
                            description="The coordinator decided to abort some transaction."),
-        Property.sometimes("batch_appended", batch_appended, description="Some batch was appended to a partition."),
-        Property.sometimes("read_committed_returns_data", visible_data,
-                           description="A read_committed consumer sees some record."),
         Property.sometimes("producer_initialised", producer_initialised,
                            description="Some producer obtained a producer id and epoch."),
         Property.leads_to("prepared_transactions_complete", some_transaction_prepared, no_transaction_prepared,
@@ -284,9 +296,21 @@ def properties(system: System) -> tuple[Property[Any], ...]:
         Property.leads_to("init_producer_id_completes", some_producer_initializing, no_producer_initializing,
                           description="InitProducerId eventually succeeds (or the producer is fenced)."),
     ]
+    if s.records_per_transaction:
+        props.append(Property.sometimes("batch_appended", batch_appended,
+                                        description="Some batch was appended to a partition."))
+        props.append(Property.sometimes("read_committed_returns_data", visible_data,
+                                        description="A read_committed consumer sees some record."))
     if s.commit_offsets:
         props.append(Property.sometimes("offsets_committed", offsets_committed,
                                         description="Consumer offsets were committed by a transaction."))
+    if s.group_members:
+        props.append(Property.always("no_fenced_member_offsets_commit", no_fenced_member_offsets_commit,
+                                     partner="offsets_committed_after_rebalance",
+                                     description=(no_fenced_member_offsets_commit.__doc__ or "").splitlines()[0]))
+        props.append(Property.sometimes("offsets_committed_after_rebalance", offsets_committed_after_rebalance,
+                                        description="A member of the generation after a rebalance committed "
+                                                    "offsets."))
     if s.producers_per_id > 1:
         props.append(Property.sometimes("producer_fenced", producer_fenced,
                                         description="A zombie producer instance was fenced (fatal error)."))

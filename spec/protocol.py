@@ -42,6 +42,7 @@ class Protocol:
     append_end_txn_marker: Handler = partition_mod.append_end_txn_marker
     fetch: Handler = partition_mod.fetch
     # group coordinator
+    validate_offset_commit: Handler = group_mod.validate_offset_commit
     handle_txn_offset_commit: Handler = group_mod.handle_txn_offset_commit
     complete_pending_txn_offset_commit: Handler = group_mod.complete_pending_txn_offset_commit
     # client behaviour the system model's producers follow

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-FAULTS = ("loss", "duplicate", "append_failure", "timeout", "failover", "crash", "expire_batch")
+FAULTS = ("loss", "duplicate", "append_failure", "timeout", "failover", "crash", "expire_batch", "rebalance")
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,9 @@ class Scenario:
     max_epoch: int = 32767
     max_sequence: int = 2147483647
     max_in_flight: int = 4
+    # the producers' applications are the members of a classic consumer group, generation 1 at the start, and
+    # commit offsets naming their member (KIP-447); the fault "rebalance" evicts the first producer's member
+    group_members: bool = False
     faults: dict[str, int] = field(default_factory=dict)  # fault -> how many times it may happen
     expected_states: int | None = None
 
@@ -56,8 +59,19 @@ class Scenario:
                 problems.append(f"unknown fault {fault!r} (known: {', '.join(FAULTS)})")
             elif budget < 0:
                 problems.append(f"fault budget for {fault!r} must be >= 0")
+        if self.records_per_transaction < 0 or (self.records_per_transaction == 0 and not self.commit_offsets):
+            problems.append("records_per_transaction must be >= 1, or 0 when the transactions commit offsets")
+        if self.group_members and not self.commit_offsets:
+            problems.append("group_members needs commit_offsets")
+        if self.budget("rebalance") and not self.group_members:
+            problems.append("the fault 'rebalance' needs group_members")
         if problems:
             raise ValueError(f"scenario {self.name!r}: " + "; ".join(problems))
+
+    @property
+    def initial_generation(self) -> int:
+        """The consumer group's generation at the start: 1 with group members, else the group is Empty (0)."""
+        return 1 if self.group_members else 0
 
     def budget(self, fault: str) -> int:
         return self.faults.get(fault, 0)
@@ -145,6 +159,14 @@ FAULTS_COMBINED = scenario(Scenario(
     "producer crash, in any order",
     transactions_per_producer=2, max_epoch=6, max_sequence=3,
     faults={"loss": 1, "append_failure": 1, "crash": 1}))
+
+
+REBALANCE = scenario(Scenario(
+    "rebalance", "KIP-447: two consume-transform-produce instances in one consumer group, one transaction each "
+    "committing its input position (no output records: the fence is on the offsets); a rebalance may evict the "
+    "first one's member while its transaction is open, a zombie from then on",
+    transactional_ids=("t1", "t2"), records_per_transaction=0, commit_offsets=True, group_members=True,
+    max_epoch=4, max_sequence=3, faults={"rebalance": 1}))
 
 
 def scenario_named(name: str) -> Scenario:

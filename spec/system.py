@@ -131,8 +131,12 @@ def application_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
                                 to_add=p.to_add | {partition} if add else p.to_add)
                     yield Action(K.SEND, who, partition=partition), with_dispatch(system, state, q)
             if c.commit_offsets and p.offsets is OffsetsStage.NONE:
+                # TransactionManager.sendOffsetsToTransaction: TV2 sends TxnOffsetCommit at once and marks the
+                # transaction started (so abort sends EndTxn even if the commit then fails); TV1 waits for
+                # AddOffsetsToTxn
                 q = replace(p, offsets=OffsetsStage.COMMIT if tv2 else OffsetsStage.ADD,
-                            queued=(*p.queued, Queued.OFFSETS))
+                            queued=(*p.queued, Queued.OFFSETS), started=p.started or tv2,
+                            offsets_generation=p.generation)
                 yield Action(K.SEND_OFFSETS_TO_TRANSACTION, who), with_dispatch(system, state, q)
             if p.records_sent == c.records_per_transaction and (not c.commit_offsets
                                                                 or p.offsets is not OffsetsStage.NONE):

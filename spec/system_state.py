@@ -38,6 +38,7 @@ class Budget:
     failover: int = 0
     crash: int = 0
     expire_batch: int = 0
+    rebalance: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,17 +91,28 @@ class System:
 def initial_state(system: System) -> SystemState:
     s = system.scenario
     producers = tuple(
-        Producer(index=i * s.producers_per_id + k, transactional_id=tid)
+        Producer(index=i * s.producers_per_id + k, transactional_id=tid,
+                 generation=s.initial_generation if s.group_members else -1)
         for i, tid in enumerate(s.transactional_ids) for k in range(s.producers_per_id))
     budget = Budget(**{fault: s.budget(fault) for fault in Budget.__dataclass_fields__})
     return SystemState(
         coordinator=coord.CoordinatorState(),
         partitions=tuple((p, partition_mod.PartitionState())
                          for p in (*s.partitions, *((system.offsets_partition,) if s.commit_offsets else ()))),
-        group=group_mod.GroupState(),
+        group=initial_group(system, producers),
         producers=producers,
         budget=budget,
     )
+
+
+def initial_group(system: System, producers: tuple[Producer, ...]) -> Any:
+    """The group coordinator at the start: the scenario's group (if it commits offsets), Stable with every
+    producer's member at the initial generation when the producers are members, else Empty."""
+    s = system.scenario
+    if not s.commit_offsets:
+        return group_mod.GroupState()
+    members = tuple(sorted((p.member_id, None) for p in producers)) if s.group_members else ()
+    return group_mod.GroupState(groups=(group_mod.ClassicGroup(s.group_id, s.initial_generation, members),))
 
 
 def replace_producer(state: SystemState, producer: Producer) -> SystemState:

@@ -69,6 +69,10 @@ def _same_partition(impl_name: str, spec_name: str) -> bool:
     return impl_name == impl_partition(spec_name)
 
 
+_PROTOCOLS = (("range", b""),)
+_SESSION_TIMEOUT_MS = 10**9  # no session expires: only the spec's rebalance changes the group
+_REBALANCE_TIMEOUT_MS = 1_000
+
 _CLIENT_CALLS = ("initTransactions", "beginTransaction", "sendOffsetsToTransaction", "commitTransaction",
                  "abortTransaction")
 
@@ -89,6 +93,8 @@ class ImplAdapter:
         self.instances: dict[str, list[str]] = {}  # spec producer -> client name of each incarnation
         self.lost: list[Any] = []  # messages of producers lost and not yet timed out
         self.lost_markers: list[Any] = []  # markers lost, or whose answer was lost, not yet re-sent
+        self.members: dict[str, Any] = {}  # producer -> its consumer's MemberIdentity (KIP-447 scenarios)
+        self.group_clock = 0  # the membership's own clock: only the rebalance moves it
 
     def reset(self, scenario: str, variant: str = "current") -> None:
         from txnspec.impl import _mutants
@@ -106,6 +112,51 @@ class ImplAdapter:
         for p in initial_state(system).producers:
             self._start_producer(producer_address(p.index), p.transactional_id)
             self.txn_no[producer_address(p.index)] = 0
+        self.members, self.group_clock = {}, 0
+        if s.group_members:
+            self._form_group()
+
+    # --- consumer-group membership (KIP-447) ---
+
+    def _join(self, who: str, member_id: str) -> str:
+        result = self.cluster.broker.membership.join(self.group, member_id, None, "consumer", _PROTOCOLS,
+                                                     _SESSION_TIMEOUT_MS, _REBALANCE_TIMEOUT_MS, self.group_clock)
+        return str(result.member_id)
+
+    def _sync(self, member_ids: dict[str, str]) -> None:
+        """Every member syncs (the leader first, handing out the assignment); each learns the generation."""
+        from txnspec.impl.membership import MemberIdentity
+
+        membership = self.cluster.broker.membership
+        group = membership.groups[self.group]
+        ordered = sorted(member_ids.items(), key=lambda kv: kv[1] != group.leader_id)
+        for who, member_id in ordered:
+            synced = membership.sync(self.group, member_id, group.generation_id, None,
+                                     dict.fromkeys(member_ids.values(), b"") if member_id == group.leader_id else {},
+                                     self.group_clock)
+            if synced is None or synced.error.name != "NONE":
+                raise RuntimeError(f"{who}'s SyncGroup failed: {synced}")
+            self.members[who] = MemberIdentity(member_id, None, group.generation_id)
+
+    def _form_group(self) -> None:
+        """The producers' consumers join the group one by one through JoinGroup (each newcomer makes the
+        earlier members rejoin), then SyncGroup: the group is Stable with all of them, as the spec starts it."""
+        ids: dict[str, str] = {}
+        for who in self.producers:
+            ids[who] = self._join(who, "")
+            for earlier in list(ids)[:-1]:
+                self._join(earlier, ids[earlier])
+        self._sync(ids)
+
+    def _rebalance(self, zombie: str) -> None:
+        """The spec's rebalance through the membership's own protocol: every member but ``zombie`` rejoins, the
+        rebalance timeout passes, the coordinator completes the generation without it, the others sync."""
+        others = {who: m.member_id for who, m in self.members.items() if who != zombie}
+        for who, member_id in others.items():
+            self._join(who, member_id)
+        self.group_clock += _REBALANCE_TIMEOUT_MS
+        self.cluster.broker.membership.tick(self.group_clock)
+        self._sync(others)
 
     def _start_producer(self, who: str, transactional_id: str) -> None:
         handle = self.cluster.producer(transactional_id)
@@ -158,7 +209,9 @@ class ImplAdapter:
         candidates = []
         for m in self.cluster.network.messages:
             if isinstance(body, spec.WriteTxnMarkers):
-                if isinstance(m.request, TxnMarker) and _same_partition(m.request.partition, body.partition):
+                # two transactional ids may have markers on their way to one partition (the group's)
+                if isinstance(m.request, TxnMarker) and _same_partition(m.request.partition, body.partition) \
+                        and m.request.transactional_id == envelope.context[0]:
                     candidates.append(m)
                 continue
             if envelope.target in self.producers:  # a response to a producer
@@ -236,7 +289,8 @@ class ImplAdapter:
                 elif kind is K.SEND:
                     p.send(impl_partition(action.partition), b"v")
                 elif kind is K.SEND_OFFSETS_TO_TRANSACTION:
-                    result = p.send_offsets_to_transaction({"input-0": self.txn_no[who]}, self.group)
+                    result = p.send_offsets_to_transaction({"input-0": self.txn_no[who]}, self.group,
+                                                           self.members.get(who))
                 elif kind is K.COMMIT_TRANSACTION:
                     result = p.commit_transaction()
                 else:
@@ -294,6 +348,8 @@ class ImplAdapter:
             self._append_fails(step)
         elif kind is K.CRASH:
             self._crash(action.actor)
+        elif kind is K.REBALANCE:
+            self._rebalance(action.actor)
         else:
             raise self._not_enabled(step, f"the step {kind.value!r} is not mapped onto the implementation")
         self._pump()
@@ -308,8 +364,10 @@ class ImplAdapter:
 
     def _take_marker_answer(self, step: Any) -> tuple[Any, Any]:
         """The (marker, error) answered by the partition the step's WriteTxnMarkersResponse comes from."""
-        _, _, source = step.action.message.context  # the marker's partition (the group's: __consumer_offsets)
-        answered = next((a for a in self.marker_answers if _same_partition(a[0].partition, source)), None)
+        tid, _, source = step.action.message.context  # the marker's partition (the group's: __consumer_offsets)
+        # two transactional ids may send markers to one partition (the group's): match both
+        answered = next((a for a in self.marker_answers
+                         if _same_partition(a[0].partition, source) and a[0].transactional_id == tid), None)
         if answered is None:
             raise self._not_enabled(step, "no marker answer from that partition")
         self.marker_answers.remove(answered)

@@ -48,7 +48,7 @@ def observation(prev: sysm.SystemState, state: sysm.SystemState) -> dict[str, An
         visible[name] = {
             "read_committed": list(partition_mod.fetch(pstate, 0, IsolationLevel.READ_COMMITTED).records),
             "read_uncommitted": list(partition_mod.fetch(pstate, 0, IsolationLevel.READ_UNCOMMITTED).records)}
-    offsets = {f"{group}/{p}": offset for (group, p), offset in state.group.committed}
+    offsets = {f"{group}/{p}": record.offset for (group, p), record in state.group.committed}
     return {"sent": sent_json, "errors": errors, "visible": visible, "offsets": offsets}
 
 

@@ -24,4 +24,7 @@ def impl_session(component: str, given: Mapping[str, Any]) -> CaseSession:
     if component == "client":
         from txnspec.conformance.case_targets import impl_client
         return impl_client.session(given)
-    raise CaseInputError(f"unknown component {component!r} (expected coordinator, partition or client)")
+    if component == "group":
+        from txnspec.conformance.case_targets import impl_group
+        return impl_group.session(given)
+    raise CaseInputError(f"unknown component {component!r} (expected coordinator, partition, client or group)")

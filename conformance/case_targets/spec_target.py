@@ -18,4 +18,7 @@ def spec_session(component: str, given: Mapping[str, Any]) -> CaseSession:
     if component == "client":
         from txnspec.conformance.case_targets import spec_client
         return spec_client.session(given)
+    if component == "group":
+        from txnspec.conformance.case_targets import spec_group
+        return spec_group.session(given)
     raise CaseInputError(f"unknown component {component!r}")

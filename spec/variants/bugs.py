@@ -15,6 +15,9 @@ check the shortest counterexample and that the same scenario holds under the cur
 5. ``failover-without-markers``: a coordinator that loads the transaction log after a failover but does
    not complete PrepareCommit/PrepareAbort transactions (re-send their markers): they never complete.
 6. ``no-duplicate-detection``: a leader that does not recognise a retried batch appends it twice.
+7. ``zombie-offsets-not-fenced`` (KIP-447 motivation): a group coordinator that does not check the member and
+   generation of a ``TxnOffsetCommit``: a consumer evicted by a rebalance commits its input position over the
+   new owner's.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 from txnspec.spec import coordinator as coord
 from txnspec.spec import partition as partition_mod
 from txnspec.spec.constants import NO_PRODUCER_EPOCH
+from txnspec.spec.errors import Errors
 from txnspec.spec.messages import EndTxn
 from txnspec.spec.variants.registry import Variant, register
 
@@ -103,3 +107,17 @@ register(Variant(
     change_protocol=lambda p: p.but("no-duplicate-detection", "no duplicate detection",
                                     append_data=_append_without_duplicate_detection),
     expected_violation="no_duplicate_append"))
+
+
+def _offset_commit_without_member_check(state: Any, group_id: str, member_id: str, group_instance_id: str | None,
+                                        generation_id: int, transactional: bool) -> Errors:
+    """Before KIP-447 a transactional offset commit carried no member: every one was accepted."""
+    return Errors.NONE
+
+
+register(Variant(
+    "zombie-offsets-not-fenced", "the group coordinator does not check a TxnOffsetCommit's member and generation",
+    "KIP-447 (motivation)",
+    change_protocol=lambda p: p.but("zombie-offsets-not-fenced", "TxnOffsetCommit without the generation check",
+                                    validate_offset_commit=_offset_commit_without_member_check),
+    expected_violation="no_fenced_member_offsets_commit"))

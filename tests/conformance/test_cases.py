@@ -12,6 +12,8 @@ from txnspec.conformance.cli import main
 
 PUBLIC = Path(__file__).resolve().parents[2] / "conformance" / "data" / "public.jsonl"
 FOUND = PUBLIC.with_name("found.jsonl")  # answers real Kafka gave the audit, pinned as cases
+GROUP_PUBLIC = PUBLIC.with_name("group_public.jsonl")  # the public sample of the group component
+GROUP = PUBLIC.with_name("group.jsonl")  # ours: issue 15's rules 1, 2 and 6, each from a Kafka test or source line
 
 
 def public_cases(component: str) -> list[str]:
@@ -33,6 +35,33 @@ def test_both_targets_pass_the_cases_real_kafka_forced(target: str) -> None:
     report = run_cases(FOUND, target_named(target))
     assert [(r.case_id, r.error, [str(m) for m in r.mismatches]) for r in report.results if not r.passed] == []
     assert report.passed == len(FOUND.read_text().splitlines()) >= 5
+
+
+@pytest.mark.parametrize("target", ["spec", "impl"])
+@pytest.mark.parametrize("cases", [GROUP_PUBLIC, GROUP], ids=["public", "ours"])
+def test_both_targets_pass_every_group_case(target: str, cases: Path) -> None:
+    report = run_cases(cases, target_named(target))
+    assert [(r.case_id, r.error, [str(m) for m in r.mismatches]) for r in report.results if not r.passed] == []
+    assert report.passed == len(cases.read_text().splitlines()) >= 2
+
+
+@pytest.mark.parametrize("when", [
+    {"request": "TxnOffsetCommit", "group_id": "g", "producer_id": 5, "producer_epoch": 0, "offsets": {"p-0": -1}},
+    {"request": "TxnOffsetCommit", "group_id": "", "producer_id": 5, "producer_epoch": 0, "offsets": {}},
+    {"request": "TxnOffsetCommit", "group_id": "g", "producer_id": 5, "producer_epoch": 0, "offsets": {},
+     "generation_id": "one"},
+    {"event": "Rebalance", "group_id": "g", "members": ["m1"]},
+    {"read": "OffsetFetch", "group_id": "g", "partitions": "p-0"},
+    {"request": "JoinGroup", "group_id": "g"},
+])
+@pytest.mark.parametrize("target", ["spec", "impl"])
+def test_a_malformed_group_step_is_a_case_error_naming_it(target: str, when: dict[str, object],
+                                                           tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps({"id": "bad", "component": "group", "given": {"offsets": {}},
+                                "steps": [{"when": when, "then": {}}]}) + "\n")
+    report = run_cases(path, target_named(target))
+    assert report.results[0].malformed, report.results[0]
 
 
 def test_comparison_rules() -> None:

@@ -16,6 +16,7 @@ PINNED = {
     "failover": 208,
     "retry": 839,
     "epoch-exhaustion": 403,
+    "rebalance": 13_692,
 }
 
 
@@ -81,6 +82,9 @@ def test_a_state_cap_gives_an_incomplete_verdict_not_a_pass() -> None:
     ({"transaction_version": 3}, "transaction_version"),
     ({"faults": {"meteor": 1}}, "unknown fault"),
     ({"max_epoch": 1}, "max_epoch"),
+    ({"records_per_transaction": 0}, "records_per_transaction"),
+    ({"group_members": True}, "group_members needs commit_offsets"),
+    ({"faults": {"rebalance": 1}, "commit_offsets": True}, "needs group_members"),
 ])
 def test_impossible_scenarios_are_refused_with_a_clear_message(changes: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):

@@ -1,4 +1,4 @@
-"""Six real Kafka bugs, rediscovered: each buggy variant yields a pinned shortest counterexample to the
+"""Seven real Kafka bugs, rediscovered: each buggy variant yields a pinned shortest counterexample to the
 named property, and the same scenario under the current protocol (TV2, with every fix) holds."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ BUGS = {
     "zombie-not-fenced": ("zombie", "fenced_producer_never_commits", 19),
     "failover-without-markers": ("failover", "prepared_transactions_complete", 13),
     "no-duplicate-detection": ("retry", "no_duplicate_append", 8),
+    "zombie-offsets-not-fenced": ("rebalance", "no_fenced_member_offsets_commit", 11),
 }
 
 
@@ -72,3 +73,23 @@ def test_a_tv1_client_whose_batch_expires_during_the_abort_is_wedged() -> None:
     assert answered and answered[0] > actions.index("producer-0 gives up on its produce to p0")
     assert not any("InitProducerId(t1, pid=0" in a for a in actions)  # the bump is never sent
     assert check(build_model("delayed-produce", "current")).ok  # TV2 bumps the epoch at every EndTxn
+
+
+def test_zombie_offsets_counterexample_reads_as_kip_447() -> None:
+    """Without the generation check, the member evicted by the rebalance commits its input position."""
+    result = check(build_model("rebalance", "zombie-offsets-not-fenced"),
+                   properties=["no_fenced_member_offsets_commit"])
+    cex = result.verdict("no_fenced_member_offsets_commit").counterexample
+    assert cex is not None
+    actions = cex.actions
+    rebalance = actions.index("the group rebalances without producer-0's member (a zombie from now on)")
+    commit = next(i for i, a in enumerate(actions) if a.startswith("deliver producer-0->group: TxnOffsetCommit"))
+    assert rebalance < commit  # the commit reaches the group after the rebalance evicted its member
+    assert actions[-1].startswith("deliver coordinator->group: WriteTxnMarkers(__consumer_offsets-3, COMMIT")
+
+
+def test_the_rebalance_scenario_fences_the_zombie_and_the_new_owner_commits() -> None:
+    result = check(build_model("rebalance"), properties=["no_fenced_member_offsets_commit",
+                                                         "offsets_committed_after_rebalance"])
+    assert result.complete and result.ok, result.render()
+    assert result.coverage.get("rebalance", 0) > 0
