@@ -142,7 +142,12 @@ def application_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
                 q = replace(p, phase=COMMITTING, end_result=TransactionResult.COMMIT, queued=queued,
                             bump_queued=p.bump_required and not tv2)
                 yield Action(K.COMMIT_TRANSACTION, who), with_dispatch(system, state, q)
-        if p.phase in (IN_TRANSACTION, ABORTABLE_ERROR) and p.awaiting is None:
+        # commitTransaction blocks until its EndTxn handler completes, and a handler queued in an error state fails
+        # only once no batch is incomplete (TransactionManager.nextRequest, maybeTerminateRequestWithError): an
+        # abort after a failed commit waits for the batches in flight
+        commit_pending = p.end_result is TransactionResult.COMMIT and bool(p.in_flight) \
+            and c.waits_for_produce_before_end_txn
+        if p.phase in (IN_TRANSACTION, ABORTABLE_ERROR) and p.awaiting is None and not commit_pending:
             # beginAbort drops partitions not yet added and records not yet sent
             offsets = OffsetsStage.NONE if p.offsets in (OffsetsStage.ADD, OffsetsStage.COMMIT) else p.offsets
             q = replace(p, phase=ABORTING, end_result=TransactionResult.ABORT, to_add=frozenset(), unsent=(),

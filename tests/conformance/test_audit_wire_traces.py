@@ -284,7 +284,10 @@ KILLED = {"no-duplicate-check": "txn.Produce", "no-epoch-fencing": "txn.Produce"
           "init-does-not-fence-ongoing": "txn.InitProducerId"}
 SURVIVE = {"duplicate-check-last-batch-only": "needs 5 batches: the hand-chosen rule produce.duplicate_within_last_5",
            "no-aborted-filter": "a consumer's bug: the audit filters fetched batches itself",
-           "timeout-commits": "needs a transaction timeout, which no client can cause"}
+           "timeout-commits": "needs a transaction timeout, which no client can cause",
+           "duplicate-window-of-four": "needs 5 batches of one epoch before a duplicate: the wire traces have one "
+                                       "batch in flight per partition",
+           "out-of-order-never-retried": "a client's rule: the audit's own client sends the planned requests"}
 
 
 def test_the_trace_replay_kills_the_broker_mutants_of_the_implementation() -> None:

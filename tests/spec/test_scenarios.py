@@ -16,6 +16,7 @@ PINNED = {
     "failover": 208,
     "retry": 839,
     "epoch-exhaustion": 403,
+    "in-flight-2": 3_824,
 }
 
 
@@ -32,6 +33,14 @@ def test_default_scenario_is_pinned_too() -> None:
     result = check(build_model("default"))
     assert result.complete and result.ok, result.render()
     assert result.states == SCENARIOS["default"].expected_states
+
+
+def test_five_batches_in_flight_are_pinned_too() -> None:
+    """About 25 s: Kafka's default max.in.flight.requests.per.connection and the broker's five-batch window."""
+    result = check(build_model("in-flight-5"))
+    assert result.complete and result.ok, result.render()
+    assert result.states == SCENARIOS["in-flight-5"].expected_states
+    assert result.deadlock_count == 0
 
 
 def test_tiny_takes_every_protocol_step_it_can() -> None:
