@@ -1046,19 +1046,21 @@ class Producer:
         handler.reenqueue()
 
     def expire_batch(self, partition: str, base_sequence: int | None = None) -> None:
-        """The delivery timeout expired for the batch in flight to ``partition`` (``Sender.failBatch`` with a
-        ``TimeoutException``; ``base_sequence`` names it when several are in flight). It may have been written, so
-        its sequence is unresolved: the transaction must abort, and a TV < 2 producer bumps its epoch after the
-        abort, also when it was already completing
+        """The delivery timeout expired for a batch sent to ``partition``, in flight or waiting for its retry
+        (``Sender.failBatch`` with a ``TimeoutException``; ``base_sequence`` names it when several were sent). It
+        may have been written, so its sequence is unresolved: the transaction must abort, and a TV < 2 producer
+        bumps its epoch after the abort, also when it was already completing
         (``TransactionManager.handleFailedBatch`` -> ``maybeResolveSequences``). Its answer, if it ever comes,
         is ignored."""
-        found = [(cid, batch) for cid, (_, batch) in self.in_flight_produce.items() if batch.partition == partition
-                 and base_sequence in (None, batch.base_sequence)]
-        if not found:
+        sent = [b for b in self.accumulator.get(partition, deque()) if b.base_sequence != -1
+                and base_sequence in (None, b.base_sequence)]
+        if not sent:
             which = "" if base_sequence is None else f" with base sequence {base_sequence}"
             raise InvalidRequestError(f"no Produce to {partition}{which} is in flight")
-        cid, batch = found[0]
-        del self.in_flight_produce[cid]
+        batch = sent[0]
+        for cid, (_, b) in list(self.in_flight_produce.items()):
+            if b is batch:
+                del self.in_flight_produce[cid]
         tm = self.tm
         entry = tm.partitions.setdefault(partition, TxnPartitionEntry())
         if batch in entry.in_flight:

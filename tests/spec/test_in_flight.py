@@ -15,6 +15,7 @@ from txnspec.spec.messages import Produce, ProduceResponse
 from txnspec.spec.model import build_system
 from txnspec.spec.producer import receive
 from txnspec.spec.scenarios import SCENARIOS, Scenario
+from txnspec.spec.system_state import replace_producer
 
 K = ActionKind
 Pick = Callable[[Action], bool]
@@ -37,6 +38,11 @@ def kind(k: ActionKind) -> Pick:
 def produce(seq: int, k: ActionKind = K.DELIVER_PRODUCE) -> Pick:
     """The delivery (or duplication, or retry) of the Produce with base sequence ``seq``."""
     return lambda a: a.kind is k and isinstance(a.body, Produce) and a.body.base_sequence == seq
+
+
+def awaited_produce(seq: int) -> Pick:
+    """The delivery of the Produce with base sequence ``seq`` the client waits for (not a duplicated copy)."""
+    return lambda a: produce(seq)(a) and a.awaited is not False
 
 
 def answer(seq: int) -> Pick:
@@ -66,7 +72,7 @@ def test_five_in_flight_and_a_duplicate_older_than_the_last_batch_is_recognised(
     state = take(five, in_transaction(five, 1), produce(0, K.DUPLICATE), *[kind(K.SEND)] * 4)
     assert produces(state) == [0, 0, 1, 2, 3, 4]
     for seq in range(5):
-        state = take(five, state, lambda a, s=seq: produce(s)(a) and a.awaited is not False)
+        state = take(five, state, awaited_produce(seq))
     # the copy of batch 0 arrives after batches 0 to 4 were appended: the fifth-newest batch of the window
     state = take(five, state, produce(0))
     answers = [e.body for e in state.network if isinstance(e.body, ProduceResponse) and e.context[3] == 0]
@@ -110,9 +116,9 @@ def test_no_abort_while_a_failed_commit_still_has_batches_in_flight() -> None:
     two = build_system("in-flight-2")
     state = take(two, in_transaction(two, 3), kind(K.COMMIT_TRANSACTION), produce(1), answer(1))
     assert state.producers[0].phase is sysm.COMMITTING  # batch 0 still in flight: batch 1 retries
-    failed = sysm.replace_producer(state, replace(state.producers[0], phase=sysm.ABORTABLE_ERROR))
+    failed = replace_producer(state, replace(state.producers[0], phase=sysm.ABORTABLE_ERROR))
     assert not [a for a, _ in sysm.next_steps(two, failed) if a.kind is K.ABORT_TRANSACTION]
-    done = sysm.replace_producer(failed, replace(failed.producers[0], in_flight=frozenset()))
+    done = replace_producer(failed, replace(failed.producers[0], in_flight=frozenset()))
     assert [a for a, _ in sysm.next_steps(two, done) if a.kind is K.ABORT_TRANSACTION]
 
 
