@@ -44,7 +44,9 @@ Assumptions
       ``VerificationGuard``; the spec takes the guard as correct.
     * Time is abstract: a timeout may fire for any Ongoing transaction; producer-state and
       transactional-id expiration are left to the component handlers and the behaviour cases.
-    * At most one produce in flight per partition and producer (``max.in.flight`` 1 per partition).
+    * At most ``Scenario.max_in_flight`` produces in flight per partition and producer (1 to 5, default 1;
+      ``max.in.flight.requests.per.connection``, here per partition), retried in sequence order
+      (:mod:`~txnspec.spec.producer`).
     * ``FindCoordinator`` always finds the one coordinator.
 
 Ghost state (never read by the protocol, only by properties)
