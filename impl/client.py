@@ -8,8 +8,10 @@ variant, ``beginTransaction``, ``maybeAddPartition``, ``sendOffsetsToTransaction
 nothing was added, ``maybeFailWithError``, ``handleCachedTransactionRequestResult``, every
 ``TxnRequestHandler.handleResponse`` with its handlers' fatal / abortable / retriable classification,
 ``maybeTransitionToErrorState`` and ``handleFailedBatch`` for produce errors), ``Sender`` (one transactional
-request in flight; no new produce while one is; ``canRetry`` for OUT_OF_ORDER_SEQUENCE_NUMBER) and
-``KafkaProducer`` (the application API with Kafka's names).
+request in flight; no new produce while one is; ``canRetry`` for OUT_OF_ORDER_SEQUENCE_NUMBER), the
+``RecordAccumulator.drain`` rules for several batches in flight per partition (``max_in_flight``, at most 5: a
+retried batch goes again only when it is the first in flight, nothing new behind a batch waiting for its retry
+or of an older epoch) and ``KafkaProducer`` (the application API with Kafka's names).
 
 Theory of operation: the application calls the API methods (``init_transactions`` ... ``abort_transaction``,
 ``send``); they change state, queue handlers and return a :class:`TransactionalRequestResult` or a
@@ -19,7 +21,8 @@ Sender iterations and returns the requests to put on the wire (transactional req
 Blocking is the caller's business (:class:`txnspec.impl.cluster.Cluster` pumps the network until a result
 completes). Invalid transitions raised on the Sender side poison the manager (FATAL_ERROR).
 
-Assumed / left out: delivery timeouts, ``max.block.ms`` and backoff delays (retries are immediate); batch
+Assumed / left out: delivery timeouts, ``max.block.ms`` and backoff delays (retries are immediate, or held
+until :meth:`Producer.end_retry_backoff` when ``retry_backoff`` is set, as the conformance adapter does); batch
 size is a record count; no compression, partitioner or metadata; the TV of the client is fixed at
 construction (no upgrade detection); 2PC (``prepareTransaction``) is not offered.
 """
@@ -175,6 +178,7 @@ class ProducerBatch:
     producer_epoch: int = -1
     attempts: int = 0
     in_flight: bool = False
+    backing_off: bool = False  # answered with a retriable error, retry.backoff.ms not yet elapsed
 
     @property
     def last_sequence(self) -> int:
@@ -822,6 +826,9 @@ class Producer:
                                      coordinator_supports_bumping_epoch)
         self.batch_records = batch_records
         self.max_in_flight = max_in_flight
+        # retry.backoff.ms: False retries a batch at the next poll; True holds it (and the partition's batches
+        # behind it) until end_retry_backoff(), for a driver that decides when the backoff elapses
+        self.retry_backoff = False
         self.accumulator: dict[str, deque[ProducerBatch]] = {}
         self.in_flight_produce: dict[int, tuple[Produce, ProducerBatch]] = {}
         self.in_flight_txn: tuple[TransactionalRequest, TxnRequestHandler] | None = None
@@ -973,6 +980,8 @@ class Producer:
                 if batch.in_flight:
                     earlier_in_flight = True
                     continue
+                if batch.backing_off:
+                    break  # RecordAccumulator.drain: the first batch is backing off, the partition waits
                 if len(entry.in_flight) >= self.max_in_flight:
                     break
                 if batch.base_sequence != -1 and earlier_in_flight:
@@ -1031,6 +1040,12 @@ class Producer:
                 del self.in_flight_produce[cid]
         self.in_flight_produce[request.correlation_id] = (request, batch)
         self._complete_batch(request, response)
+
+    def end_retry_backoff(self) -> None:
+        """``retry.backoff.ms`` elapsed for every batch waiting for its retry (see ``retry_backoff``)."""
+        for queue in self.accumulator.values():
+            for batch in queue:
+                batch.backing_off = False
 
     def on_disconnect(self, request: TransactionalRequest | Produce) -> None:
         """The request (or its response) was lost: retry it, re-looking up the coordinator."""
@@ -1109,6 +1124,7 @@ class Producer:
             earlier_unfinished = earlier_unfinished or (unfinished.base_sequence != -1 and (
                 unfinished.producer_id, unfinished.producer_epoch) == (batch.producer_id, batch.producer_epoch))
         if tm.can_retry(e, batch, earlier_unfinished) and tm.state is not St.FATAL_ERROR:
+            batch.backing_off = self.retry_backoff
             return  # stays queued with its sequence; drained again in order
         if batch in queue:
             queue.remove(batch)

@@ -112,7 +112,9 @@ def client_retry_steps(system: System, state: SystemState) -> Iterator[tuple[Act
             if not any(e.context == key for e in mine) and first_in_flight(system.client, p, key):
                 resend = Envelope(who, partition, Produce(partition, producer_id, epoch, seq, 1, True,
                                                           p.transactional_id), key, p.tag)
-                yield Action(K.RETRY, who, resend), replace(state, network=send(state.network, resend))
+                # the Sender loop that drains the retry drains what may follow it (nothing, with one in flight)
+                retried = replace(state, network=send(state.network, resend))
+                yield Action(K.RETRY, who, resend), with_dispatch(system, retried, p)
 
 
 def marker_retry_steps(system: System, state: SystemState) -> Iterator[tuple[Action, SystemState]]:

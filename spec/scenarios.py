@@ -138,13 +138,13 @@ IN_FLIGHT_2 = scenario(Scenario(
     "in-flight-2", "one producer, one partition, three records with two batches in flight; a message may be "
     "duplicated: batches answered out of order are retried in sequence order",
     records_per_transaction=3, max_in_flight=2, max_epoch=4, max_sequence=3, faults={"duplicate": 1},
-    expected_states=3_824))
+    expected_states=3_758))
 
 IN_FLIGHT_5 = scenario(Scenario(
     "in-flight-5", "one producer, one partition, five records with five batches in flight (Kafka's default); "
     "a message may be duplicated: the broker's five-batch duplicate window",
     records_per_transaction=5, max_in_flight=5, max_epoch=4, max_sequence=8, faults={"duplicate": 1},
-    expected_states=83_188))
+    expected_states=81_718))
 
 
 def scenario_named(name: str) -> Scenario:

@@ -95,6 +95,7 @@ class ImplAdapter:
             # partition (spec/producer.py): batch.size of one record and max.in.flight.requests.per.connection
             handle.producer.batch_records = 1
             handle.producer.max_in_flight = s.max_in_flight
+            handle.producer.retry_backoff = True  # a batch is retried at the spec's retry step, not before
             self.producers[producer_address(p.index)] = (handle.name, handle.producer)
             self.txn_no[producer_address(p.index)] = 0
 
@@ -243,8 +244,11 @@ class ImplAdapter:
                 raise self._not_enabled(step, "no such message in flight in the implementation")
             self.cluster.deliver(m)
         elif kind is K.RETRY and isinstance(action.body, spec.Produce):
-            # the client's Sender drains a batch waiting for its retry by itself as soon as it is the first in
-            # flight of its partition: the spec's retry step finds it on its way
+            # retry.backoff.ms elapses: the client's Sender drains the batch waiting for its retry if it is the
+            # first in flight of its partition
+            _, producer = self.producers[action.actor]
+            producer.end_retry_backoff()
+            self.cluster._dispatch()
             if self._match(step) is None:
                 raise self._not_enabled(step, "the client has not sent that batch again")
         elif kind is K.DUPLICATE:

@@ -16,7 +16,7 @@ PINNED = {
     "failover": 208,
     "retry": 839,
     "epoch-exhaustion": 403,
-    "in-flight-2": 3_824,
+    "in-flight-2": 3_758,
 }
 
 
@@ -36,7 +36,7 @@ def test_default_scenario_is_pinned_too() -> None:
 
 
 def test_five_batches_in_flight_are_pinned_too() -> None:
-    """About 25 s: Kafka's default max.in.flight.requests.per.connection and the broker's five-batch window."""
+    """About 20 s: Kafka's default max.in.flight.requests.per.connection and the broker's five-batch window."""
     result = check(build_model("in-flight-5"))
     assert result.complete and result.ok, result.render()
     assert result.states == SCENARIOS["in-flight-5"].expected_states
