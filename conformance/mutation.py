@@ -21,7 +21,8 @@ from txnspec.conformance.replay import replay
 from txnspec.conformance.traces import Trace
 from txnspec.impl import _mutants
 
-SCENARIOS = ("default", "zombie", "retry", "multi-partition", "offsets", "loss", "append-failure", "crash", "faults")
+SCENARIOS = ("default", "zombie", "retry", "multi-partition", "offsets", "in-flight-2", "in-flight-5", "loss",
+             "append-failure", "crash", "faults")
 __all__ = ["SCENARIOS", "ImplMutantAdapter", "MutantResult", "mutation_score", "summary", "trace_pool"]
 
 

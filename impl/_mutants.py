@@ -42,6 +42,12 @@ MUTANTS: dict[str, Mutant] = {m.name: m for m in (
            "TransactionCoordinator.abortTimedOutTransactions: PrepareAbort"),
     Mutant("markers-skip-a-partition", "the markers of a transaction are not sent to its last partition",
            "TransactionMarkerChannelManager: a marker to every partition of the transaction"),
+    # only several batches in flight per partition reveal these two (the scenarios in-flight-2 and in-flight-5)
+    Mutant("out-of-order-never-retried", "an OUT_OF_ORDER_SEQUENCE_NUMBER always fails the batch",
+           "TransactionManager.canRetry: a batch that is not the next one (an earlier batch is still in flight) "
+           "is retried after OUT_OF_ORDER_SEQUENCE_NUMBER"),
+    Mutant("duplicate-window-of-four", "the producer state keeps the last 4 batches for duplicate detection",
+           "ProducerStateEntry.NUM_BATCHES_TO_RETAIN: 5 batches, one per request a client may have in flight"),
     Mutant("init-does-not-fence-ongoing", "InitProducerId leaves an ongoing transaction open",
            "TransactionCoordinator.handleInitProducerId: an Ongoing transaction is aborted (PrepareEpochFence)"),
     # revealed only by the faults of issue 20 (a failed transaction-log append, a lost request or answer)

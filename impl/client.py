@@ -8,8 +8,10 @@ variant, ``beginTransaction``, ``maybeAddPartition``, ``sendOffsetsToTransaction
 nothing was added, ``maybeFailWithError``, ``handleCachedTransactionRequestResult``, every
 ``TxnRequestHandler.handleResponse`` with its handlers' fatal / abortable / retriable classification,
 ``maybeTransitionToErrorState`` and ``handleFailedBatch`` for produce errors), ``Sender`` (one transactional
-request in flight; no new produce while one is; ``canRetry`` for OUT_OF_ORDER_SEQUENCE_NUMBER) and
-``KafkaProducer`` (the application API with Kafka's names).
+request in flight; no new produce while one is; ``canRetry`` for OUT_OF_ORDER_SEQUENCE_NUMBER), the
+``RecordAccumulator.drain`` rules for several batches in flight per partition (``max_in_flight``, at most 5: a
+retried batch goes again only when it is the first in flight, nothing new behind a batch waiting for its retry
+or of an older epoch) and ``KafkaProducer`` (the application API with Kafka's names).
 
 Theory of operation: the application calls the API methods (``init_transactions`` ... ``abort_transaction``,
 ``send``); they change state, queue handlers and return a :class:`TransactionalRequestResult` or a
@@ -19,7 +21,8 @@ Sender iterations and returns the requests to put on the wire (transactional req
 Blocking is the caller's business (:class:`txnspec.impl.cluster.Cluster` pumps the network until a result
 completes). Invalid transitions raised on the Sender side poison the manager (FATAL_ERROR).
 
-Assumed / left out: delivery timeouts, ``max.block.ms`` and backoff delays (retries are immediate); batch
+Assumed / left out: delivery timeouts, ``max.block.ms`` and backoff delays (retries are immediate, or held
+until :meth:`Producer.end_retry_backoff` when ``retry_backoff`` is set, as the conformance adapter does); batch
 size is a record count; no compression, partitioner or metadata; the TV of the client is fixed at
 construction (no upgrade detection); 2PC (``prepareTransaction``) is not offered.
 """
@@ -176,6 +179,7 @@ class ProducerBatch:
     producer_epoch: int = -1
     attempts: int = 0
     in_flight: bool = False
+    backing_off: bool = False  # answered with a retriable error, retry.backoff.ms not yet elapsed
 
     @property
     def last_sequence(self) -> int:
@@ -781,13 +785,16 @@ class TransactionManager:
 
     # --- produce outcomes (Sender.completeBatch / failBatch) ---
 
-    def can_retry(self, error: Errors, batch: ProducerBatch) -> bool:
+    def can_retry(self, error: Errors, batch: ProducerBatch, earlier_unfinished: bool = False) -> bool:
+        """``TransactionManager.canRetry``. An OUT_OF_ORDER_SEQUENCE_NUMBER is retried when the batch is not the
+        next one: an earlier batch of its producer id and epoch is unfinished (in flight or waiting for its
+        retry). Kafka asks ``!isNextSequence`` (lastAckedSequence + 1); the two differ only after an earlier batch
+        failed, when Kafka retries until the delivery timeout fails the batch (the gap stays) and this fails it
+        at once, as the spec does (``spec/producer.py``)."""
         if batch.producer_id != self.producer_id:
             return False
         if error is Errors.OUT_OF_ORDER_SEQUENCE_NUMBER:
-            entry = self.partitions.setdefault(batch.partition, TxnPartitionEntry())
-            # not the next batch: an earlier one may still be retried, so this one retries too
-            return increment_sequence(entry.last_acked_sequence, 1) != batch.base_sequence
+            return earlier_unfinished and not _mutants.active("out-of-order-never-retried")
         return error.retriable
 
     def maybe_transition_to_error_state(self, e: BaseException) -> None:
@@ -823,6 +830,9 @@ class Producer:
                                      coordinator_supports_bumping_epoch)
         self.batch_records = batch_records
         self.max_in_flight = max_in_flight
+        # retry.backoff.ms: False retries a batch at the next poll; True holds it (and the partition's batches
+        # behind it) until end_retry_backoff(), for a driver that decides when the backoff elapses
+        self.retry_backoff = False
         self.accumulator: dict[str, deque[ProducerBatch]] = {}
         self.in_flight_produce: dict[int, tuple[Produce, ProducerBatch]] = {}
         self.in_flight_txn: tuple[TransactionalRequest, TxnRequestHandler] | None = None
@@ -971,13 +981,24 @@ class Producer:
             if not queue or not tm.is_send_to_partition_allowed(partition):
                 continue
             entry = tm.partitions.setdefault(partition, TxnPartitionEntry())
+            earlier_in_flight = False  # the queue holds the partition's unfinished batches in sequence order
             for batch in list(queue):
                 if batch.in_flight:
+                    earlier_in_flight = True
                     continue
+                if batch.backing_off:
+                    break  # RecordAccumulator.drain: the first batch is backing off, the partition waits
                 if len(entry.in_flight) >= self.max_in_flight:
                     break
-                if batch.base_sequence != -1 and entry.in_flight:
-                    break  # a retried batch goes out only when it is first in line
+                if batch.base_sequence != -1 and earlier_in_flight:
+                    # RecordAccumulator.shouldStopDrainBatchesForPartition: a retried batch goes out only when it
+                    # is the first in flight (firstInFlightSequence), and nothing new goes before it
+                    break
+                if batch.base_sequence == -1 and any((b.producer_id, b.producer_epoch) != (tm.producer_id,
+                                                                                           tm.producer_epoch)
+                                                     for b in entry.in_flight):
+                    break  # no new batch while one of an older producer id or epoch is in flight
+                earlier_in_flight = True
                 if batch.base_sequence == -1 or batch.producer_epoch != tm.producer_epoch \
                         or batch.producer_id != tm.producer_id:
                     batch.base_sequence = entry.next_sequence
@@ -1010,6 +1031,28 @@ class Producer:
         finally:
             self.tm._on_sender_thread = False
 
+    def on_earlier_attempt_response(self, request: Produce, response: Response) -> None:
+        """The answer to a copy of a Produce whose correlation was already answered (the request was sent again
+        while this copy was on its way). The broker answers by sequence, so while the batch (partition, producer
+        id, epoch, base sequence) is unfinished this is its answer, as good as the attempt in flight now (whose
+        own answer is then ignored); once the batch is finished it is stale."""
+        queue = self.accumulator.get(request.partition, deque())
+        batch = next((b for b in queue if (b.producer_id, b.producer_epoch, b.base_sequence)
+                      == (request.producer_id, request.producer_epoch, request.base_sequence)), None)
+        if batch is None:
+            return
+        for cid, (_, b) in list(self.in_flight_produce.items()):
+            if b is batch:
+                del self.in_flight_produce[cid]
+        self.in_flight_produce[request.correlation_id] = (request, batch)
+        self._complete_batch(request, response)
+
+    def end_retry_backoff(self) -> None:
+        """``retry.backoff.ms`` elapsed for every batch waiting for its retry (see ``retry_backoff``)."""
+        for queue in self.accumulator.values():
+            for batch in queue:
+                batch.backing_off = False
+
     def on_disconnect(self, request: TransactionalRequest | Produce) -> None:
         """The request (or its response) was lost: retry it, re-looking up the coordinator."""
         if isinstance(request, Produce):
@@ -1025,17 +1068,22 @@ class Producer:
             self.tm._lookup_coordinator(handler.coordinator_type, handler.coordinator_key)
         handler.reenqueue()
 
-    def expire_batch(self, partition: str) -> None:
-        """The delivery timeout expired for the batch in flight to ``partition`` (``Sender.failBatch`` with a
-        ``TimeoutException``). It may have been written, so its sequence is unresolved: the transaction must
-        abort, and a TV < 2 producer bumps its epoch after the abort, also when it was already completing
+    def expire_batch(self, partition: str, base_sequence: int | None = None) -> None:
+        """The delivery timeout expired for a batch sent to ``partition``, in flight or waiting for its retry
+        (``Sender.failBatch`` with a ``TimeoutException``; ``base_sequence`` names it when several were sent). It
+        may have been written, so its sequence is unresolved: the transaction must abort, and a TV < 2 producer
+        bumps its epoch after the abort, also when it was already completing
         (``TransactionManager.handleFailedBatch`` -> ``maybeResolveSequences``). Its answer, if it ever comes,
         is ignored."""
-        found = [(cid, batch) for cid, (_, batch) in self.in_flight_produce.items() if batch.partition == partition]
-        if not found:
-            raise InvalidRequestError(f"no Produce to {partition} is in flight")
-        cid, batch = found[0]
-        del self.in_flight_produce[cid]
+        sent = [b for b in self.accumulator.get(partition, deque()) if b.base_sequence != -1
+                and base_sequence in (None, b.base_sequence)]
+        if not sent:
+            which = "" if base_sequence is None else f" with base sequence {base_sequence}"
+            raise InvalidRequestError(f"no Produce to {partition}{which} is in flight")
+        batch = sent[0]
+        for cid, (_, b) in list(self.in_flight_produce.items()):
+            if b is batch:
+                del self.in_flight_produce[cid]
         tm = self.tm
         entry = tm.partitions.setdefault(partition, TxnPartitionEntry())
         if batch in entry.in_flight:
@@ -1077,7 +1125,14 @@ class Producer:
             for i, f in enumerate(batch.futures):
                 f._complete(response.base_offset + i if response.base_offset >= 0 else -1)
             return
-        if tm.can_retry(e, batch) and tm.state is not St.FATAL_ERROR:
+        earlier_unfinished = False
+        for unfinished in queue:  # the partition's unfinished batches, in sequence order
+            if unfinished is batch:
+                break
+            earlier_unfinished = earlier_unfinished or (unfinished.base_sequence != -1 and (
+                unfinished.producer_id, unfinished.producer_epoch) == (batch.producer_id, batch.producer_epoch))
+        if tm.can_retry(e, batch, earlier_unfinished) and tm.state is not St.FATAL_ERROR:
+            batch.backing_off = self.retry_backoff
             return  # stays queued with its sequence; drained again in order
         if batch in queue:
             queue.remove(batch)

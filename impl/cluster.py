@@ -80,7 +80,7 @@ from txnspec.impl.errors import (
     TimeoutException,
 )
 from txnspec.impl.log import Record, RecordValue
-from txnspec.impl.messages import Fetch, Request, Response
+from txnspec.impl.messages import Fetch, Produce, Request, Response
 from txnspec.impl.partition import IsolationLevel
 
 
@@ -320,6 +320,8 @@ class Cluster:
             return
         in_flight = p.in_flight_requests()
         if not any(r is m.request for r in in_flight):
+            if isinstance(m.request, Produce):  # a copy of a batch's earlier attempt: its answer while unfinished
+                p.on_earlier_attempt_response(m.request, m.response)
             return  # a duplicate or stale response: the client no longer waits for it
         p.on_response(m.request, m.response)  # type: ignore[arg-type]
 

@@ -140,6 +140,8 @@ class ProducerStateEntry:
         searched: Iterable[BatchMetadata] = self.batch_metadata
         if _mutants.active("duplicate-check-last-batch-only"):
             searched = list(self.batch_metadata)[-1:]
+        elif _mutants.active("duplicate-window-of-four"):
+            searched = list(self.batch_metadata)[-(NUM_BATCHES_TO_RETAIN - 1):]
         for b in searched:
             if b.first_seq == first_seq and b.last_seq == last_seq:
                 return b

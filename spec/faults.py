@@ -9,8 +9,9 @@ System
     delivery to the coordinator: :func:`txnspec.spec.system.delivery_steps`.)
     Recovery, not budgeted: the coordinator aborts a transaction no live producer can end any more
     (``TransactionCoordinator.abortTimedOutTransactions``), a client re-sends a request lost with its answer
-    (``NetworkClient`` request timeout), the coordinator re-sends a marker no longer in flight
-    (``TransactionMarkerChannelManager``).
+    (``NetworkClient`` request timeout) or a batch answered with a retriable error (the first in flight of its
+    partition only: ``RecordAccumulator.shouldStopDrainBatchesForPartition``), the coordinator re-sends a marker
+    no longer in flight (``TransactionMarkerChannelManager``).
 
 Assumptions
     Time is abstract: a timeout may fire for any Ongoing transaction. Only a client duplicates a message (it
@@ -28,7 +29,15 @@ from txnspec.spec.actions import Action, ActionKind
 from txnspec.spec.brokers import coordinator_step, marker_envelope
 from txnspec.spec.messages import Produce, WriteTxnMarkersResponse
 from txnspec.spec.network import COORDINATOR, NETWORK, Envelope, producer_index, remove_one, send
-from txnspec.spec.producer import FATAL_ERROR, READY, UNINITIALIZED, expire_batch, request_timed_out, restarted
+from txnspec.spec.producer import (
+    FATAL_ERROR,
+    READY,
+    UNINITIALIZED,
+    expire_batch,
+    first_in_flight,
+    request_timed_out,
+    restarted,
+)
 from txnspec.spec.system_state import System, SystemState, replace_producer, with_dispatch
 from txnspec.spec.txn_state import ONGOING
 
@@ -47,7 +56,7 @@ def environment_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
                 yield (Action(K.LOSE, NETWORK, envelope),
                        replace(state, network=remove_one(state.network, envelope), budget=replace(b, loss=b.loss - 1)))
             if b.duplicate and producer_index(envelope.source) is not None \
-                    and len(state.network) < system.scenario.max_in_flight:
+                    and len(state.network) < system.scenario.max_messages_in_flight:
                 duplicated = replace(state, network=send(state.network, envelope),
                                      budget=replace(b, duplicate=b.duplicate - 1))
                 yield Action(K.DUPLICATE, envelope.source, envelope), duplicated
@@ -118,10 +127,13 @@ def client_retry_steps(system: System, state: SystemState) -> Iterator[tuple[Act
         # transactional request is in flight (maybeSendAndPollTransactionalRequest), as dispatch does
         for key in sorted(p.in_flight) if p.awaiting is None else ():
             partition, producer_id, epoch, seq = key
-            if not any(e.context == key for e in mine):
+            # a batch waiting for its retry goes again when it is the first in flight (RecordAccumulator.drain)
+            if not any(e.context == key for e in mine) and first_in_flight(system.client, p, key):
                 resend = Envelope(who, partition, Produce(partition, producer_id, epoch, seq, 1, True,
                                                           p.transactional_id), key, p.tag)
-                yield Action(K.RETRY, who, resend), replace(state, network=send(state.network, resend))
+                # the Sender loop that drains the retry drains what may follow it (nothing, with one in flight)
+                retried = replace(state, network=send(state.network, resend))
+                yield Action(K.RETRY, who, resend), with_dispatch(system, retried, p)
 
 
 def marker_retry_steps(system: System, state: SystemState) -> Iterator[tuple[Action, SystemState]]:

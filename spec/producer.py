@@ -19,12 +19,24 @@ System
       retriable (re-enqueue), abortable (``ABORTABLE_ERROR``: the application must abort; for TV < 2 the
       abort is followed by an InitProducerId epoch bump, KIP-360), fatal (``FATAL_ERROR``).
 
+    * Produce sequences follow ``RecordAccumulator.drain`` and ``TransactionManager``: up to
+      ``max_in_flight`` batches per partition (``inFlightBatchesBySequence``); a batch answered with a
+      retriable error, or lost, waits to be sent again with its sequence and goes only when it is the first
+      in flight (``shouldStopDrainBatchesForPartition``: ``firstInFlightSequence``); no new batch goes while one
+      waits for its retry, nor while a batch of an older producer id or epoch is in flight; an
+      OUT_OF_ORDER_SEQUENCE_NUMBER is retried when an earlier batch is still in flight (``canRetry``:
+      ``!isNextSequence``); a batch the client gives up on leaves its sequence unresolved
+      (``maybeResolveSequences``): the transaction aborts and a TV1 client bumps its epoch, which resets the
+      sequences (TV2 gets a new epoch with every EndTxn, KIP-890).
+
 Assumptions
-    One record per batch, one batch in flight per partition (``max.in.flight.requests.per.connection`` 1 per
-    partition); ``FindCoordinator`` always finds the one coordinator.
+    One record per batch; the in-flight limit is per partition (Kafka's is per broker connection; one leader
+    per partition here); ``FindCoordinator`` always finds the one coordinator.
 
 Left out
-    Idempotent-only producers, batching of several records, ``max.in.flight`` above one.
+    Idempotent-only producers, batching of several records, a partition's sequence resolved without an epoch
+    bump (``maybeResolveSequences`` finding the last acknowledged sequence equal to the expired batch's: the
+    transaction aborts anyway).
 """
 
 from __future__ import annotations
@@ -115,6 +127,14 @@ class ClientConfig:
     max_sequence: int
     waits_for_produce_before_end_txn: bool
     bumps_epoch_after_abortable_error: bool
+    max_in_flight: int = 1  # batches in flight per partition (max.in.flight.requests.per.connection)
+
+    def earlier(self, first: Batch, second: Batch) -> bool:
+        """``first`` was sent before ``second`` on the same partition with the same producer id and epoch
+        (sequence order, across the wrap to 0: the scenario keeps ``max_sequence >= 2 * (max_in_flight - 1)``)."""
+        if first[:3] != second[:3]:
+            return False
+        return 0 < (second[3] - first[3]) % (self.max_sequence + 1) < self.max_in_flight
 
     @property
     def tv2(self) -> bool:
@@ -204,7 +224,8 @@ def dispatch(config: ClientConfig, p: Producer, used: frozenset[object] = frozen
              ) -> tuple[Producer, tuple[Envelope, ...]]:
     """``Sender.runOnce``: send every request the client can send now (see module doc).
 
-    ``used``: the correlation ids of this producer's messages in flight."""
+    ``used``: the contexts of this producer's messages in flight (correlation ids, and the batches whose
+    request or answer is on its way: a batch in flight without one waits for its retry)."""
     out: list[Envelope] = []
     src = p.address
     tid = p.transactional_id
@@ -251,14 +272,15 @@ def dispatch(config: ClientConfig, p: Producer, used: frozenset[object] = frozen
     # Sender sends no produce while a transactional request is in flight (Sender.runOnce waits for it).
     unsent = list(p.unsent)
     for partition in p.unsent if p.awaiting is None else ():
-        busy = any(q[0] == partition for q in p.in_flight)
         ready = tv2 or partition in p.added
-        if busy or not ready or p.phase not in (IN_TRANSACTION, COMMITTING):
+        if not ready or p.phase not in (IN_TRANSACTION, COMMITTING) \
+                or not _drains_new_batch(config, p, partition, used):
             continue
         seq = p.next_sequence(partition)
         nxt = 0 if seq >= config.max_sequence else seq + 1
         unsent.remove(partition)
         key = (partition, p.producer_id, p.producer_epoch, seq)
+        used = used | {key}  # its Produce is on its way
         p = replace(p, in_flight=p.in_flight | {key}, sequences=_set(p.sequences, partition, nxt),
                     started=True, unsent=tuple(unsent))
         out.append(Envelope(src, partition, Produce(partition, p.producer_id, p.producer_epoch, seq, 1, True, tid),
@@ -281,6 +303,24 @@ def dispatch(config: ClientConfig, p: Producer, used: frozenset[object] = frozen
     return p, tuple(out)
 
 
+def _drains_new_batch(config: ClientConfig, p: Producer, partition: str, used: frozenset[object]) -> bool:
+    """``RecordAccumulator.drain`` takes a new batch for ``partition``: fewer than ``max_in_flight`` are in flight,
+    none waits for its retry (retries stand first in the partition's deque, in sequence order), none is of an
+    older producer id or epoch (``shouldStopDrainBatchesForPartition``)."""
+    mine = [b for b in p.in_flight if b[0] == partition]
+    if len(mine) >= config.max_in_flight:
+        return False
+    current = (p.producer_id, p.producer_epoch)
+    return all(b[1:3] == current and b in used for b in mine)
+
+
+def first_in_flight(config: ClientConfig, p: Producer, batch: Batch) -> bool:
+    """No batch sent before ``batch`` is still in flight: ``batch.baseSequence() == firstInFlightSequence``, the
+    condition for a retried batch to be drained again (and for an OUT_OF_ORDER_SEQUENCE_NUMBER not to be
+    retried: ``TransactionManager.canRetry``'s ``isNextSequence``)."""
+    return not any(config.earlier(other, batch) for other in p.in_flight)
+
+
 def transaction_completed(config: ClientConfig, p: Producer, result: TransactionResult) -> Producer:
     phase = INITIALIZING if p.bump_required and not config.tv2 else READY
     return replace(p, phase=phase, added=frozenset(), to_add=frozenset(), queued=(), unsent=(),
@@ -301,7 +341,11 @@ def receive(config: ClientConfig, p: Producer, body: Any, context: Any
     if isinstance(body, ProduceResponse):
         if context not in p.in_flight:
             return None
-        if body.error in RETRIABLE_ERRORS:
+        # TransactionManager.canRetry: an OUT_OF_ORDER_SEQUENCE_NUMBER for a batch that is not the next one (an
+        # earlier batch is still in flight) is retried, as the retriable errors are
+        out_of_order_retried = body.error is Errors.OUT_OF_ORDER_SEQUENCE_NUMBER and not first_in_flight(
+            config, p, context)
+        if body.error in RETRIABLE_ERRORS or out_of_order_retried:
             # Sender.canRetry -> TransactionManager.canRetry: a RetriableException is retried with the batch's
             # sequence; the batch stays in flight and the client's retry step sends it again
             return p, None

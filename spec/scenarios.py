@@ -8,13 +8,17 @@ protocol under the scenario (a test asserts it: a silent change in the count mea
 
 Bounds standing for Kafka's: ``max_epoch`` stands for ``Short.MAX_VALUE`` (epochs at ``max_epoch - 1``
 and above are exhausted, as 32766 is); ``max_sequence`` for ``Integer.MAX_VALUE`` (sequences wrap to 0
-after it).
+after it). ``max_messages_in_flight`` bounds the network (a duplicate is only made while fewer messages
+are in flight); ``max_in_flight`` is the client's ``max.in.flight.requests.per.connection`` per partition
+(1 to 5, Kafka's default 5: the broker's duplicate window, ``ProducerStateEntry.NUM_BATCHES_TO_RETAIN``, holds
+five batches so that every batch a client can retry is recognised).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+MAX_IN_FLIGHT = 5  # ProducerConfig: idempotence requires max.in.flight.requests.per.connection <= 5
 FAULTS = ("loss", "duplicate", "append_failure", "timeout", "failover", "crash", "expire_batch", "rebalance")
 
 
@@ -33,7 +37,8 @@ class Scenario:
     partition_verification: bool = True  # transaction.partition.verification.enable (KIP-890 part 1)
     max_epoch: int = 32767
     max_sequence: int = 2147483647
-    max_in_flight: int = 4
+    max_messages_in_flight: int = 4  # the network's size below which a message may be duplicated
+    max_in_flight: int = 1  # batches in flight per partition (max.in.flight.requests.per.connection)
     # the producers' applications are the members of a classic consumer group, generation 1 at the start, and
     # commit offsets naming their member (KIP-447); the fault "rebalance" evicts the first producer's member
     group_members: bool = False
@@ -54,6 +59,12 @@ class Scenario:
             problems.append("max_epoch must be >= 2")
         if self.max_sequence < 1:
             problems.append("max_sequence must be >= 1")
+        if not 1 <= self.max_in_flight <= MAX_IN_FLIGHT:
+            problems.append(f"max_in_flight must be 1 to {MAX_IN_FLIGHT} (Kafka's idempotent producer), "
+                            f"not {self.max_in_flight}")
+        elif self.max_sequence < 2 * (self.max_in_flight - 1):
+            problems.append(f"max_in_flight {self.max_in_flight} needs max_sequence >= {2 * (self.max_in_flight - 1)} "
+                            "(so that the order of the sequences in flight is clear across the wrap to 0)")
         for fault, budget in self.faults.items():
             if fault not in FAULTS:
                 problems.append(f"unknown fault {fault!r} (known: {', '.join(FAULTS)})")
@@ -167,6 +178,19 @@ REBALANCE = scenario(Scenario(
     "first one's member while its transaction is open, a zombie from then on",
     transactional_ids=("t1", "t2"), records_per_transaction=0, commit_offsets=True, group_members=True,
     max_epoch=4, max_sequence=3, faults={"rebalance": 1}))
+
+
+IN_FLIGHT_2 = scenario(Scenario(
+    "in-flight-2", "one producer, one partition, three records with two batches in flight; a message may be "
+    "duplicated: batches answered out of order are retried in sequence order",
+    records_per_transaction=3, max_in_flight=2, max_epoch=4, max_sequence=3, faults={"duplicate": 1},
+    expected_states=3_758))
+
+IN_FLIGHT_5 = scenario(Scenario(
+    "in-flight-5", "one producer, one partition, five records with five batches in flight (Kafka's default); "
+    "a message may be duplicated: the broker's five-batch duplicate window",
+    records_per_transaction=5, max_in_flight=5, max_epoch=4, max_sequence=8, faults={"duplicate": 1},
+    expected_states=81_718))
 
 
 def scenario_named(name: str) -> Scenario:

@@ -44,7 +44,9 @@ Assumptions
       ``VerificationGuard``; the spec takes the guard as correct.
     * Time is abstract: a timeout may fire for any Ongoing transaction; producer-state and
       transactional-id expiration are left to the component handlers and the behaviour cases.
-    * At most one produce in flight per partition and producer (``max.in.flight`` 1 per partition).
+    * At most ``Scenario.max_in_flight`` produces in flight per partition and producer (1 to 5, default 1;
+      ``max.in.flight.requests.per.connection``, here per partition), retried in sequence order
+      (:mod:`~txnspec.spec.producer`).
     * ``FindCoordinator`` always finds the one coordinator.
 
 Ghost state (never read by the protocol, only by properties)
@@ -146,7 +148,12 @@ def application_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
                 q = replace(p, phase=COMMITTING, end_result=TransactionResult.COMMIT, queued=queued,
                             bump_queued=p.bump_required and not tv2)
                 yield Action(K.COMMIT_TRANSACTION, who), with_dispatch(system, state, q)
-        if p.phase in (IN_TRANSACTION, ABORTABLE_ERROR) and p.awaiting is None:
+        # commitTransaction blocks until its EndTxn handler completes, and a handler queued in an error state fails
+        # only once no batch is incomplete (TransactionManager.nextRequest, maybeTerminateRequestWithError): an
+        # abort after a failed commit waits for the batches in flight
+        commit_pending = p.end_result is TransactionResult.COMMIT and bool(p.in_flight) \
+            and c.waits_for_produce_before_end_txn
+        if p.phase in (IN_TRANSACTION, ABORTABLE_ERROR) and p.awaiting is None and not commit_pending:
             # beginAbort drops partitions not yet added and records not yet sent
             offsets = OffsetsStage.NONE if p.offsets in (OffsetsStage.ADD, OffsetsStage.COMMIT) else p.offsets
             q = replace(p, phase=ABORTING, end_result=TransactionResult.ABORT, to_add=frozenset(), unsent=(),

@@ -81,7 +81,8 @@ class System:
             records_per_transaction=s.records_per_transaction, commit_offsets=s.commit_offsets,
             group_id=s.group_id, transaction_version=s.transaction_version, max_sequence=s.max_sequence,
             waits_for_produce_before_end_txn=proto.client_waits_for_produce_before_end_txn,
-            bumps_epoch_after_abortable_error=proto.client_bumps_epoch_after_abortable_error))
+            bumps_epoch_after_abortable_error=proto.client_bumps_epoch_after_abortable_error,
+            max_in_flight=s.max_in_flight))
 
     @property
     def tv2(self) -> bool:
@@ -126,9 +127,10 @@ def set_partition(state: SystemState, name: str, partition_state: Any) -> System
 
 
 def correlations_in_flight(state: SystemState, p: Producer) -> frozenset[Any]:
+    """The contexts of ``p``'s messages in flight: correlation ids, and the batches whose produce or answer is on
+    its way."""
     address = producer_address(p.index)
-    return frozenset(e.context for e in state.network
-                     if (e.source == address or e.target == address) and isinstance(e.context, int))
+    return frozenset(e.context for e in state.network if e.source == address or e.target == address)
 
 
 def with_dispatch(system: System, state: SystemState, p: Producer) -> SystemState:

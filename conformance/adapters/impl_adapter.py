@@ -109,6 +109,7 @@ class ImplAdapter:
         self.partitions, self.group = s.partitions, s.group_id
         self.producers, self.txn_no, self.results, self.marker_answers = {}, {}, [], []
         self.handles, self.instances, self.lost, self.lost_markers = {}, {}, [], []
+        self.max_in_flight = s.max_in_flight
         for p in initial_state(system).producers:
             self._start_producer(producer_address(p.index), p.transactional_id)
             self.txn_no[producer_address(p.index)] = 0
@@ -160,10 +161,11 @@ class ImplAdapter:
 
     def _start_producer(self, who: str, transactional_id: str) -> None:
         handle = self.cluster.producer(transactional_id)
-        # the spec's producer sends each record in its own Produce, one Produce in flight per partition
-        # (spec/system.py): batch.size of one record and max.in.flight.requests.per.connection=1, both legal
+        # the spec's producer sends each record in its own Produce, up to the scenario's max_in_flight per
+        # partition (spec/producer.py): batch.size of one record and max.in.flight.requests.per.connection
         handle.producer.batch_records = 1
-        handle.producer.max_in_flight = 1
+        handle.producer.max_in_flight = self.max_in_flight
+        handle.producer.retry_backoff = True  # a batch is retried at the spec's retry step, not before
         self.producers[who] = (handle.name, handle.producer)
         self.handles[who] = handle
         self.transactional_ids[who] = transactional_id
@@ -241,6 +243,10 @@ class ImplAdapter:
             named = [m for m in candidates if (m.request.producer_epoch, m.request.base_sequence)
                      == (body.producer_epoch, body.base_sequence)]
             candidates = named or candidates
+        if isinstance(body, spec.ProduceResponse) and len(candidates) > 1:  # answers of several batches in flight
+            _, _, epoch, sequence = envelope.context
+            named = [m for m in candidates if (m.request.producer_epoch, m.request.base_sequence) == (epoch, sequence)]
+            candidates = named or candidates
         client_side = envelope.target if envelope.target in self.producers else envelope.source
         if client_side in self.producers and len(candidates) > 1:
             producer = self.producers[client_side][1]
@@ -316,6 +322,14 @@ class ImplAdapter:
             if m is None:
                 raise self._not_enabled(step, "no such message in flight in the implementation")
             self.cluster.deliver(m)
+        elif kind is K.RETRY and isinstance(action.body, spec.Produce):
+            # retry.backoff.ms elapses: the client's Sender drains the batch waiting for its retry if it is the
+            # first in flight of its partition
+            _, producer = self.producers[action.actor]
+            producer.end_retry_backoff()
+            self.cluster._dispatch()
+            if self._match(step) is None:
+                raise self._not_enabled(step, "the client has not sent that batch again")
         elif kind is K.DUPLICATE:
             m = self._match(step)
             if m is None:
@@ -328,7 +342,7 @@ class ImplAdapter:
         elif kind is K.EXPIRE_BATCH:
             _, producer = self.producers[action.actor]
             try:
-                producer.expire_batch(impl_partition(action.partition))
+                producer.expire_batch(impl_partition(action.partition), action.batch[3] if action.batch else None)
             except InvalidRequestError as exc:
                 raise self._not_enabled(step, str(exc)) from None
         elif kind is K.FAILOVER:

@@ -286,7 +286,10 @@ SURVIVE = {"duplicate-check-last-batch-only": "needs 5 batches: the hand-chosen 
            "no-aborted-filter": "a consumer's bug: the audit filters fetched batches itself",
            "timeout-commits": "needs a transaction timeout, which no client can cause",
            "acts-on-failed-log-append": "needs a failed transaction-log append, which no client can cause",
-           "lost-request-not-retried": "a client's bug: the audit's own client sends the requests"}
+           "lost-request-not-retried": "a client's bug: the audit's own client sends the requests",
+           "duplicate-window-of-four": "needs 5 batches of one epoch before a duplicate: the wire traces have one "
+                                       "batch in flight per partition",
+           "out-of-order-never-retried": "a client's rule: the audit's own client sends the planned requests"}
 
 
 def test_the_trace_replay_kills_the_broker_mutants_of_the_implementation() -> None:

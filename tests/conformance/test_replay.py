@@ -116,3 +116,34 @@ def test_the_worked_example_of_a_user_written_adapter_runs() -> None:
 
     failures, attempted = doctest.testmod(replay_module, raise_on_error=False)
     assert attempted >= 8 and failures == 0
+
+
+@pytest.mark.parametrize("variant", ["current", "tv1"])
+@pytest.mark.parametrize("scenario", ["in-flight-2", "in-flight-5"])
+def test_the_implementation_conforms_with_several_batches_in_flight(scenario: str, variant: str) -> None:
+    """The implementation's client with the scenario's max.in.flight: batches overtaken, retried in sequence
+    order, and answered from the broker's duplicate window."""
+    from txnspec.conformance.adapters.impl_adapter import ImplAdapter
+
+    traces = [gen.random_walk(scenario, s, variant=variant, max_steps=80) for s in range(40)]
+    kinds = set().union(*(t.kinds() for t in traces))
+    assert {"retry", "duplicate"} <= kinds
+    for trace in traces:
+        verdict = replay(trace, ImplAdapter())
+        assert verdict.ok, verdict.detail
+
+
+@pytest.mark.parametrize("variant", ["current", "tv1"])
+def test_an_expired_batch_among_several_in_flight_replays_on_the_implementation(
+        variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from txnspec.conformance.adapters.impl_adapter import ImplAdapter
+    from txnspec.spec.scenarios import SCENARIOS
+
+    expiring = SCENARIOS["in-flight-2"].with_(name="in-flight-2-expiring", faults={"expire_batch": 1})
+    monkeypatch.setitem(SCENARIOS, expiring.name, expiring)
+    traces = [t for t in (gen.random_walk(expiring.name, s, variant=variant) for s in range(80))
+              if "expire batch" in t.kinds()]
+    assert len(traces) >= 10
+    for trace in traces:
+        verdict = replay(trace, ImplAdapter())
+        assert verdict.ok, verdict.detail

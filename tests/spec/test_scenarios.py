@@ -17,6 +17,7 @@ PINNED = {
     "retry": 839,
     "epoch-exhaustion": 403,
     "rebalance": 13_692,
+    "in-flight-2": 3_758,
 }
 
 
@@ -61,6 +62,14 @@ def test_default_scenario_is_pinned_too() -> None:
     result = check(build_model("default"))
     assert result.complete and result.ok, result.render()
     assert result.states == SCENARIOS["default"].expected_states
+
+
+def test_five_batches_in_flight_are_pinned_too() -> None:
+    """About 20 s: Kafka's default max.in.flight.requests.per.connection and the broker's five-batch window."""
+    result = check(build_model("in-flight-5"))
+    assert result.complete and result.ok, result.render()
+    assert result.states == SCENARIOS["in-flight-5"].expected_states
+    assert result.deadlock_count == 0
 
 
 def test_tiny_takes_every_protocol_step_it_can() -> None:
