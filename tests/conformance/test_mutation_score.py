@@ -13,8 +13,8 @@ from txnspec.conformance.mutation import SCENARIOS, ImplMutantAdapter, mutation_
 from txnspec.impl import _mutants
 
 # mutant -> traces of the default pool (40 random walks of each of SCENARIOS, interleaved) until detection
-# (eleven scenarios since in-flight-2, in-flight-5 and the four fault scenarios joined the pool: each old mutant is caught by the same walk
-# of the same scenario as before, at its new place in the interleaving)
+# (eleven scenarios since in-flight-2, in-flight-5 and the four fault scenarios joined the pool: each old
+# mutant is caught by the same walk of the same scenario as before, at its new place in the interleaving)
 DETECTED_AFTER = {
     "no-duplicate-check": 36, "duplicate-check-last-batch-only": 351, "no-epoch-fencing": 2,
     "lso-is-high-watermark": 1, "no-aborted-filter": 1, "offsets-visible-before-marker": 8,
