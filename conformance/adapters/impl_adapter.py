@@ -323,9 +323,15 @@ class ImplAdapter:
                 raise self._not_enabled(step, "no such message in flight in the implementation")
             self.cluster.deliver(m)
         elif kind is K.RETRY and isinstance(action.body, spec.Produce):
-            # retry.backoff.ms elapses: the client's Sender drains the batch waiting for its retry if it is the
-            # first in flight of its partition
-            _, producer = self.producers[action.actor]
+            # a lost produce (or its lost answer): the client's request timeout fires first; then retry.backoff.ms
+            # elapses and the client's Sender drains the batch waiting for its retry if it is the first in flight
+            name, producer = self.producers[action.actor]
+            partition = impl_partition(action.message.target)
+            lost = [m for m in self.lost if m.client == name and isinstance(m.request, implm.Produce)
+                    and m.request.partition == partition]
+            if lost:
+                self.lost.remove(lost[-1])
+                self.cluster.time_out(lost[-1])
             producer.end_retry_backoff()
             self.cluster._dispatch()
             if self._match(step) is None:
@@ -402,16 +408,12 @@ class ImplAdapter:
             self.lost.append(m)
 
     def _retry(self, step: Any) -> None:
-        """The client's request timeout fires for a lost request (or a request whose answer was lost)."""
+        """The client's request timeout fires for a lost transactional request (or one whose answer was lost); a
+        produce's retry is handled with the retry backoff in :meth:`apply`."""
         action = step.action
         name, producer = self.producers[action.actor]
-        if action.message is not None:  # a produce
-            partition = impl_partition(action.message.target)
-            lost = [m for m in self.lost if m.client == name and isinstance(m.request, implm.Produce)
-                    and m.request.partition == partition]
-        else:
-            awaited = producer.in_flight_txn[0] if producer.in_flight_txn is not None else None
-            lost = [m for m in self.lost if m.client == name and m.request is awaited]
+        awaited = producer.in_flight_txn[0] if producer.in_flight_txn is not None else None
+        lost = [m for m in self.lost if m.client == name and m.request is awaited]
         if not lost:
             raise self._not_enabled(step, "the implementation's client lost nothing it waits for")
         self.lost.remove(lost[-1])
