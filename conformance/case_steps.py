@@ -9,6 +9,11 @@ defaulted here once, so the two targets cannot read a case differently. A malfor
 Observations: each target reports a :class:`CoordinatorObservation`, :class:`PartitionObservation`,
 :class:`ClientObservation` or :class:`GroupObservation`; :meth:`as_json` gives the object a case's ``then`` is
 compared with (a field the target does not report, None, is left out, so ``then`` cannot check it).
+
+Why one module of this size: it is the format itself, one section per component in FORMAT.md's order
+(coordinator, partition, client, group), each a few small frozen dataclasses and one ``parse_*`` function; the
+sections share the field readers and the observation base. A split per component is the next step if a fifth
+component comes.
 """
 
 from __future__ import annotations
