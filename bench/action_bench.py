@@ -12,29 +12,15 @@ loaded machine) and states per CPU second.
 from __future__ import annotations
 
 import sys
-import time
-from collections import deque
 
-from txnspec.spec.model import build_model
+from spec_bench import plain_bfs  # bench/ is the script's folder, hence on sys.path
 
 
 def main(scenario: str, label: str) -> None:
-    model = build_model(scenario)
-    cpu_start, wall_start = time.process_time(), time.perf_counter()
-    seen = set(model.init_states())
-    queue = deque(seen)
-    transitions = 0
-    next_steps = model.next_steps
-    while queue:
-        state = queue.popleft()
-        for _, nxt in next_steps(state):
-            transitions += 1
-            if nxt not in seen:
-                seen.add(nxt)
-                queue.append(nxt)
-    cpu = time.process_time() - cpu_start
-    print(label, len(seen), transitions, f"cpu {cpu:.1f}s", f"{len(seen) / cpu:.0f} states/cpu-s",
-          f"wall {time.perf_counter() - wall_start:.1f}s", flush=True)
+    run = plain_bfs(scenario)
+    cpu = run["cpu_seconds"]
+    print(label, run["states"], run["transitions"], f"cpu {cpu:.1f}s", f"{run['states'] / cpu:.0f} states/cpu-s",
+          f"wall {run['seconds']:.1f}s", flush=True)
 
 
 if __name__ == "__main__":
