@@ -210,8 +210,12 @@ def _java(runtime: KafkaRuntime, main: str, args: list[str], log4j: Path) -> lis
 
 
 def cluster_id() -> str:
-    """A random KRaft cluster id: 16 bytes, URL-safe base64 without padding (Kafka's ``Uuid.toString``)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A random KRaft cluster id: 16 bytes, URL-safe base64 without padding (Kafka's ``Uuid.toString``), never
+    starting with "-" (``Uuid.randomUuid`` draws again then: a leading dash reads as an option to StorageTool)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
 
 
 def format_storage(runtime: KafkaRuntime, config: Path, transaction_version: int, log4j: Path) -> None:

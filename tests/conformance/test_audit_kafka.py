@@ -9,9 +9,11 @@ the launcher's settings and its errors.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -73,6 +75,14 @@ def test_broker_names() -> None:
     for bad in ("kafka:", "kafka:latest", "kafka:4.x"):
         with pytest.raises(BrokerUnavailable, match="kafka:VERSION"):
             kafka.parse_broker_name(bad)
+
+
+def test_a_cluster_id_never_starts_with_a_dash(monkeypatch: pytest.MonkeyPatch) -> None:
+    # StorageTool's argument parser reads "-t -xyz" as a missing value (a fresh-machine run failed so, one in 64)
+    drawn = iter([uuid.UUID(bytes=b"\xf8" + bytes(15)), uuid.UUID(bytes=b"\x01" * 16)])
+    monkeypatch.setattr(kafka.uuid, "uuid4", lambda: next(drawn))
+    assert kafka.cluster_id() == "AQEBAQEBAQEBAQEBAQEBAQ"
+    assert base64.urlsafe_b64encode(b"\xf8" + bytes(15)).startswith(b"-")
 
 
 def test_a_cached_class_path_needs_no_maven(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
