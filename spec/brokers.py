@@ -21,7 +21,6 @@ Assumptions
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from txnspec.spec import coordinator as coord
@@ -45,6 +44,7 @@ from txnspec.spec.messages import (
 from txnspec.spec.network import COORDINATOR, GROUP, Envelope, Tag, send
 from txnspec.spec.system_state import System, SystemState, set_partition
 from txnspec.spec.txn_state import PREPARE_STATES
+from txnspec.spec.values import replace
 
 
 def coordinator_step(state: SystemState, result: coord.CoordinatorResult, env: Envelope) -> SystemState:

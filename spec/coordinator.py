@@ -46,7 +46,7 @@ Deliberate deviations
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from txnspec.spec.constants import (
@@ -83,6 +83,7 @@ from txnspec.spec.txn_state import (
     VALID_PREVIOUS_STATES,
     TxnState,
 )
+from txnspec.spec.values import replace, value
 
 TV_0, TV_2 = 0, 2
 INT_MAX_TIMEOUT = 2147483647  # KIP-939: a two-phase-commit transaction never times out
@@ -114,7 +115,7 @@ class CoordinatorConfig:
 DEFAULT_CONFIG = CoordinatorConfig()
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class TxnTransit:
     """``TxnTransitMetadata``: the record a transition writes to the transaction log."""
 
@@ -131,7 +132,7 @@ class TxnTransit:
     transaction_version: int
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class TxnMetadata:
     """``TransactionMetadata``: the coordinator's cached view of one transactional id."""
 
@@ -151,7 +152,7 @@ class TxnMetadata:
     has_failed_epoch_fence: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class PendingCompletion:
     """A prepared transaction whose markers are being written (Kafka's marker channel entry)."""
 
@@ -160,7 +161,7 @@ class PendingCompletion:
     complete: TxnTransit
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class CoordinatorState:
     """The coordinator's cache, its durable transaction log and its producer-id allocator."""
 
@@ -189,7 +190,7 @@ class CoordinatorState:
 Appended = tuple[tuple[str, "TxnTransit | None"], ...]
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class CoordinatorResult:
     """What one handler did: the new state, the reply, the log records written, the markers to send."""
 
@@ -402,7 +403,7 @@ def prepare_dead(md: TxnMetadata) -> TxnTransit:
 
 # --- the transaction log ------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+@value
 class _Append:
     state: CoordinatorState
     error: Errors
@@ -564,7 +565,7 @@ def handle_add_offsets_to_txn(cs: CoordinatorState, request: AddOffsetsToTxn, *,
 
 # --- EndTxn ----------------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+@value
 class _Ended:
     state: CoordinatorState
     error: Errors

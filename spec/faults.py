@@ -21,7 +21,6 @@ Assumptions
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 
 from txnspec.spec import coordinator as coord
 from txnspec.spec import group as group_mod
@@ -40,6 +39,7 @@ from txnspec.spec.producer import (
 )
 from txnspec.spec.system_state import System, SystemState, replace_producer, with_dispatch
 from txnspec.spec.txn_state import ONGOING
+from txnspec.spec.values import replace
 
 K = ActionKind
 

@@ -13,7 +13,6 @@ Assumptions
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from typing import Any
 
 from txnspec.spec import coordinator as coord
@@ -21,9 +20,10 @@ from txnspec.spec.errors import Errors
 from txnspec.spec.messages import EndTxn, InitProducerId, InitProducerIdResponse, TransactionResult
 from txnspec.spec.network import Envelope, Tag
 from txnspec.spec.txn_state import ONGOING, PREPARE_COMMIT, PREPARE_STATES
+from txnspec.spec.values import replace, value
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class AppendedBatch:
     """Ghost record of one data batch appended to a partition, with the transaction it was sent in."""
 
@@ -41,7 +41,7 @@ class AppendedBatch:
 Decision = tuple[str, Tag | None, TransactionResult, Tag | None]
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Ghost:
     batches: tuple[AppendedBatch, ...] = ()
     open_txn: tuple[tuple[str, Tag], ...] = ()  # tid -> the transaction the coordinator has Ongoing

@@ -29,15 +29,14 @@ Not modelled
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import ErrorResponse, TxnOffsetCommit
+from txnspec.spec.values import replace, value
 
 Offsets = tuple[tuple[str, "OffsetRecord"], ...]  # (partition, offset record), sorted by partition
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@value(order=True)
 class OffsetRecord:
     """An offset as its commit record holds it: the offset and where the record is in ``__consumer_offsets``
     (``OffsetAndMetadata.recordOffset``)."""
@@ -46,7 +45,7 @@ class OffsetRecord:
     record_offset: int
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class PendingOffsets:
     """One producer's pending transactional offsets for one group."""
 
@@ -56,7 +55,7 @@ class PendingOffsets:
     offsets: Offsets
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ClassicGroup:
     """A classic group's generation and members: ``(member id, group instance id or None)``, sorted; no
     members: the group is Empty."""
@@ -66,7 +65,7 @@ class ClassicGroup:
     members: tuple[tuple[str, str | None], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class GroupState:
     committed: tuple[tuple[tuple[str, str], OffsetRecord], ...] = ()  # ((group, partition), record), sorted
     pending: tuple[PendingOffsets, ...] = ()  # one per (producer id, group), sorted

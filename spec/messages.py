@@ -15,9 +15,9 @@ Not modelled: versions of each RPC other than what separates transaction version
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
 from txnspec.spec.errors import Errors
+from txnspec.spec.values import value
 
 
 class TransactionResult(enum.StrEnum):
@@ -34,7 +34,7 @@ class IsolationLevel(enum.StrEnum):
 
 # --- requests ------------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+@value
 class InitProducerId:
     """``InitProducerIdRequest``; ``transactional_id`` None for an idempotent-only producer.
 
@@ -47,7 +47,7 @@ class InitProducerId:
     producer_epoch: int = -1
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class AddPartitionsToTxn:
     transactional_id: str
     producer_id: int
@@ -56,7 +56,7 @@ class AddPartitionsToTxn:
     transaction_version: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class AddOffsetsToTxn:
     transactional_id: str
     producer_id: int
@@ -64,7 +64,7 @@ class AddOffsetsToTxn:
     group_id: str
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class TxnOffsetCommit:
     """``TxnOffsetCommitRequest`` to the group coordinator; offsets are ``((partition, offset), ...)``. The member
     fields (v3+, KIP-447) name the consumer whose position is committed; the defaults are a producer outside
@@ -80,7 +80,7 @@ class TxnOffsetCommit:
     group_instance_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class EndTxn:
     transactional_id: str
     producer_id: int
@@ -89,7 +89,7 @@ class EndTxn:
     transaction_version: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Produce:
     """One record batch for one partition."""
 
@@ -102,7 +102,7 @@ class Produce:
     transactional_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class WriteTxnMarkers:
     """One ``WritableTxnMarker`` for one partition, from the coordinator to that partition's leader."""
 
@@ -114,7 +114,7 @@ class WriteTxnMarkers:
     transaction_version: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Fetch:
     partition: str
     offset: int
@@ -128,7 +128,7 @@ class CoordinatorType(enum.StrEnum):
     TRANSACTION = "TRANSACTION"
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class FindCoordinator:
     """``FindCoordinatorRequest`` for one key: the transactional id (TRANSACTION) or the group id (GROUP).
 
@@ -141,21 +141,21 @@ class FindCoordinator:
 
 # --- responses -----------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+@value
 class InitProducerIdResponse:
     error: Errors
     producer_id: int = -1
     producer_epoch: int = -1
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ErrorResponse:
     """A response that carries only an error (AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit)."""
 
     error: Errors
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class EndTxnResponse:
     """EndTxn response; from TV2 on it carries the producer id and epoch to use next."""
 
@@ -164,7 +164,7 @@ class EndTxnResponse:
     producer_epoch: int = -1
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ProduceResponse:
     """``error`` NONE with ``duplicate`` True: a retry of a batch already in the log, original offsets."""
 
@@ -174,18 +174,18 @@ class ProduceResponse:
     duplicate: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class WriteTxnMarkersResponse:
     error: Errors
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class AbortedTransaction:
     producer_id: int
     first_offset: int
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class FetchResponse:
     """``records``: offsets of the data records the consumer application sees after client filtering."""
 

@@ -18,7 +18,7 @@ Left out
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
 from typing import Any
 
 from txnspec.spec.messages import (
@@ -35,6 +35,7 @@ from txnspec.spec.messages import (
     WriteTxnMarkers,
     WriteTxnMarkersResponse,
 )
+from txnspec.spec.values import value
 
 COORDINATOR, GROUP = "coordinator", "group"
 NETWORK = "network"  # the actor of a loss
@@ -55,7 +56,7 @@ def producer_index(address: str) -> int | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Envelope:
     """A message in flight. ``context``: a correlation for a transactional request and its answer, the
     batch ``(partition, producer id, epoch, base sequence)`` for a produce and its answer,
@@ -106,6 +107,7 @@ def is_request(body: Any) -> bool:
     return type(body) not in RESPONSES
 
 
+@functools.cache  # envelopes are few and shared across states: render each one's key once
 def _sort_key(envelope: Envelope) -> str:
     return repr(envelope)
 

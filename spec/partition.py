@@ -34,8 +34,6 @@ Not modelled
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
 from txnspec.spec.constants import INT_MAX_VALUE, NUM_BATCHES_TO_RETAIN, SHORT_MAX_VALUE
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import (
@@ -46,11 +44,12 @@ from txnspec.spec.messages import (
     TransactionResult,
     WriteTxnMarkersResponse,
 )
+from txnspec.spec.values import replace, value
 
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms default
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class PartitionLimits:
     max_sequence: int = INT_MAX_VALUE
     max_epoch: int = SHORT_MAX_VALUE
@@ -59,7 +58,7 @@ class PartitionLimits:
 DEFAULT_LIMITS = PartitionLimits()
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class RecordBatch:
     """A batch in the log. ``control`` is the marker's result for a control batch, None for data."""
 
@@ -74,7 +73,7 @@ class RecordBatch:
     coordinator_epoch: int = -1
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class BatchMetadata:
     """``BatchMetadata``: what the producer entry remembers of one of its last 5 batches."""
 
@@ -84,7 +83,7 @@ class BatchMetadata:
     last_offset: int
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ProducerStateEntry:
     producer_epoch: int = -1
     coordinator_epoch: int = -1
@@ -103,7 +102,7 @@ class ProducerStateEntry:
                        last_timestamp=timestamp)
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class AbortedTxn:
     """An entry of the aborted-transaction index (``AbortedTxn``)."""
 
@@ -113,7 +112,7 @@ class AbortedTxn:
     last_stable_offset: int
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class VerificationEntry:
     """``VerificationStateEntry``: a producer's transactional batch is being verified with the coordinator
     (KIP-890). It keeps the lowest sequence seen while verifying, so that a higher sequence cannot be written
@@ -124,7 +123,7 @@ class VerificationEntry:
     supports_epoch_bump: bool
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class PartitionState:
     log: tuple[RecordBatch, ...] = ()
     log_start_offset: int = 0

@@ -42,7 +42,6 @@ Left out
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
 from typing import Any
 
 from txnspec.spec.constants import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
@@ -59,6 +58,7 @@ from txnspec.spec.messages import (
     TxnOffsetCommit,
 )
 from txnspec.spec.network import COORDINATOR, GROUP, Envelope, Tag, producer_address
+from txnspec.spec.values import replace, value
 
 TXN_TIMEOUT_MS = 60_000
 
@@ -114,7 +114,7 @@ PRODUCE_FATAL = frozenset({Errors.PRODUCER_FENCED, Errors.INVALID_PRODUCER_ID_MA
 Batch = tuple[str, int, int, int]  # a produce in flight: (partition, producer id, epoch, base sequence)
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ClientConfig:
     """What the application and its client are configured with (from the scenario and the protocol)."""
 
@@ -141,7 +141,7 @@ class ClientConfig:
         return self.transaction_version >= 2
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Producer:
     """One producer instance: the application's progress and its client's ``TransactionManager``."""
 

@@ -15,6 +15,7 @@ Ghost state: the properties read the tags the system model attaches to batches a
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -32,8 +33,12 @@ COMMIT, ABORT = TransactionResult.COMMIT, TransactionResult.ABORT
 def visible_offsets(state: SystemState, partition: str, fetch: Callable[..., Any] = partition_mod.fetch
                     ) -> tuple[int, ...]:
     """Offsets of the data records a read_committed consumer gets from the start of the partition."""
-    response = fetch(state.partition(partition), 0, IsolationLevel.READ_COMMITTED)
-    return tuple(response.records)
+    return _read_committed(fetch, state.partition(partition))
+
+
+@functools.lru_cache(maxsize=1 << 16)  # a partition's state is shared by many system states
+def _read_committed(fetch: Callable[..., Any], partition_state: Any) -> tuple[int, ...]:
+    return tuple(fetch(partition_state, 0, IsolationLevel.READ_COMMITTED).records)
 
 
 def decisions_of(state: SystemState, tag: Tag) -> set[TransactionResult]:

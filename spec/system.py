@@ -58,8 +58,8 @@ Ghost state (never read by the protocol, only by properties)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
-from dataclasses import replace
 
 from txnspec.spec.actions import ACTION_KINDS, Action, ActionKind, deliver
 from txnspec.spec.brokers import coordinator_receives, group_receives, partition_receives
@@ -100,6 +100,7 @@ from txnspec.spec.producer import (
     receive,
 )
 from txnspec.spec.system_state import Budget, System, SystemState, initial_state, replace_producer, with_dispatch
+from txnspec.spec.values import replace
 
 K = ActionKind
 
@@ -205,9 +206,12 @@ def delivery_steps(system: System, state: SystemState) -> Iterator[tuple[Action,
                     yield label, next_state
 
 
+_receive = functools.lru_cache(maxsize=1 << 16)(receive)  # pure, on small shared values
+
+
 def _producer_receives(system: System, state: SystemState, index: int, env: Envelope) -> SystemState:
     p = state.producers[index]
-    received = receive(system.client, p, env.body, env.context)
+    received = _receive(system.client, p, env.body, env.context)
     if received is None:
         return state
     p, told = received

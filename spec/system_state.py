@@ -13,7 +13,8 @@ Left out
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import functools
+from dataclasses import dataclass, field
 from typing import Any
 
 from txnspec.spec import coordinator as coord
@@ -25,9 +26,10 @@ from txnspec.spec.network import Envelope, producer_address, send
 from txnspec.spec.producer import ClientConfig, Producer, dispatch
 from txnspec.spec.protocol import CURRENT, Protocol
 from txnspec.spec.scenarios import Scenario
+from txnspec.spec.values import replace, value
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Budget:
     """How many more times each fault may happen (``txnspec.spec.scenarios.FAULTS``)."""
 
@@ -41,7 +43,7 @@ class Budget:
     rebalance: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class SystemState:
     coordinator: coord.CoordinatorState
     partitions: tuple[tuple[str, Any], ...]  # partition name -> partition_mod.PartitionState
@@ -133,8 +135,12 @@ def correlations_in_flight(state: SystemState, p: Producer) -> frozenset[Any]:
     return frozenset(e.context for e in state.network if e.source == address or e.target == address)
 
 
+# the client's Sender is a pure function of small shared values, met again and again across states
+_dispatch = functools.lru_cache(maxsize=1 << 16)(dispatch)
+
+
 def with_dispatch(system: System, state: SystemState, p: Producer) -> SystemState:
     """``state`` with producer ``p`` after its Sender ran (what it sends goes on the network)."""
-    p, out = dispatch(system.client, p, correlations_in_flight(state, p))
+    p, out = _dispatch(system.client, p, correlations_in_flight(state, p))
     state = replace_producer(state, p)
     return replace(state, network=send(state.network, *out))

@@ -1,0 +1,127 @@
+"""Frozen values with a cached hash and a fast ``replace``: what the system model's states are made of.
+
+Models
+    The model checker hashes every successor state and builds each one by replacing a few fields of its
+    parent. With plain frozen dataclasses both are paid in full at every step: ``hash`` walks the whole
+    nested state (partitions, producers, the network, the ghost), and ``dataclasses.replace`` inspects the
+    fields and runs ``__init__`` again. :func:`value` makes a frozen, slotted dataclass that
+
+    * computes its hash once, on first use, and keeps it (an unchanged sub-state shared by a parent and its
+      successor is never hashed again, so hashing a successor costs what changed);
+    * compares by identity first, then by cached hash, then field by field;
+    * gets ``__replace__`` (the protocol of Python 3.13's ``copy.replace``), generated for its fields: a new
+      object with some fields changed, without ``__init__``.
+
+    :func:`replace` is ``dataclasses.replace`` that takes the fast path when there is one.
+
+Assumes
+    Field values are themselves immutable and hashable (as frozen states need anyway), and the class has no
+    ``__post_init__`` (a replaced value skips ``__init__``: :func:`value` refuses such a class).
+
+Leaves out
+    Interning (hash-consing) of equal values built independently: equal sub-states are compared field by
+    field the first time two of them meet. The cached hash is not pickled: a value unpickled in another
+    process (whose string hashes differ) computes its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, TypeVar, dataclass_transform
+
+T = TypeVar("T")
+
+_HASH = "_hash"  # the slot holding the cached hash; 0 means not computed yet
+
+
+@dataclass_transform(frozen_default=True)
+def value(cls: type[T] | None = None, /, *, order: bool = False) -> Any:
+    """``@dataclass(frozen=True, slots=True)`` with a cached hash, identity-first equality and a generated
+    ``__replace__`` (see the module doc). Use as ``@value`` or ``@value(order=True)``."""
+
+    def wrap(c: type[T]) -> type[T]:
+        return _make_value(c, order)
+
+    return wrap if cls is None else wrap(cls)
+
+
+def _make_value(cls: type[T], order: bool) -> type[T]:
+    if "__post_init__" in cls.__dict__:
+        raise TypeError(f"{cls.__name__}: a value's replace skips __init__, so it cannot have __post_init__")
+    fields_of: Any = dataclasses.dataclass(frozen=True, slots=True, order=order)(cls)
+    names = [f.name for f in dataclasses.fields(fields_of)]
+    compared = [f.name for f in dataclasses.fields(fields_of) if f.compare]
+    # the cached hash lives in a slot of a subclass, so that it is no dataclass field (fields(), traces and
+    # reports never see it); the subclass takes the class's name and is what the module binds
+    made: Any = type(cls.__name__, (fields_of,), {"__slots__": (_HASH,), "__module__": cls.__module__,
+                                                  "__qualname__": cls.__qualname__, "__doc__": cls.__doc__})
+    namespace: dict[str, Any] = {"_new": object.__new__, "_set": object.__setattr__, "_cls": made,
+                                 "_KEEP": _KEEP, "_hash": hash}
+    own = ", ".join(f"self.{n}" for n in compared) + ("," if len(compared) == 1 else "")
+    other = ", ".join(f"other.{n}" for n in compared) + ("," if len(compared) == 1 else "")
+    params = ", ".join(f"{n}=_KEEP" for n in names)
+    sets = "\n".join(f"    _set(new, {n!r}, self.{n} if {n} is _KEEP else {n})" for n in names)
+    source = f"""
+def __new__(cls, *args, **kwargs):
+    new = _new(cls)
+    _set(new, '_hash', 0)
+    return new
+
+def __hash__(self):
+    h = self._hash
+    if h:
+        return h
+    h = _hash(({own})) or 1
+    _set(self, '_hash', h)
+    return h
+
+def __eq__(self, other):
+    if self is other:
+        return True
+    if other.__class__ is not self.__class__:
+        return NotImplemented
+    if self._hash and other._hash and self._hash != other._hash:
+        return False
+    return ({own}) == ({other})
+
+def __replace__(self{', *, ' + params if names else ''}):
+    new = _new(_cls)
+{sets}
+    _set(new, '_hash', 0)
+    return new
+
+def __getstate__(self):
+    return ({', '.join(f'self.{n}' for n in names)}{',' if len(names) == 1 else ''})
+
+def __setstate__(self, state):
+    for name, item in zip({tuple(names)!r}, state):
+        _set(self, name, item)
+    _set(self, '_hash', 0)
+"""
+    exec(source, namespace)  # generated from the class's own field names
+    for name in ("__new__", "__hash__", "__eq__", "__replace__", "__getstate__", "__setstate__"):
+        function = namespace[name]
+        function.__qualname__ = f"{made.__qualname__}.{name}"
+        setattr(made, name, staticmethod(function) if name == "__new__" else function)
+    return made  # type: ignore[no-any-return]
+
+
+class _Keep:
+    """The default of ``__replace__``'s parameters: keep the field as it is."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+_KEEP = _Keep()
+
+
+def replace(obj: T, /, **changes: Any) -> T:
+    """``dataclasses.replace``, through the value's generated ``__replace__`` when it has one."""
+    fast: Callable[..., T] | None = getattr(type(obj), "__replace__", None)
+    if fast is not None:
+        return fast(obj, **changes)
+    return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
