@@ -168,6 +168,9 @@ class CheckResult:
     stop_reason: str | None = None
     symmetry: bool = False
     liveness_seconds: float = 0.0
+    store: str = "exact"  # how visited states were kept: "exact", "fingerprints" (and workers), "spark ..."
+    collision_probability: float | None = None  # with fingerprints: the chance a collision hid a state
+    memory_bytes: int | None = None  # peak memory the search added (engines that measure it)
 
     @property
     def ok(self) -> bool:
@@ -228,6 +231,11 @@ class CheckResult:
     def render(self) -> str:
         """The summary, one line per verdict, then each counterexample step by step."""
         lines = [self.model_name + (" (symmetry reduced)" if self.symmetry else ""), self.summary()]
+        if self.collision_probability is not None:
+            memory = f", {self.memory_bytes / max(self.states, 1):,.0f} bytes a state" \
+                if self.memory_bytes is not None else ""
+            lines.append(f"  store: {self.store} (64-bit; chance that a collision hid a state: "
+                         f"{self.collision_probability:.1e}{memory})")
         for v in self.verdicts:
             lines.append(f"  {v.status.upper() if v.holds is False else v.status:9} {v.expectation:9} {v.name}")
         for v in self.violated:
@@ -260,7 +268,8 @@ class CheckResult:
 
         return {
             "model": self.model_name, "verdict": self.verdict_text, "ok": self.ok, "complete": self.complete,
-            "stop_reason": self.stop_reason, "symmetry": self.symmetry,
+            "stop_reason": self.stop_reason, "symmetry": self.symmetry, "store": self.store,
+            "collision_probability": self.collision_probability, "memory_bytes": self.memory_bytes,
             "states": self.states, "transitions": self.transitions, "depth": self.depth,
             "seconds": round(self.seconds, 3), "liveness_seconds": round(self.liveness_seconds, 3),
             "states_per_second": round(self.rate) if self.seconds > 0 else None,

@@ -7,7 +7,9 @@ Models
     fields and runs ``__init__`` again. :func:`value` makes a frozen, slotted dataclass that
 
     * computes its hash once, on first use, and keeps it (an unchanged sub-state shared by a parent and its
-      successor is never hashed again, so hashing a successor costs what changed);
+      successor is never hashed again, so hashing a successor costs what changed); the hash covers the class
+      name, so values of two classes with equal fields (an ``EndTxnResponse`` and an ``InitProducerIdResponse``
+      with one error) differ in hash as they differ in equality: the hash can serve as a fingerprint;
     * compares by identity first, then by cached hash, then field by field;
     * gets ``__replace__`` (the protocol of Python 3.13's ``copy.replace``), generated for its fields: a new
       object with some fields changed, without ``__init__``.
@@ -57,7 +59,7 @@ def _make_value(cls: type[T], order: bool) -> type[T]:
     made: Any = type(cls.__name__, (fields_of,), {"__slots__": (_HASH,), "__module__": cls.__module__,
                                                   "__qualname__": cls.__qualname__, "__doc__": cls.__doc__})
     namespace: dict[str, Any] = {"_new": object.__new__, "_set": object.__setattr__, "_cls": made,
-                                 "_KEEP": _KEEP, "_hash": hash}
+                                 "_KEEP": _KEEP, "_hash": hash, "_tag": cls.__qualname__}
     own = ", ".join(f"self.{n}" for n in compared) + ("," if len(compared) == 1 else "")
     other = ", ".join(f"other.{n}" for n in compared) + ("," if len(compared) == 1 else "")
     params = ", ".join(f"{n}=_KEEP" for n in names)
@@ -72,7 +74,7 @@ def __hash__(self):
     h = self._hash
     if h:
         return h
-    h = _hash(({own})) or 1
+    h = _hash((_tag, {own})) or 1
     _set(self, '_hash', h)
     return h
 

@@ -1,0 +1,147 @@
+"""Compact storage for large searches: a set of 64-bit fingerprints, and queues of states kept on disk.
+
+What is modelled
+    What TLC keeps for a state it has seen: a 64-bit fingerprint in a hash table, not the state
+    (:class:`FingerprintSet`: open addressing over an ``array('q')``, 8 bytes a slot, at most half full, so
+    16 to 32 bytes a state), and what it keeps of a breadth-first queue: states on disk, read back in order
+    (:class:`Spool`: pickled in chunks, so that sub-states shared by neighbouring states are written once).
+
+Assumptions
+    A fingerprint is the state's ``hash()``: 64 bits on the platforms we run on, equal for equal states in
+    one process and in processes forked from it (string hashes are salted per process tree). Two different
+    states with one fingerprint would be taken for one (a collision): :func:`collision_probability` gives
+    the chance, as TLC reports it.
+
+Left out
+    Fingerprint tables on disk (TLC's ``DiskFPSet``): the table stays in memory, which bounds a search to
+    some hundred million states per 4 GB.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import tempfile
+from array import array
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+_EMPTY = 0  # the table's free slot; the fingerprint 0 is kept beside the table
+_MIX = 0x9E3779B97F4A7C15  # Fibonacci hashing spreads fingerprints whose low bits are alike
+_MASK64 = (1 << 64) - 1
+
+
+class FingerprintSet:
+    """A set of 64-bit fingerprints in one ``array('q')`` (open addressing with linear probing).
+
+    >>> seen = FingerprintSet()
+    >>> seen.add(42), seen.add(42), 42 in seen, 7 in seen, len(seen)
+    (True, False, True, False, 1)
+    """
+
+    __slots__ = ("_bits", "_count", "_has_zero", "_slots")
+
+    def __init__(self, capacity: int = 1 << 16) -> None:
+        bits = max(4, (max(capacity, 8) * 2 - 1).bit_length())
+        self._bits = bits
+        self._slots = array("q", bytes(8 << bits))
+        self._count = 0
+        self._has_zero = False
+
+    def __len__(self) -> int:
+        return self._count
+
+    def _probe(self, key: int) -> int:
+        slots, shift, mask = self._slots, 64 - self._bits, (1 << self._bits) - 1
+        i = ((key * _MIX) & _MASK64) >> shift
+        while True:
+            held = slots[i]
+            if held in (key, _EMPTY):
+                return i
+            i = (i + 1) & mask
+
+    def __contains__(self, fingerprint: int) -> bool:
+        if fingerprint == _EMPTY:
+            return self._has_zero
+        return self._slots[self._probe(fingerprint)] == fingerprint
+
+    def add(self, fingerprint: int) -> bool:
+        """Add ``fingerprint``; True when it was new."""
+        if fingerprint == _EMPTY:
+            new, self._has_zero = not self._has_zero, True
+            self._count += new
+            return new
+        i = self._probe(fingerprint)
+        if self._slots[i] == fingerprint:
+            return False
+        self._slots[i] = fingerprint
+        self._count += 1
+        if self._count * 2 > len(self._slots):
+            self._grow()
+        return True
+
+    def _grow(self) -> None:
+        old = self._slots
+        self._bits += 1
+        self._slots = array("q", bytes(8 << self._bits))
+        for key in old:
+            if key != _EMPTY:
+                self._slots[self._probe(key)] = key
+
+    @property
+    def nbytes(self) -> int:
+        return self._slots.itemsize * len(self._slots)
+
+
+def collision_probability(states: int) -> float:
+    """The chance that two of ``states`` distinct states share a 64-bit fingerprint (TLC's "calculated,
+    optimistic" figure: n(n-1)/2 pairs, each colliding with probability 2^-64)."""
+    return states * (states - 1) / 2 / 2.0 ** 64
+
+
+class Spool:
+    """States appended in order, kept in memory up to ``chunk`` at a time and otherwise on disk, read back in
+    the same order (a breadth-first queue that does not live in memory)."""
+
+    def __init__(self, directory: str | None = None, chunk: int = 512) -> None:
+        fd, self.path = tempfile.mkstemp(prefix="txnspec-level-", suffix=".pickle", dir=directory)
+        self._file = os.fdopen(fd, "w+b")
+        self._chunk = chunk
+        self._pending: list[Any] = []
+        self._length = 0
+
+    def __len__(self) -> int:
+        return self._length
+
+    def append(self, state: Any) -> None:
+        self._pending.append(state)
+        self._length += 1
+        if len(self._pending) >= self._chunk:
+            self._flush()
+
+    def extend(self, states: Iterable[Any]) -> None:
+        for state in states:
+            self.append(state)
+
+    def _flush(self) -> None:
+        if self._pending:
+            pickle.dump(self._pending, self._file, protocol=pickle.HIGHEST_PROTOCOL)
+            self._pending = []
+
+    def __iter__(self) -> Iterator[Any]:
+        """The states in order (the spool may not be appended to while it is read)."""
+        self._flush()
+        self._file.flush()
+        with open(self.path, "rb") as reader:
+            while True:
+                try:
+                    chunk = pickle.load(reader)
+                except EOFError:
+                    return
+                yield from chunk
+
+    def close(self) -> None:
+        self._file.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)

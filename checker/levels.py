@@ -1,0 +1,651 @@
+"""Breadth-first search level by level over fingerprints, in one process or in several.
+
+What is modelled
+    The same search as :func:`txnspec.checker.explicit.check` (same states, transitions, verdicts and
+    shortest counterexamples), organised for size: a level's states are expanded by ``workers`` shards
+    (forked processes, or one in process), each holding a contiguous part of the level; the coordinator
+    keeps only a :class:`~txnspec.checker.fingerprints.FingerprintSet` of every state seen and, per level, the
+    fingerprints and parents of its states (in files). Each level:
+
+    1. every shard expands its states in order and answers the fingerprints of their successors (first
+       occurrences, with the parent's position) and how many successors each state had;
+    2. the coordinator walks the shards' answers in shard order, as the one-process search would, and keeps
+       the fingerprints not seen before; it answers each shard which of its successors are new;
+    3. each shard keeps its new states for the next level (on disk) and judges the invariants and
+       ``sometimes`` properties on them; the coordinator turns the first local hit of each into the position
+       the one-process search would give it, so the first violation found is the same shortest one;
+    4. if the shards' next levels are uneven, states move between neighbours, keeping their order.
+
+    A counterexample is rebuilt from the parent pointers: the fingerprints back to an initial state, then
+    the path re-executed forward, taking at each step the first successor with the next fingerprint (the
+    one-process search's step, since it records the first discovery).
+
+Assumptions
+    Fingerprints are ``hash()`` of the state (or of its symmetry representative); forked workers share the
+    coordinator's string-hash salt. A collision (two states with one fingerprint) would make the search skip
+    a state: the result reports its chance. Caps and early stops cut the level at the state where the
+    one-process search would have stopped, so the counts still agree.
+
+Left out
+    ``leads_to`` properties and the state graph (they need every edge: use the exact engine); coverage is
+    counted for whole levels when a search stops within one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import multiprocessing
+import os
+import resource
+import sys
+import tempfile
+import time
+from array import array
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+from txnspec.checker.fingerprints import FingerprintSet, Spool, collision_probability
+from txnspec.checker.model import Expectation, Model, Property
+from txnspec.checker.report import CheckResult, Counterexample, PropertyVerdict, action_kind
+
+MemoryProgress = Callable[[int, int, float, int], None]
+"""Called about once a second with ``(distinct states, depth, states per second, resident bytes)``."""
+
+
+@dataclass
+class _Expansion:
+    """A shard's answer to "expand": its successors' fingerprints (first occurrences) and their parents."""
+
+    fingerprints: array[int]
+    parents: array[int]
+    successor_counts: array[int]
+    kinds: dict[str, int]
+    terminal: list[int]  # positions of expanded states without successors that are not final
+
+
+@dataclass
+class _Judgement:
+    """A shard's answer to "accept": how many new states it kept, and its first hit of each property."""
+
+    kept: int
+    first_hits: dict[str, int]  # property name -> position among the shard's kept states
+
+
+class _InMemory(list[Any]):
+    """A level kept in memory (workers trade memory for speed): a list that closes like a :class:`Spool`."""
+
+    def close(self) -> None:
+        self.clear()
+
+
+class _Shard:
+    """A contiguous part of the current level, and what it expands into (on disk with ``spill``)."""
+
+    def __init__(self, model: Model[Any], canonical: Callable[[Any], Any] | None,
+                 properties: Sequence[Property[Any]], directory: str, spill: bool) -> None:
+        self.model = model
+        self.canonical = canonical
+        self.properties = {p.name: p for p in properties}
+        self.directory = directory
+        self.spill = spill
+        self.started_with = _resident_bytes()
+        self.level: Spool | _InMemory = self._queue()
+        self.candidates: Spool | _InMemory | None = None
+
+    def _queue(self) -> Spool | _InMemory:
+        return Spool(self.directory) if self.spill else _InMemory()
+
+    def load(self, states: list[Any]) -> None:
+        self.level.close()
+        self.level = self._queue()
+        self.level.extend(states)
+
+    def size(self) -> int:
+        return len(self.level)
+
+    def expand(self) -> _Expansion:
+        next_steps, canonical, is_final = self.model.next_steps, self.canonical, self.model.is_final
+        fingerprints, parents, counts = array("q"), array("i"), array("i")
+        kinds: dict[str, int] = {}
+        terminal: list[int] = []
+        local: set[int] = set()
+        candidates = self._queue()
+        for position, state in enumerate(self.level):
+            successors = list(next_steps(state))
+            counts.append(len(successors))
+            if not successors and (is_final is None or not is_final(state)):
+                terminal.append(position)
+            for action, successor in successors:
+                kind = action_kind(action)
+                kinds[kind] = kinds.get(kind, 0) + 1
+                fingerprint = hash(canonical(successor) if canonical is not None else successor)
+                if fingerprint in local:
+                    continue
+                local.add(fingerprint)
+                fingerprints.append(fingerprint)
+                parents.append(position)
+                candidates.append(successor)
+        self.candidates = candidates
+        return _Expansion(fingerprints, parents, counts, kinds, terminal)
+
+    def accept(self, new: bytes, pending: Sequence[str]) -> _Judgement:
+        """Keep the candidates marked in ``new`` as the next level; judge the pending properties on them."""
+        assert self.candidates is not None
+        kept = self._queue()
+        checks = [self.properties[name] for name in pending]
+        hits: dict[str, int] = {}
+        for is_new, state in zip(new, self.candidates, strict=True):
+            if not is_new:
+                continue
+            for prop in checks:
+                if prop.name not in hits and _hit(prop, state):
+                    hits[prop.name] = len(kept)
+            kept.append(state)
+        self.candidates.close()
+        self.candidates = None
+        self.level.close()
+        self.level = kept
+        return _Judgement(len(kept), hits)
+
+    def give(self, head: int, tail: int) -> tuple[list[Any], list[Any]]:
+        """Hand over the first ``head`` and the last ``tail`` states of the next level (rebalancing)."""
+        states = self.level
+        size = len(states)
+        given_head: list[Any] = []
+        given_tail: list[Any] = []
+        kept = self._queue()
+        for position, state in enumerate(states):
+            if position < head:
+                given_head.append(state)
+            elif position >= size - tail:
+                given_tail.append(state)
+            else:
+                kept.append(state)
+        states.close()
+        self.level = kept
+        return given_head, given_tail
+
+    def take(self, head: list[Any], tail: list[Any]) -> None:
+        """Receive states before and after this shard's own (rebalancing)."""
+        merged = self._queue()
+        merged.extend(head)
+        merged.extend(self.level)
+        merged.extend(tail)
+        self.level.close()
+        self.level = merged
+
+    def memory(self) -> int:
+        """This shard's process: how far its peak resident memory rose above what it had when it started."""
+        return max(0, _resident_bytes() - self.started_with)
+
+    def close(self) -> None:
+        self.level.close()
+        if self.candidates is not None:
+            self.candidates.close()
+
+
+def _hit(prop: Property[Any], state: Any) -> bool:
+    """An ``always`` property is hit where it fails, a ``sometimes`` property where it holds."""
+    holds = prop.condition(state)
+    return not holds if prop.expectation is Expectation.ALWAYS else bool(holds)
+
+
+def _serve(shard: _Shard, connection: Connection) -> None:
+    """A worker process: run the coordinator's requests on its shard until told to stop."""
+    gc.disable()  # states form no cycles (see explicit.py)
+    shard.started_with = _current_resident_bytes()
+    try:
+        while True:
+            request, args = connection.recv()
+            if request == "stop":
+                return
+            try:
+                connection.send((True, getattr(shard, request)(*args)))
+            except BaseException as exc:
+                connection.send((False, f"{type(exc).__name__}: {exc}"))
+    finally:
+        shard.close()
+        connection.close()
+
+
+class _Remote:
+    """The coordinator's handle on a shard in a forked worker process."""
+
+    def __init__(self, shard: _Shard, context: Any) -> None:
+        self.connection, theirs = multiprocessing.Pipe()
+        self.process = context.Process(target=_serve, args=(shard, theirs), daemon=True)
+        self.process.start()
+        theirs.close()
+
+    def send(self, request: str, *args: Any) -> None:
+        self.connection.send((request, args))
+
+    def receive(self) -> Any:
+        ok, answer = self.connection.recv()
+        if not ok:
+            raise RuntimeError(f"a worker failed: {answer}")
+        return answer
+
+    def close(self) -> None:
+        with contextlib.suppress(BrokenPipeError, OSError):
+            self.connection.send(("stop", ()))
+        self.process.join(timeout=10)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+
+
+class _Local:
+    """The same handle on a shard in this process."""
+
+    def __init__(self, shard: _Shard) -> None:
+        self.shard = shard
+        self._answer: Any = None
+
+    def send(self, request: str, *args: Any) -> None:
+        self._answer = getattr(self.shard, request)(*args)
+
+    def receive(self) -> Any:
+        return self._answer
+
+    def close(self) -> None:
+        self.shard.close()
+
+
+def _call_all(shards: Sequence[_Remote | _Local], request: str, args: Sequence[tuple[Any, ...]]) -> list[Any]:
+    for shard, arguments in zip(shards, args, strict=True):
+        shard.send(request, *arguments)
+    return [shard.receive() for shard in shards]
+
+
+@dataclass
+class _Levels:
+    """Per level, the fingerprints and parent positions of its states (in files: the parent pointers)."""
+
+    directory: str
+    sizes: list[int] = field(default_factory=list)
+
+    def _path(self, level: int, what: str) -> str:
+        return os.path.join(self.directory, f"level-{level}.{what}")
+
+    def write(self, fingerprints: array[int], parents: array[int]) -> None:
+        level = len(self.sizes)
+        with open(self._path(level, "fp"), "wb") as out:
+            fingerprints.tofile(out)
+        with open(self._path(level, "parent"), "wb") as out:
+            parents.tofile(out)
+        self.sizes.append(len(fingerprints))
+
+    def read(self, level: int, what: str) -> array[int]:
+        values = array("q" if what == "fp" else "i")
+        with open(self._path(level, what), "rb") as src:
+            values.fromfile(src, self.sizes[level])
+        return values
+
+    def path_fingerprints(self, level: int, position: int) -> list[int]:
+        """The fingerprints from an initial state to the state at ``(level, position)``."""
+        found = []
+        while level >= 0:
+            found.append(self.read(level, "fp")[position])
+            position = self.read(level, "parent")[position] if level else -1
+            level -= 1
+        found.reverse()
+        return found
+
+
+def check_levels(model: Model[Any], *, properties: Sequence[str] | None = None, max_states: int | None = None,
+                 max_depth: int | None = None, workers: int = 1, symmetry: bool = True, check_deadlock: bool = True,
+                 progress: bool | MemoryProgress = False, directory: str | None = None) -> CheckResult:
+    """Explore ``model`` breadth first over fingerprints with ``workers`` processes (1: in this process).
+
+    Same parameters and result as :func:`txnspec.checker.explicit.check`, without ``leads_to`` properties
+    (a ``ValueError`` names them) or the state graph. The result's ``store`` says "fingerprints" and
+    ``collision_probability`` gives the chance that a fingerprint collision hid a state.
+
+    >>> from txnspec.checker.model import Model, Property
+    >>> counter = Model("counter", lambda: [0], lambda n: [("inc", n + 1), ("twice", 2 * n)] if n < 9 else [],
+    ...                 properties=[Property.always("small", lambda n: n < 100)], is_final=lambda n: n >= 9)
+    >>> result = check_levels(counter, workers=2)
+    >>> (result.verdict_text, result.states, result.store)
+    ('holds', 14, 'fingerprints, 2 workers')
+    """
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    for name, value in (("max_states", max_states), ("max_depth", max_depth)):
+        if value is not None and value <= 0:
+            raise ValueError(f"{name} must be positive, got {value}")
+    selected = [model.property(n) for n in dict.fromkeys(properties)] if properties is not None \
+        else list(model.properties)
+    liveness = [p.name for p in selected if p.expectation is Expectation.LEADS_TO]
+    if liveness:
+        raise ValueError("leads-to properties need the whole state graph, which the fingerprint search does not "
+                         f"keep: {', '.join(liveness)} (use the exact engine for them)")
+    report = progress if callable(progress) else (_print_progress if progress else None)
+    with tempfile.TemporaryDirectory(prefix="txnspec-check-", dir=directory) as scratch:
+        search = _LevelSearch(model, selected, model.symmetry if symmetry else None, workers, scratch,
+                              max_states, max_depth, report)
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            search.run()
+        finally:
+            search.close()
+            if collecting:
+                gc.enable()
+        if report is _print_progress:
+            print(file=sys.stderr)
+        return search.result(check_deadlock)
+
+
+class _LevelSearch:
+    def __init__(self, model: Model[Any], selected: Sequence[Property[Any]], canonical: Callable[[Any], Any] | None,
+                 workers: int, scratch: str, max_states: int | None, max_depth: int | None,
+                 report: MemoryProgress | None) -> None:
+        self.model, self.canonical, self.report = model, canonical, report
+        self.properties = list(selected)
+        self.state_cap = max_states if max_states is not None else sys.maxsize
+        self.depth_cap = max_depth if max_depth is not None else sys.maxsize
+        self.levels = _Levels(scratch)
+        self.seen = FingerprintSet()
+        self.first_hits: dict[str, tuple[int, int]] = {}  # property -> (level, position)
+        self.deadlocks: list[tuple[int, int]] = []  # (level, position) of states without successors, not final
+        self.kinds: dict[str, int] = {}
+        self.states = 0
+        self.transitions = 0
+        self.stop_reason: str | None = None
+        self.seconds = 0.0
+        self.workers = workers
+        self.memory_before = _resident_bytes()
+        self.peak_memory = 0
+        self.worker_memory = 0
+        # one process keeps its levels on disk (the fingerprint store's memory bound); workers keep theirs in
+        # memory, which pays for their speed
+        shards = [_Shard(model, canonical, selected, scratch, spill=workers == 1) for _ in range(workers)]
+        if workers == 1:
+            self.shards: list[_Remote | _Local] = [_Local(shards[0])]
+        else:
+            context = multiprocessing.get_context("fork")
+            self.shards = [_Remote(shard, context) for shard in shards]
+
+    def close(self) -> None:
+        for shard in self.shards:
+            shard.close()
+
+    @property
+    def pending(self) -> list[str]:
+        return [p.name for p in self.properties if p.name not in self.first_hits]
+
+    def _stop_if_nothing_left(self) -> int | None:
+        """As explicit.py's judge: every invariant violated and every witness found ends the search. The
+        position (in the level) of the state at which that happened, or None."""
+        always = [p for p in self.properties if p.expectation is Expectation.ALWAYS]
+        if not always or self.pending:
+            return None
+        return max(position for _, position in self.first_hits.values())
+
+    def run(self) -> None:
+        started = time.perf_counter()
+        try:
+            self._initial_level()
+            depth = 0
+            next_look = started + 1.0
+            while self.levels.sizes[-1] and self.stop_reason is None:
+                if depth >= self.depth_cap:
+                    self.stop_reason = f"the depth cap ({self.depth_cap}) was reached"
+                    break
+                if len(self.shards) == 1:
+                    self._next_level_alone(depth)
+                else:
+                    self._next_level(depth)
+                depth += 1
+                if self.report is not None and (time.perf_counter() >= next_look or not self.levels.sizes[-1]):
+                    next_look = time.perf_counter() + 1.0
+                    self.report(self.states, depth, self.states / max(time.perf_counter() - started, 1e-9),
+                                _resident_bytes())
+        finally:
+            self.seconds = time.perf_counter() - started
+
+    def _initial_level(self) -> None:
+        fingerprints, kept = array("q"), list[Any]()
+        for state in self.model.init_states():
+            fingerprint = hash(self.canonical(state) if self.canonical is not None else state)
+            if not self.seen.add(fingerprint):
+                continue
+            if len(kept) >= self.state_cap:
+                self.stop_reason = f"the state cap ({self.state_cap:,}) was reached"
+                break
+            for prop in self.properties:
+                if prop.name not in self.first_hits and _hit(prop, state):
+                    self.first_hits[prop.name] = (0, len(kept))
+            fingerprints.append(fingerprint)
+            kept.append(state)
+        self.levels.write(fingerprints, array("i", [-1] * len(kept)))
+        self.states = len(kept)
+        share = -(-len(kept) // len(self.shards)) if kept else 0
+        _call_all(self.shards, "load", [(kept[i * share:(i + 1) * share],) for i in range(len(self.shards))])
+        if self._stop_if_nothing_left() is not None:
+            self.stop_reason = "every invariant is violated (the search stopped early)"
+
+    def _next_level(self, depth: int) -> None:
+        sizes = _call_all(self.shards, "size", [()] * len(self.shards))
+        expansions: list[_Expansion] = _call_all(self.shards, "expand", [()] * len(self.shards))
+        offsets = [sum(sizes[:i]) for i in range(len(sizes))]
+        new_fingerprints, new_parents = array("q"), array("i")
+        marks: list[bytes] = []
+        add = self.seen.add
+        cap_left = self.state_cap - self.states
+        capped_at: int | None = None  # parent position (in the level) whose successors reached the cap
+        for expansion, offset in zip(expansions, offsets, strict=True):
+            mark = bytearray(len(expansion.fingerprints))
+            for i, (fingerprint, parent) in enumerate(zip(expansion.fingerprints, expansion.parents, strict=True)):
+                if capped_at is not None or fingerprint in self.seen:
+                    continue
+                if len(new_fingerprints) >= cap_left:
+                    capped_at = offset + parent
+                    continue
+                add(fingerprint)
+                mark[i] = 1
+                new_fingerprints.append(fingerprint)
+                new_parents.append(offset + parent)
+            marks.append(bytes(mark))
+        pending = self.pending
+        judgements: list[_Judgement] = _call_all(self.shards, "accept", [(m, pending) for m in marks])
+        kept_offsets = [sum(j.kept for j in judgements[:i]) for i in range(len(judgements))]
+        level = depth + 1
+        for judgement, offset in zip(judgements, kept_offsets, strict=True):
+            for name, position in judgement.first_hits.items():
+                hit = (level, offset + position)
+                if name not in self.first_hits or hit < self.first_hits[name]:
+                    self.first_hits[name] = hit
+        counts = array("i")
+        for expansion, offset in zip(expansions, offsets, strict=True):
+            counts.extend(expansion.successor_counts)
+            self.deadlocks.extend((depth, offset + t) for t in expansion.terminal)
+            for kind, n in expansion.kinds.items():
+                self.kinds[kind] = self.kinds.get(kind, 0) + n
+        stop_at = self._stop_if_nothing_left()
+        if stop_at is not None:
+            self.stop_reason = "every invariant is violated (the search stopped early)"
+            stop_parent = new_parents[stop_at]
+            del new_fingerprints[stop_at + 1:]
+            del new_parents[stop_at + 1:]
+            self.transitions += sum(counts[:stop_parent + 1])
+        elif capped_at is not None:
+            self.stop_reason = f"the state cap ({self.state_cap:,}) was reached"
+            self.transitions += sum(counts[:capped_at + 1])
+        else:
+            self.transitions += sum(counts)
+        self.levels.write(new_fingerprints, new_parents)
+        self.states += len(new_fingerprints)
+        self.peak_memory = max(self.peak_memory, _resident_bytes())
+        if len(self.shards) > 1:  # the workers' peaks beyond what they inherited at the fork
+            peaks = _call_all(self.shards, "memory", [()] * len(self.shards))
+            self.worker_memory = sum(peaks)
+        if self.stop_reason is None and len(self.shards) > 1:
+            self._rebalance([j.kept for j in judgements])
+
+    def _next_level_alone(self, depth: int) -> None:
+        """One process: the level expanded with the visited set at hand (no candidates to ship), in the order
+        and with the stops of explicit.py's loop."""
+        shard = self.shards[0].shard  # type: ignore[union-attr]
+        next_steps, canonical, is_final = self.model.next_steps, self.canonical, self.model.is_final
+        seen, add, kinds = self.seen, self.seen.add, self.kinds
+        fingerprints, parents = array("q"), array("i")
+        kept = shard._queue()
+        always = [p for p in self.properties
+                  if p.name not in self.first_hits and p.expectation is Expectation.ALWAYS]
+        sometimes = [p for p in self.properties
+                     if p.name not in self.first_hits and p.expectation is Expectation.SOMETIMES]
+        always_conds = tuple(p.condition for p in always)
+        sometimes_conds = tuple(p.condition for p in sometimes)
+        room = self.state_cap - self.states
+        labels: dict[Any, int] = {}
+        count_of = labels.get
+        transitions = 0
+        try:
+            for position, state in enumerate(shard.level):
+                successors = list(next_steps(state))
+                transitions += len(successors)
+                if not successors and (is_final is None or not is_final(state)):
+                    self.deadlocks.append((depth, position))
+                for action, successor in successors:
+                    labels[action] = count_of(action, 0) + 1
+                    fingerprint = hash(canonical(successor) if canonical is not None else successor)
+                    if fingerprint in seen:
+                        continue
+                    if len(fingerprints) >= room:
+                        self.stop_reason = f"the state cap ({self.state_cap:,}) was reached"
+                        return
+                    add(fingerprint)
+                    fingerprints.append(fingerprint)
+                    parents.append(position)
+                    kept.append(successor)
+                    hit = False
+                    for cond in always_conds:
+                        if not cond(successor):
+                            hit = True
+                            break
+                    if not hit:
+                        for cond in sometimes_conds:
+                            if cond(successor):
+                                hit = True
+                                break
+                    if hit:
+                        here = (depth + 1, len(fingerprints) - 1)
+                        for prop in (*always, *sometimes):
+                            if prop.name not in self.first_hits and _hit(prop, successor):
+                                self.first_hits[prop.name] = here
+                        always = [p for p in always if p.name not in self.first_hits]
+                        sometimes = [p for p in sometimes if p.name not in self.first_hits]
+                        always_conds = tuple(p.condition for p in always)
+                        sometimes_conds = tuple(p.condition for p in sometimes)
+                        if self._stop_if_nothing_left() is not None:
+                            self.stop_reason = "every invariant is violated (the search stopped early)"
+                            return
+        finally:
+            for action, n in labels.items():
+                kind = action_kind(action)
+                kinds[kind] = kinds.get(kind, 0) + n
+            self.transitions += transitions
+            self.levels.write(fingerprints, parents)
+            self.states += len(fingerprints)
+            self.peak_memory = max(self.peak_memory, _resident_bytes())
+            shard.level.close()
+            shard.level = kept
+
+    def _rebalance(self, sizes: list[int]) -> None:
+        """Move states between neighbours so that each shard holds about as many as the others, in order."""
+        total = len(self.shards)
+        if max(sizes) - min(sizes) <= max(64, sum(sizes) // (4 * total)):
+            return
+        targets = [sum(sizes) * (i + 1) // total - sum(sizes) * i // total for i in range(total)]
+        starts = [sum(sizes[:i]) for i in range(total)]
+        wanted = [sum(targets[:i]) for i in range(total)]
+        # shard i holds [starts[i], starts[i] + sizes[i]) of the level and should hold [wanted[i], + targets[i])
+        gives = [(max(0, min(wanted[i], starts[i] + sizes[i]) - starts[i]),
+                  max(0, starts[i] + sizes[i] - max(wanted[i] + targets[i], starts[i]))) for i in range(total)]
+        handed = _call_all(self.shards, "give", gives)
+        heads: list[list[Any]] = [[] for _ in range(total)]
+        tails: list[list[Any]] = [[] for _ in range(total)]
+        # what each shard keeps: the middle of its part, inside the range it should hold
+        kept = [(starts[i] + gives[i][0], starts[i] + sizes[i] - gives[i][1]) for i in range(total)]
+        for i, (head, tail) in enumerate(handed):
+            for position, state in [*enumerate(head, starts[i]), *enumerate(tail, kept[i][1])]:
+                owner = next(o for o in range(total) if wanted[o] <= position < wanted[o] + targets[o])
+                first_kept, end_kept = kept[owner]
+                before = first_kept >= end_kept or position < first_kept
+                (heads if before else tails)[owner].append((position, state))
+        _call_all(self.shards, "take", [([s for _, s in sorted(h, key=lambda x: x[0])],
+                                         [s for _, s in sorted(t, key=lambda x: x[0])])
+                                        for h, t in zip(heads, tails, strict=True)])
+
+    def _path(self, level: int, position: int) -> tuple[tuple[Any, Any], ...]:
+        """Re-execute the path to ``(level, position)``: at each step the first successor with the next
+        fingerprint (the step the one-process search recorded)."""
+        wanted = self.levels.path_fingerprints(level, position)
+        canonical = self.canonical
+
+        def fingerprint(state: Any) -> int:
+            return hash(canonical(state) if canonical is not None else state)
+
+        state = next(s for s in self.model.init_states() if fingerprint(s) == wanted[0])
+        steps: list[tuple[Any, Any]] = [(None, state)]
+        for target in wanted[1:]:
+            action, state = next((a, s) for a, s in self.model.next_steps(state) if fingerprint(s) == target)
+            steps.append((action, state))
+        return tuple(steps)
+
+    def result(self, check_deadlock: bool) -> CheckResult:
+        complete = self.stop_reason is None
+        verdicts = []
+        # in explicit.py's order: the invariants, then the sometimes properties
+        for prop in sorted(self.properties, key=lambda p: p.expectation is not Expectation.ALWAYS):
+            hit = self.first_hits.get(prop.name)
+            path = Counterexample(prop.name, self._path(*hit), witness=prop.expectation is Expectation.SOMETIMES) \
+                if hit is not None else None
+            if prop.expectation is Expectation.ALWAYS:
+                holds = False if hit is not None else (True if complete else None)
+            else:
+                holds = True if hit is not None else (False if complete else None)
+            verdicts.append(PropertyVerdict(prop.name, prop.expectation.value, holds, path, prop.description,
+                                            never_satisfied=hit is None and complete
+                                            and prop.expectation is Expectation.SOMETIMES))
+        deadlocks = sorted(self.deadlocks) if check_deadlock else []
+        declared = list((self.model.metadata or {}).get("action_kinds", ()))
+        kinds = dict(self.kinds)
+        for kind in declared:
+            kinds.setdefault(kind, 0)
+        depth = len(self.levels.sizes) - 1 - (not self.levels.sizes[-1])
+        return CheckResult(
+            model_name=self.model.name, states=self.states, transitions=self.transitions, depth=max(depth, 0),
+            seconds=self.seconds, complete=complete, verdicts=tuple(verdicts),
+            deadlock=Counterexample("deadlock", self._path(*deadlocks[0])) if deadlocks else None,
+            deadlock_count=len(deadlocks), coverage=dict(sorted(kinds.items())),
+            never_taken=tuple(k for k in declared if kinds[k] == 0), describe_state=self.model.describe_state,
+            stop_reason=self.stop_reason, symmetry=self.canonical is not None,
+            store="fingerprints" + (f", {self.workers} workers" if self.workers > 1 else ""),
+            collision_probability=collision_probability(self.states),
+            memory_bytes=max(0, self.peak_memory - self.memory_before) + self.worker_memory)
+
+
+def _resident_bytes() -> int:
+    """Peak resident memory of this process (Linux reports kilobytes)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _current_resident_bytes() -> int:
+    """Resident memory now (Linux's /proc; the peak where that is missing)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return _resident_bytes()
+
+
+def _print_progress(states: int, depth: int, rate: float, memory: int) -> None:
+    print(f"\r  {states:,} states, depth {depth}, {rate:,.0f} states/s, {memory / 2**20:,.0f} MB", end="",
+          file=sys.stderr, flush=True)
+

@@ -1,0 +1,129 @@
+"""The fingerprint search (checker/levels.py), in one process and in several, against the exact search: the same
+states, transitions, depth, verdicts and counterexamples (step for step), on toy models and on the Kafka spec."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from toys import counter, tokens, two_phase_commit
+
+from txnspec.checker import check
+from txnspec.checker.fingerprints import FingerprintSet, Spool, collision_probability
+from txnspec.checker.levels import check_levels
+from txnspec.checker.model import Model, Property
+from txnspec.checker.report import CheckResult
+from txnspec.spec.model import build_model
+
+
+def signature(result: CheckResult) -> tuple[Any, ...]:
+    """Everything both searches must agree on, counterexamples step by step."""
+    paths = tuple((v.name, v.holds, None if v.counterexample is None else v.counterexample.steps)
+                  for v in result.verdicts)
+    deadlock = None if result.deadlock is None else result.deadlock.steps
+    return (result.states, result.transitions, result.depth, result.complete, result.stop_reason, paths,
+            result.deadlock_count, deadlock)
+
+
+def safety(model: Model[Any]) -> list[str]:
+    return [p.name for p in model.properties if p.expectation.value != "leads_to"]
+
+
+TOYS = {
+    "counter": lambda: counter(30, bad_at=17, wish=9),
+    "two-phase": lambda: two_phase_commit(3),
+    "two-phase-broken": lambda: two_phase_commit(3, broken=True),
+    "tokens": lambda: tokens(4),
+}
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.parametrize("toy", sorted(TOYS))
+def test_toys_agree_with_the_exact_search(toy: str, workers: int) -> None:
+    model = TOYS[toy]()
+    names = safety(model)
+    exact = check(model, properties=names, symmetry=False)
+    levels = check_levels(model, properties=names, workers=workers, symmetry=False)
+    assert signature(levels) == signature(exact)
+    if exact.complete:  # a search stopped within a level counts the coverage of the whole level (module doc)
+        assert levels.coverage == exact.coverage
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_symmetry_reduction_agrees(workers: int) -> None:
+    model = two_phase_commit(4)
+    exact = check(model, properties=safety(model))
+    assert exact.symmetry
+    assert signature(check_levels(model, properties=safety(model), workers=workers)) == signature(exact)
+
+
+# (scenario, variant): the exact search's counts are pinned elsewhere (test_scenarios.py, test_variants.py)
+SPEC_RUNS = [("zombie", "current"), ("zombie", "zombie-not-fenced"), ("delayed-end-txn", "kafka-17754"),
+             ("retry", "no-duplicate-detection"), ("failover", "tv1"), ("delayed-produce", "hanging-transaction"),
+             ("rebalance", "zombie-offsets-not-fenced"), ("in-flight-2", "current")]
+
+
+@pytest.mark.parametrize(("scenario", "variant"), SPEC_RUNS)
+def test_the_kafka_spec_agrees_in_one_process_and_in_two(scenario: str, variant: str) -> None:
+    model = build_model(scenario, variant)
+    names = safety(model)
+    exact = signature(check(model, properties=names))
+    assert signature(check_levels(model, properties=names)) == exact
+    assert signature(check_levels(model, properties=names, workers=2)) == exact
+
+
+@pytest.mark.parametrize("caps", [{"max_states": 700}, {"max_depth": 9}, {"max_states": 1}])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_caps_stop_where_the_exact_search_stops(caps: dict[str, int], workers: int) -> None:
+    model = build_model("zombie", "current")
+    exact = check(model, properties=safety(model), **caps)
+    assert not exact.complete
+    assert signature(check_levels(model, properties=safety(model), workers=workers, **caps)) == signature(exact)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_early_stop_cuts_the_level_where_the_exact_search_stops(workers: int) -> None:
+    # every invariant fails (at 5) and the witness exists (at 3): the exact search stops there
+    model = Model("early", lambda: [0], lambda n: [("inc", n + 1), ("jump", n + 2)] if n < 40 else [],
+                  properties=[Property.always("small", lambda n: n < 5), Property.sometimes("three", lambda n: n == 3)])
+    exact = check(model)
+    assert exact.stop_reason is not None and "stopped early" in exact.stop_reason
+    assert signature(check_levels(model, workers=workers)) == signature(exact)
+
+
+def test_leads_to_properties_are_refused_by_name() -> None:
+    model = build_model("tiny", "current")
+    with pytest.raises(ValueError, match="init_producer_id_completes"):
+        check_levels(model)
+
+
+def test_the_result_reports_the_store_and_the_chance_of_a_collision() -> None:
+    model = build_model("zombie", "current")
+    result = check_levels(model, properties=safety(model), workers=2)
+    assert result.store == "fingerprints, 2 workers"
+    assert result.collision_probability == collision_probability(2_276) == pytest.approx(1.4e-13, rel=0.01)
+    assert "chance that a collision hid a state: 1.4e-13" in result.render()
+    assert result.to_json()["store"] == "fingerprints, 2 workers"
+
+
+def test_the_fingerprint_set_is_a_set() -> None:
+    rng = random.Random(7)
+    values = [rng.getrandbits(64) - 2**63 for _ in range(20_000)] + [0, 1, -1, 0, 1]
+    table, reference = FingerprintSet(capacity=8), set()
+    for v in values:
+        assert table.add(v) == (v not in reference)
+        reference.add(v)
+    assert len(table) == len(reference)
+    assert all(v in table for v in reference)
+    assert not any(rng.getrandbits(64) - 2**63 in table for _ in range(1000))
+    assert table.nbytes <= 32 * len(reference)
+
+
+def test_a_spool_gives_back_its_states_in_order(tmp_path: Any) -> None:
+    spool = Spool(str(tmp_path), chunk=7)
+    spool.extend(range(100))
+    assert len(spool) == 100
+    assert list(spool) == list(range(100)) == list(spool)
+    spool.close()
+    assert list(tmp_path.iterdir()) == []
