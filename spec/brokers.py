@@ -12,6 +12,12 @@ System
       refused (KIP-447); otherwise it is a record of the group's ``__consumer_offsets`` partition held pending
       until the marker on that partition commits or drops it.
 
+Cost
+    The model checker delivers the same message to the same broker state in many system states (which differ
+    elsewhere), so each handler has a memoised form (:func:`coordinator_effect`, :func:`partition_effect`,
+    :func:`group_effect`) keyed on exactly the parts of the state it reads: it runs the handler on a
+    :func:`~txnspec.spec.system_state.projection` and returns the parts changed and the messages sent.
+
 Assumptions
     The verification call from a partition leader to the coordinator (and the TV2 implicit
     AddPartitionsToTxn) is atomic with the append. Kafka makes it an RPC and guards the race with a
@@ -42,9 +48,9 @@ from txnspec.spec.messages import (
     WriteTxnMarkersResponse,
 )
 from txnspec.spec.network import COORDINATOR, GROUP, Envelope, Tag, send
-from txnspec.spec.system_state import System, SystemState, set_partition
+from txnspec.spec.system_state import System, SystemState, projection, set_partition
 from txnspec.spec.txn_state import PREPARE_STATES
-from txnspec.spec.values import replace
+from txnspec.spec.values import intern, replace
 
 
 def coordinator_step(state: SystemState, result: coord.CoordinatorResult, env: Envelope) -> SystemState:
@@ -236,3 +242,43 @@ def group_receives(system: System, state: SystemState, env: Envelope) -> SystemS
                                                                   transactional=True) is not Errors.NONE))
     state = replace(set_partition(state, name, offsets_log), group=group)
     return replace(state, network=send(state.network, Envelope(GROUP, env.source, response, env.context)))
+
+
+# --- the handlers memoised on what they read (used with System.memo) -----------------------------------------
+
+Sent = tuple[Envelope, ...]  # the messages a step sent, sorted as the network keeps them
+
+
+def coordinator_effect(system: System, cs: coord.CoordinatorState, ghost: Any, env: Envelope, append_error: Errors
+                       ) -> tuple[coord.CoordinatorState, Any, Sent]:
+    """:func:`coordinator_receives` as a function of what it reads: the coordinator and ghost after, and what
+    was sent."""
+    after = coordinator_receives(system, projection(coordinator=cs, ghost=ghost), env, append_error)
+    return intern(after.coordinator), intern(after.ghost), after.network
+
+
+def partition_effect(system: System, pstate: Any, cs: coord.CoordinatorState, ghost: Any, env: Envelope
+                     ) -> tuple[Any, coord.CoordinatorState, Any, Sent] | None:
+    """:func:`partition_receives` on the leader of ``env.target`` as a function of what it reads: that
+    partition, the coordinator and the ghost after, and what was sent; None when the produce waits."""
+    name = env.target
+    if isinstance(env.body, Produce) and env.body.partition != name:
+        raise ValueError(f"a Produce for {env.body.partition} sent to the leader of {name}")
+    after = partition_receives(system, projection(coordinator=cs, partitions=((name, pstate),), ghost=ghost), env)
+    if after is None:
+        return None
+    return intern(after.partition(name)), intern(after.coordinator), intern(after.ghost), after.network
+
+
+def group_effect(system: System, offsets_log: Any, group: Any, cs: coord.CoordinatorState, ghost: Any,
+                 env: Envelope) -> tuple[Any, Any, coord.CoordinatorState, Any, Sent] | None:
+    """:func:`group_receives` as a function of what it reads: the group's offsets partition, the group
+    coordinator, the transaction coordinator and the ghost after, and what was sent; None when the commit
+    waits."""
+    name = system.offsets_partition
+    before = projection(coordinator=cs, partitions=((name, offsets_log),), group=group, ghost=ghost)
+    after = group_receives(system, before, env)
+    if after is before:
+        return None
+    return (intern(after.partition(name)), intern(after.group), intern(after.coordinator), intern(after.ghost),
+            after.network)

@@ -13,6 +13,11 @@ System
     partition only: ``RecordAccumulator.shouldStopDrainBatchesForPartition``), the coordinator re-sends a marker
     no longer in flight (``TransactionMarkerChannelManager``).
 
+Cost
+    Each step is memoised on the parts of the state it reads (the coordinator for a timeout, a failover or the
+    markers to re-send; the producer and its contexts in flight for a client's retry), as in
+    :mod:`txnspec.spec.system`.
+
 Assumptions
     Time is abstract: a timeout may fire for any Ongoing transaction. Only a client duplicates a message (it
     re-sends a request it gave up on while the first copy is on its way); TCP never duplicates a response.
@@ -21,72 +26,91 @@ Assumptions
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from txnspec.spec import coordinator as coord
 from txnspec.spec import group as group_mod
 from txnspec.spec.actions import Action, ActionKind
 from txnspec.spec.brokers import coordinator_step, marker_envelope
 from txnspec.spec.messages import Produce, WriteTxnMarkersResponse
-from txnspec.spec.network import COORDINATOR, NETWORK, Envelope, producer_index, remove_one, send
+from txnspec.spec.network import COORDINATOR, NETWORK, Envelope, contexts, deliveries, producer_index, send
 from txnspec.spec.producer import (
     FATAL_ERROR,
     READY,
     UNINITIALIZED,
+    ClientConfig,
+    Producer,
     expire_batch,
     first_in_flight,
     request_timed_out,
     restarted,
 )
-from txnspec.spec.system_state import System, SystemState, replace_producer, with_dispatch
+from txnspec.spec.system_state import System, SystemState, dispatched, projection, spend, with_producer
 from txnspec.spec.txn_state import ONGOING
-from txnspec.spec.values import replace
+from txnspec.spec.values import intern, memoised, replace
 
 K = ActionKind
 
 
 def environment_steps(system: System, state: SystemState) -> Iterator[tuple[Action, SystemState]]:
     b = state.budget
+    make = SystemState._make
+    cs, partitions, group, producers, network, ghost = (state.coordinator, state.partitions, state.group,
+                                                        state.producers, state.network, state.ghost)
     if b.loss or b.duplicate:
-        seen: set[Envelope] = set()
-        for envelope in state.network:
-            if envelope in seen:
-                continue
-            seen.add(envelope)
+        for envelope, rest in deliveries(network):
             if b.loss:
-                yield (Action(K.LOSE, NETWORK, envelope),
-                       replace(state, network=remove_one(state.network, envelope), budget=replace(b, loss=b.loss - 1)))
+                yield (intern(Action(K.LOSE, NETWORK, envelope)),
+                       make(cs, partitions, group, producers, rest, spend(b, "loss"), ghost))
             if b.duplicate and producer_index(envelope.source) is not None \
-                    and len(state.network) < system.scenario.max_messages_in_flight:
-                duplicated = replace(state, network=send(state.network, envelope),
-                                     budget=replace(b, duplicate=b.duplicate - 1))
-                yield Action(K.DUPLICATE, envelope.source, envelope), duplicated
+                    and len(network) < system.scenario.max_messages_in_flight:
+                yield (intern(Action(K.DUPLICATE, envelope.source, envelope)),
+                       make(cs, partitions, group, producers, send(network, envelope), spend(b, "duplicate"), ghost))
     if b.timeout:
-        for tid, md in state.coordinator.cache:
+        for tid, md in cs.cache:
             if md.state is ONGOING and md.pending_state is None:
-                timed = _abort_timed_out(system, replace(state, budget=replace(b, timeout=b.timeout - 1)), tid)
-                yield Action(K.TIMEOUT, COORDINATOR, transactional_id=tid), timed
-    for tid, md in state.coordinator.cache:
+                cs2, ghost2, sent = system.memo(timeout_effect)(cs, ghost, tid)
+                yield (intern(Action(K.TIMEOUT, COORDINATOR, transactional_id=tid)),
+                       make(cs2, partitions, group, producers, send(network, *sent), spend(b, "timeout"), ghost2))
+    for tid, md in cs.cache:
         if md.state is ONGOING and md.pending_state is None and _abandoned(state, tid):
-            yield Action(K.ABANDONED_TIMEOUT, COORDINATOR, transactional_id=tid), _abort_timed_out(system, state, tid)
+            cs2, ghost2, sent = system.memo(timeout_effect)(cs, ghost, tid)
+            yield (intern(Action(K.ABANDONED_TIMEOUT, COORDINATOR, transactional_id=tid)),
+                   make(cs2, partitions, group, producers, send(network, *sent), b, ghost2))
     if b.failover:
-        result = system.protocol.coordinator_failover(state.coordinator, config=system.coordinator_config)
-        failed = replace(state, coordinator=result.state, budget=replace(b, failover=b.failover - 1))
-        markers = [marker_envelope(system, m, tid) for tid, m in result.markers]
-        yield Action(K.FAILOVER, COORDINATOR), replace(failed, network=send(failed.network, *markers))
-    for p in state.producers:
+        cs2, sent = system.memo(failover_effect)(cs)
+        yield (intern(Action(K.FAILOVER, COORDINATOR)),
+               make(cs2, partitions, group, producers, send(network, *sent), spend(b, "failover"), ghost))
+    for p in producers:
         who = p.address
         if b.crash and p.phase is not UNINITIALIZED:
-            yield (Action(K.CRASH, who),
-                   replace(replace_producer(state, restarted(p)), budget=replace(b, crash=b.crash - 1)))
+            yield (intern(Action(K.CRASH, who)),
+                   make(cs, partitions, group, with_producer(producers, restarted(p)), network, spend(b, "crash"),
+                        ghost))
         if b.expire_batch:
+            used = contexts(network, who)
             for batch in sorted(p.in_flight):
-                expired = replace(state, budget=replace(b, expire_batch=b.expire_batch - 1))
-                yield (Action(K.EXPIRE_BATCH, who, partition=batch[0], batch=batch),
-                       with_dispatch(system, expired, expire_batch(system.client, p, batch)))
+                q, sent = dispatched(system.client, expire_batch(system.client, p, batch), used)
+                yield (intern(Action(K.EXPIRE_BATCH, who, partition=batch[0], batch=batch)),
+                       make(cs, partitions, group, with_producer(producers, q), send(network, *sent),
+                            spend(b, "expire_batch"), ghost))
     if b.rebalance:
-        yield _rebalance(system, replace(state, budget=replace(b, rebalance=b.rebalance - 1)))
+        yield _rebalance(system, replace(state, budget=spend(b, "rebalance")))
     yield from client_retry_steps(system, state)
     yield from marker_retry_steps(system, state)
+
+
+def timeout_effect(system: System, cs: coord.CoordinatorState, ghost: Any, tid: str
+                   ) -> tuple[coord.CoordinatorState, Any, tuple[Envelope, ...]]:
+    """:func:`_abort_timed_out` as a function of what it reads (used with ``System.memo``)."""
+    after = _abort_timed_out(system, projection(coordinator=cs, ghost=ghost), tid)
+    return intern(after.coordinator), intern(after.ghost), after.network
+
+
+def failover_effect(system: System, cs: coord.CoordinatorState) -> tuple[coord.CoordinatorState, tuple[Envelope, ...]]:
+    """A coordinator failover: the new coordinator and the markers it sends (used with ``System.memo``)."""
+    result = system.protocol.coordinator_failover(cs, config=system.coordinator_config)
+    return intern(result.state), send((), *(marker_envelope(system, m, tid) for tid, m in result.markers))
 
 
 def _rebalance(system: System, state: SystemState) -> tuple[Action, SystemState]:
@@ -98,8 +122,8 @@ def _rebalance(system: System, state: SystemState) -> tuple[Action, SystemState]
                                          tuple((p.member_id, None) for p in others))
     rebalanced = group.group(system.scenario.group_id)
     assert rebalanced is not None  # complete_rebalance creates the group if it has to
-    producers = (zombie, *(replace(p, generation=rebalanced.generation_id) for p in others))
-    return Action(K.REBALANCE, zombie.address), replace(state, group=group, producers=producers)
+    producers = intern((zombie, *(intern(replace(p, generation=rebalanced.generation_id)) for p in others)))
+    return Action(K.REBALANCE, zombie.address), replace(state, group=intern(group), producers=producers)
 
 
 def _abort_timed_out(system: System, state: SystemState, tid: str) -> SystemState:
@@ -117,36 +141,58 @@ def _abandoned(state: SystemState, tid: str) -> bool:
 
 def client_retry_steps(system: System, state: SystemState) -> Iterator[tuple[Action, SystemState]]:
     """The client's request timeout: a request lost with its answer is sent again (``Sender``/``NetworkClient``)."""
+    network = state.network
     for p in state.producers:
-        who = p.address
-        mine = [e for e in state.network if e.source == who or e.target == who]
-        if p.awaiting is not None and not any(e.context == p.awaiting[1] for e in mine):
-            yield (Action(K.RETRY, who, request=p.awaiting[0]),
-                   with_dispatch(system, state, request_timed_out(p)))
-        # a produce that timed out goes back to the accumulator: Sender.runOnce drains it again only once no
-        # transactional request is in flight (maybeSendAndPollTransactionalRequest), as dispatch does
-        for key in sorted(p.in_flight) if p.awaiting is None else ():
-            partition, producer_id, epoch, seq = key
-            # a batch waiting for its retry goes again when it is the first in flight (RecordAccumulator.drain)
-            if not any(e.context == key for e in mine) and first_in_flight(system.client, p, key):
-                resend = Envelope(who, partition, Produce(partition, producer_id, epoch, seq, 1, True,
-                                                          p.transactional_id), key, p.tag)
-                # the Sender loop that drains the retry drains what may follow it (nothing, with one in flight)
-                retried = replace(state, network=send(state.network, resend))
-                yield Action(K.RETRY, who, resend), with_dispatch(system, retried, p)
+        for action, q, sent in _client_retries(system.client, p, contexts(network, p.address)):
+            yield action, SystemState._make(state.coordinator, state.partitions, state.group,
+                                            with_producer(state.producers, q), send(network, *sent), state.budget,
+                                            state.ghost)
+
+
+@memoised(1 << 14)
+def _client_retries(c: ClientConfig, p: Producer, used: frozenset[object]
+                    ) -> tuple[tuple[Action, Producer, tuple[Envelope, ...]], ...]:
+    """``p``'s retries given ``used``, the contexts of its messages in flight: each action, the producer after
+    it, and what was sent (the retried produce first, then what the Sender sent)."""
+    who = p.address
+    retries = []
+    if p.awaiting is not None and p.awaiting[1] not in used:
+        q, sent = dispatched(c, request_timed_out(p), used)
+        retries.append((intern(Action(K.RETRY, who, request=p.awaiting[0])), intern(q), sent))
+    # a produce that timed out goes back to the accumulator: Sender.runOnce drains it again only once no
+    # transactional request is in flight (maybeSendAndPollTransactionalRequest), as dispatch does
+    for key in sorted(p.in_flight) if p.awaiting is None else ():
+        partition, producer_id, epoch, seq = key
+        # a batch waiting for its retry goes again when it is the first in flight (RecordAccumulator.drain)
+        if key not in used and first_in_flight(c, p, key):
+            resend = intern(Envelope(who, partition, Produce(partition, producer_id, epoch, seq, 1, True,
+                                                             p.transactional_id), key, p.tag))
+            # the Sender loop that drains the retry drains what may follow it (nothing, with one in flight)
+            q, sent = dispatched(c, p, used | {key})
+            retries.append((intern(Action(K.RETRY, who, resend)), intern(q), (resend, *sent)))
+    return tuple(retries)
 
 
 def marker_retry_steps(system: System, state: SystemState) -> Iterator[tuple[Action, SystemState]]:
     """``TransactionMarkerChannelManager``: re-send a marker that is no longer in flight (lost, or retriable)."""
-    cs = state.coordinator
+    network = state.network
+    for envelope in system.memo(marker_resends)(state.coordinator) if state.coordinator.completions else ():
+        answered = any(e.context == envelope.context and isinstance(e.body, WriteTxnMarkersResponse)
+                       for e in network)
+        if envelope in network or answered:
+            continue
+        yield (intern(Action(K.RESEND_MARKER, COORDINATOR, envelope)),
+               replace(state, network=send(network, envelope)))
+
+
+def marker_resends(system: System, cs: coord.CoordinatorState) -> tuple[Envelope, ...]:
+    """The markers the coordinator's channel would re-send if they were no longer in flight (used with
+    ``System.memo``)."""
+    resends = []
     for tid, pending in cs.completions:
         md = cs.metadata(tid)
         if md is None or pending.coordinator_epoch != cs.coordinator_epoch:
             continue
         for _, marker in coord.markers_for(cs, md, pending.result):
-            envelope = marker_envelope(system, marker, tid)
-            answered = any(e.context == envelope.context and isinstance(e.body, WriteTxnMarkersResponse)
-                           for e in state.network)
-            if envelope in state.network or answered:
-                continue
-            yield Action(K.RESEND_MARKER, COORDINATOR, envelope), replace(state, network=send(state.network, envelope))
+            resends.append(intern(marker_envelope(system, marker, tid)))
+    return tuple(resends)

@@ -10,6 +10,12 @@ Assumptions
     The network is a bag (any order of delivery covers delay and reordering). It is a tuple kept sorted by
     the envelopes' ``repr`` so that equal bags are equal tuples (states stay canonical and hashable).
 
+Cost
+    The model checker meets the same few hundred envelopes and some ten thousand bags again and again, so
+    :func:`send`, :func:`remove_one`, :func:`deliveries` and :func:`contexts` are memoised, and what they return
+    is interned (one shared tuple per bag): an envelope is inserted with ``bisect.insort`` into the sorted bag
+    (its sort key rendered once), never by sorting the whole bag again.
+
 Left out
     Connections, their ordering guarantees and request pipelining per connection: TCP's in-order delivery
     per connection is weaker than what Kafka's clients rely on only where the client itself enforces it
@@ -19,6 +25,7 @@ Left out
 from __future__ import annotations
 
 import functools
+from bisect import insort
 from typing import Any
 
 from txnspec.spec.messages import (
@@ -35,7 +42,7 @@ from txnspec.spec.messages import (
     WriteTxnMarkers,
     WriteTxnMarkersResponse,
 )
-from txnspec.spec.values import value
+from txnspec.spec.values import intern, memoised, value
 
 COORDINATOR, GROUP = "coordinator", "group"
 NETWORK = "network"  # the actor of a loss
@@ -44,11 +51,13 @@ PRODUCER_PREFIX = "producer-"
 Tag = tuple[int, int, int]  # (producer index, incarnation, transaction number): ghost, see spec/ghost.py
 
 
+@functools.lru_cache(maxsize=1024)  # a handful of addresses, asked about at every step
 def producer_address(index: int) -> str:
     """The address of the ``index``-th producer instance."""
     return f"{PRODUCER_PREFIX}{index}"
 
 
+@functools.lru_cache(maxsize=1024)
 def producer_index(address: str) -> int | None:
     """The producer instance behind ``address``, or None for a server."""
     if address.startswith(PRODUCER_PREFIX):
@@ -112,14 +121,40 @@ def _sort_key(envelope: Envelope) -> str:
     return repr(envelope)
 
 
-def send(network: tuple[Envelope, ...], *envelopes: Envelope) -> tuple[Envelope, ...]:
-    """The bag with ``envelopes`` added."""
+Network = tuple[Envelope, ...]
+
+
+@memoised(1 << 16)
+def send(network: Network, *envelopes: Envelope) -> Network:
+    """The bag with ``envelopes`` added (``network`` is sorted, as every state's is)."""
     if not envelopes:
         return network
-    return tuple(sorted((*network, *envelopes), key=_sort_key))
+    bag = list(network)
+    for envelope in envelopes:
+        insort(bag, intern(envelope), key=_sort_key)
+    return intern(tuple(bag))
 
 
-def remove_one(network: tuple[Envelope, ...], envelope: Envelope) -> tuple[Envelope, ...]:
+@memoised(1 << 16)
+def remove_one(network: Network, envelope: Envelope) -> Network:
     """The bag with one copy of ``envelope`` taken out."""
     i = network.index(envelope)
-    return network[:i] + network[i + 1:]
+    return intern(network[:i] + network[i + 1:])
+
+
+@memoised(1 << 15)
+def deliveries(network: Network) -> tuple[tuple[Envelope, Network], ...]:
+    """Each distinct envelope of the bag, in the bag's order, with the bag without one copy of it."""
+    seen: set[Envelope] = set()
+    out = []
+    for envelope in network:
+        if envelope not in seen:
+            seen.add(envelope)
+            out.append((envelope, remove_one(network, envelope)))
+    return tuple(out)
+
+
+@memoised(1 << 15)
+def contexts(network: Network, address: str) -> frozenset[Any]:
+    """The contexts of the messages in flight from or to ``address`` (correlation ids, batches)."""
+    return frozenset(e.context for e in network if e.source == address or e.target == address)

@@ -58,11 +58,10 @@ Ghost state (never read by the protocol, only by properties)
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator
 
 from txnspec.spec.actions import ACTION_KINDS, Action, ActionKind, deliver
-from txnspec.spec.brokers import coordinator_receives, group_receives, partition_receives
+from txnspec.spec.brokers import coordinator_effect, group_effect, partition_effect
 from txnspec.spec.errors import Errors
 from txnspec.spec.faults import environment_steps
 from txnspec.spec.ghost import AppendedBatch, Ghost
@@ -79,10 +78,12 @@ from txnspec.spec.network import (
     GROUP,
     Envelope,
     Tag,
+    contexts,
+    deliveries,
     describe,
     producer_address,
     producer_index,
-    remove_one,
+    send,
 )
 from txnspec.spec.producer import (
     ABORTABLE_ERROR,
@@ -93,14 +94,24 @@ from txnspec.spec.producer import (
     INITIALIZING,
     READY,
     UNINITIALIZED,
+    ClientConfig,
     OffsetsStage,
     Phase,
     Producer,
     Queued,
     receive,
 )
-from txnspec.spec.system_state import Budget, System, SystemState, initial_state, replace_producer, with_dispatch
-from txnspec.spec.values import replace
+from txnspec.spec.system_state import (
+    Budget,
+    System,
+    SystemState,
+    dispatched,
+    initial_state,
+    spend,
+    with_partition,
+    with_producer,
+)
+from txnspec.spec.values import intern, memoised, replace
 
 K = ActionKind
 
@@ -116,50 +127,70 @@ __all__ = [
 
 def application_steps(system: System, state: SystemState) -> Iterator[tuple[Action, SystemState]]:
     """The application's calls on its ``KafkaProducer``, each followed by the client's Sender."""
-    c = system.client
-    tv2 = c.tv2
+    make, network = SystemState._make, state.network
     for p in state.producers:
-        who = p.address
-        if p.phase is UNINITIALIZED and p.awaiting is None:
-            q = replace(p, phase=INITIALIZING)
-            yield Action(K.INIT_TRANSACTIONS, who), with_dispatch(system, state, q)
-        elif p.phase is READY and p.txn_no < c.transactions_per_producer:
-            q = replace(p, phase=IN_TRANSACTION, txn_no=p.txn_no + 1, records_sent=0)
-            yield Action(K.BEGIN_TRANSACTION, who), replace_producer(state, q)
-        elif p.phase is IN_TRANSACTION:
-            if p.records_sent < c.records_per_transaction:
-                for partition in c.partitions:
-                    add = not tv2 and partition not in p.added | p.to_add | p.adding
-                    q = replace(p, records_sent=p.records_sent + 1, unsent=(*p.unsent, partition),
-                                to_add=p.to_add | {partition} if add else p.to_add)
-                    yield Action(K.SEND, who, partition=partition), with_dispatch(system, state, q)
-            if c.commit_offsets and p.offsets is OffsetsStage.NONE:
-                # TransactionManager.sendOffsetsToTransaction: TV2 sends TxnOffsetCommit at once and marks the
-                # transaction started (so abort sends EndTxn even if the commit then fails); TV1 waits for
-                # AddOffsetsToTxn
-                q = replace(p, offsets=OffsetsStage.COMMIT if tv2 else OffsetsStage.ADD,
-                            queued=(*p.queued, Queued.OFFSETS), started=p.started or tv2,
-                            offsets_generation=p.generation)
-                yield Action(K.SEND_OFFSETS_TO_TRANSACTION, who), with_dispatch(system, state, q)
-            if p.records_sent == c.records_per_transaction and (not c.commit_offsets
-                                                                or p.offsets is not OffsetsStage.NONE):
-                # beginCompletingTransaction queues the AddPartitionsToTxn of new partitions at once
-                queued = (*p.queued, Queued.PARTITIONS) if p.to_add and Queued.PARTITIONS not in p.queued \
-                    else p.queued
-                q = replace(p, phase=COMMITTING, end_result=TransactionResult.COMMIT, queued=queued,
-                            bump_queued=p.bump_required and not tv2)
-                yield Action(K.COMMIT_TRANSACTION, who), with_dispatch(system, state, q)
-        # commitTransaction blocks until its EndTxn handler completes, and a handler queued in an error state fails
-        # only once no batch is incomplete (TransactionManager.nextRequest, maybeTerminateRequestWithError): an
-        # abort after a failed commit waits for the batches in flight
-        commit_pending = p.end_result is TransactionResult.COMMIT and bool(p.in_flight) \
-            and c.waits_for_produce_before_end_txn
-        if p.phase in (IN_TRANSACTION, ABORTABLE_ERROR) and p.awaiting is None and not commit_pending:
-            # beginAbort drops partitions not yet added and records not yet sent
-            offsets = OffsetsStage.NONE if p.offsets in (OffsetsStage.ADD, OffsetsStage.COMMIT) else p.offsets
-            q = replace(p, phase=ABORTING, end_result=TransactionResult.ABORT, to_add=frozenset(), unsent=(),
-                        bump_queued=p.bump_required and not tv2, offsets=offsets, queued=())
-            yield Action(K.ABORT_TRANSACTION, who), with_dispatch(system, state, q)
+        for action, q, sent in _application_calls(system.client, p, contexts(network, p.address)):
+            yield action, make(state.coordinator, state.partitions, state.group, with_producer(state.producers, q),
+                               send(network, *sent), state.budget, state.ghost)
+
+
+@memoised(1 << 15)
+def _application_calls(c: ClientConfig, p: Producer, used: frozenset[object]
+                       ) -> tuple[tuple[Action, Producer, tuple[Envelope, ...]], ...]:
+    """The calls ``p``'s application can make, each with the producer after it and what its Sender then sent
+    (``used``: the contexts of ``p``'s messages in flight), memoised: a producer meets the same network
+    contexts in many states."""
+    calls = []
+    for action, q, runs_sender in _calls(c, p):
+        q, sent = dispatched(c, q, used) if runs_sender else (q, ())
+        calls.append((_intern_action(action), intern(q), sent))
+    return tuple(calls)
+
+
+def _calls(c: ClientConfig, p: Producer) -> Iterator[tuple[Action, Producer, bool]]:
+    """The application's calls on ``p``: the action, the producer after the call, and whether the client's
+    Sender runs after it."""
+    tv2 = c.tv2
+    who = p.address
+    if p.phase is UNINITIALIZED and p.awaiting is None:
+        yield Action(K.INIT_TRANSACTIONS, who), replace(p, phase=INITIALIZING), True
+    elif p.phase is READY and p.txn_no < c.transactions_per_producer:
+        q = replace(p, phase=IN_TRANSACTION, txn_no=p.txn_no + 1, records_sent=0)
+        yield Action(K.BEGIN_TRANSACTION, who), q, False
+    elif p.phase is IN_TRANSACTION:
+        if p.records_sent < c.records_per_transaction:
+            for partition in c.partitions:
+                add = not tv2 and partition not in p.added | p.to_add | p.adding
+                q = replace(p, records_sent=p.records_sent + 1, unsent=(*p.unsent, partition),
+                            to_add=p.to_add | {partition} if add else p.to_add)
+                yield Action(K.SEND, who, partition=partition), q, True
+        if c.commit_offsets and p.offsets is OffsetsStage.NONE:
+            # TransactionManager.sendOffsetsToTransaction: TV2 sends TxnOffsetCommit at once and marks the
+            # transaction started (so abort sends EndTxn even if the commit then fails); TV1 waits for
+            # AddOffsetsToTxn
+            q = replace(p, offsets=OffsetsStage.COMMIT if tv2 else OffsetsStage.ADD,
+                        queued=(*p.queued, Queued.OFFSETS), started=p.started or tv2,
+                        offsets_generation=p.generation)
+            yield Action(K.SEND_OFFSETS_TO_TRANSACTION, who), q, True
+        if p.records_sent == c.records_per_transaction and (not c.commit_offsets
+                                                            or p.offsets is not OffsetsStage.NONE):
+            # beginCompletingTransaction queues the AddPartitionsToTxn of new partitions at once
+            queued = (*p.queued, Queued.PARTITIONS) if p.to_add and Queued.PARTITIONS not in p.queued \
+                else p.queued
+            q = replace(p, phase=COMMITTING, end_result=TransactionResult.COMMIT, queued=queued,
+                        bump_queued=p.bump_required and not tv2)
+            yield Action(K.COMMIT_TRANSACTION, who), q, True
+    # commitTransaction blocks until its EndTxn handler completes, and a handler queued in an error state fails
+    # only once no batch is incomplete (TransactionManager.nextRequest, maybeTerminateRequestWithError): an
+    # abort after a failed commit waits for the batches in flight
+    commit_pending = p.end_result is TransactionResult.COMMIT and bool(p.in_flight) \
+        and c.waits_for_produce_before_end_txn
+    if p.phase in (IN_TRANSACTION, ABORTABLE_ERROR) and p.awaiting is None and not commit_pending:
+        # beginAbort drops partitions not yet added and records not yet sent
+        offsets = OffsetsStage.NONE if p.offsets in (OffsetsStage.ADD, OffsetsStage.COMMIT) else p.offsets
+        q = replace(p, phase=ABORTING, end_result=TransactionResult.ABORT, to_add=frozenset(), unsent=(),
+                    bump_queued=p.bump_required and not tv2, offsets=offsets, queued=())
+        yield Action(K.ABORT_TRANSACTION, who), q, True
 
 
 # --- delivery ---------------------------------------------------------------------------------------
@@ -177,47 +208,69 @@ def _delivers_awaited(state: SystemState, envelope: Envelope) -> bool | None:
     return p.awaiting is not None and p.awaiting[1] == envelope.context
 
 
+_deliver = memoised(1 << 14)(deliver)  # one shared label per (envelope, awaited)
+_intern_action = intern  # labels are kept per stored state by the checker: share them
+
+
 def delivery_steps(system: System, state: SystemState) -> Iterator[tuple[Action, SystemState]]:
-    seen: set[Envelope] = set()
-    for envelope in state.network:
-        if envelope in seen:
-            continue
-        seen.add(envelope)
-        rest = replace(state, network=remove_one(state.network, envelope))
-        label = deliver(envelope, _delivers_awaited(state, envelope))
+    """Each distinct message in flight delivered (a bag: any order). Each broker's handling is memoised on the
+    parts of the state it reads (:mod:`txnspec.spec.brokers`), the client's on the producer."""
+    make = SystemState._make
+    cs, partitions, group, producers, budget, ghost = (state.coordinator, state.partitions, state.group,
+                                                       state.producers, state.budget, state.ghost)
+    for envelope, rest in deliveries(state.network):
+        label = _deliver(envelope, _delivers_awaited(state, envelope))
         target = envelope.target
         if target == COORDINATOR:
-            yield label, coordinator_receives(system, rest, envelope, Errors.NONE)
-            if state.budget.append_failure and isinstance(envelope.body, InitProducerId | AddPartitionsToTxn | EndTxn):
-                failed = replace(rest, budget=replace(rest.budget, append_failure=rest.budget.append_failure - 1))
-                yield (Action(K.APPEND_FAILS, COORDINATOR, envelope),
-                       coordinator_receives(system, failed, envelope, Errors.NOT_ENOUGH_REPLICAS))
+            cs2, ghost2, sent = system.memo(coordinator_effect)(cs, ghost, envelope, Errors.NONE)
+            yield label, make(cs2, partitions, group, producers, send(rest, *sent), budget, ghost2)
+            if budget.append_failure and isinstance(envelope.body, InitProducerId | AddPartitionsToTxn | EndTxn):
+                cs2, ghost2, sent = system.memo(coordinator_effect)(cs, ghost, envelope, Errors.NOT_ENOUGH_REPLICAS)
+                yield (_intern_action(Action(K.APPEND_FAILS, COORDINATOR, envelope)),
+                       make(cs2, partitions, group, producers, send(rest, *sent), spend(budget, "append_failure"),
+                            ghost2))
         elif target == GROUP:
-            received = group_receives(system, rest, envelope)
-            if received is not rest:
-                yield label, received
+            name = system.offsets_partition
+            grouped = system.memo(group_effect)(state.partition(name), group, cs, ghost, envelope)
+            if grouped is not None:
+                offsets_log, group2, cs2, ghost2, sent = grouped
+                yield label, make(cs2, with_partition(partitions, name, offsets_log), group2, producers,
+                                  send(rest, *sent), budget, ghost2)
         else:
             index = producer_index(target)
             if index is not None:
-                yield label, _producer_receives(system, rest, index, envelope)
+                received = _producer_receives(system.client, producers[index], envelope, contexts(rest, target))
+                if received is None:
+                    yield label, make(cs, partitions, group, producers, rest, budget, ghost)
+                else:
+                    p, told, sent = received
+                    yield label, make(cs, partitions, group, with_producer(producers, p), send(rest, *sent), budget,
+                                      ghost if told is None else _told(ghost, p.tag, told))
             else:
-                next_state = partition_receives(system, rest, envelope)
-                if next_state is not None:
-                    yield label, next_state
+                appended = system.memo(partition_effect)(state.partition(target), cs, ghost, envelope)
+                if appended is not None:
+                    pstate, cs2, ghost2, sent = appended
+                    yield label, make(cs2, with_partition(partitions, target, pstate), group, producers,
+                                      send(rest, *sent), budget, ghost2)
 
 
-_receive = functools.lru_cache(maxsize=1 << 16)(receive)  # pure, on small shared values
-
-
-def _producer_receives(system: System, state: SystemState, index: int, env: Envelope) -> SystemState:
-    p = state.producers[index]
-    received = _receive(system.client, p, env.body, env.context)
+@memoised(1 << 16)
+def _producer_receives(c: ClientConfig, p: Producer, env: Envelope, used: frozenset[object]
+                       ) -> tuple[Producer, str | None, tuple[Envelope, ...]] | None:
+    """The client handles ``env`` (:func:`~txnspec.spec.producer.receive`), then its Sender runs (``used``: the
+    contexts of ``p``'s messages still in flight): the producer after, what the application was told, what was
+    sent; None when the answer changes nothing."""
+    received = receive(c, p, env.body, env.context)
     if received is None:
-        return state
+        return None
     p, told = received
-    if told is not None:
-        state = replace(state, ghost=state.ghost.tell(p.tag, told))
-    return with_dispatch(system, state, p)
+    p, sent = dispatched(c, p, used)
+    return intern(p), told, sent
+
+
+@memoised(1 << 12)
+def _told(ghost: Ghost, tag: Tag, outcome: str) -> Ghost:
+    return intern(ghost.tell(tag, outcome))
 
 
 # --- the whole step relation -----------------------------------------------------------------------

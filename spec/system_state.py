@@ -7,6 +7,11 @@ System
     the group coordinator's state, the producers, the network (a bag of envelopes), the fault budget left
     and the ghost state. All of it is frozen and hashable; equal states are equal values.
 
+Cost
+    The successor function builds every state from shared parts: :func:`replace_producer`, :func:`set_partition`
+    and :func:`with_dispatch` are memoised on those parts and return interned tuples, and :meth:`System.memo`
+    keeps, per system, the tables of the steps whose effect depends on its handlers and configuration.
+
 Left out
     Everything that changes a state: the actions, in :mod:`txnspec.spec.system` and the modules it composes.
 """
@@ -14,6 +19,7 @@ Left out
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,11 +28,11 @@ from txnspec.spec import group as group_mod
 from txnspec.spec import partition as partition_mod
 from txnspec.spec.constants import group_offsets_partition
 from txnspec.spec.ghost import Ghost
-from txnspec.spec.network import Envelope, producer_address, send
+from txnspec.spec.network import Envelope, contexts, producer_address, send
 from txnspec.spec.producer import ClientConfig, Producer, dispatch
 from txnspec.spec.protocol import CURRENT, Protocol
 from txnspec.spec.scenarios import Scenario
-from txnspec.spec.values import replace, value
+from txnspec.spec.values import intern, memoised, replace, value
 
 
 @value
@@ -90,6 +96,17 @@ class System:
     def tv2(self) -> bool:
         return self.scenario.transaction_version >= 2
 
+    def memo(self, function: Callable[..., Any], maxsize: int = 1 << 16) -> Callable[..., Any]:
+        """``function(self, *args)`` memoised on ``args``: one table per system and function (the system's
+        handlers and configuration are fixed, and a ``System`` itself is not hashable)."""
+        tables = self.__dict__.get("_tables")
+        if tables is None:
+            tables = self.__dict__["_tables"] = {}  # not a field: no part of equality or repr
+        cached = tables.get(function)
+        if cached is None:
+            cached = tables[function] = memoised(maxsize)(functools.partial(function, self))
+        return cached  # type: ignore[no-any-return]
+
 
 def initial_state(system: System) -> SystemState:
     s = system.scenario
@@ -98,13 +115,14 @@ def initial_state(system: System) -> SystemState:
                  generation=s.initial_generation if s.group_members else -1)
         for i, tid in enumerate(s.transactional_ids) for k in range(s.producers_per_id))
     budget = Budget(**{fault: s.budget(fault) for fault in Budget.__dataclass_fields__})
-    return SystemState(
-        coordinator=coord.CoordinatorState(),
-        partitions=tuple((p, partition_mod.PartitionState())
-                         for p in (*s.partitions, *((system.offsets_partition,) if s.commit_offsets else ()))),
-        group=initial_group(system, producers),
-        producers=producers,
-        budget=budget,
+    names = (*s.partitions, *((system.offsets_partition,) if s.commit_offsets else ()))
+    return SystemState(  # its parts interned, as every successor's are
+        coordinator=intern(coord.CoordinatorState()),
+        partitions=intern(tuple(intern((p, intern(partition_mod.PartitionState()))) for p in names)),
+        group=intern(initial_group(system, producers)),
+        producers=intern(tuple(intern(p) for p in producers)),
+        budget=intern(budget),
+        ghost=intern(Ghost()),
     )
 
 
@@ -118,29 +136,71 @@ def initial_group(system: System, producers: tuple[Producer, ...]) -> Any:
     return group_mod.GroupState(groups=(group_mod.ClassicGroup(s.group_id, s.initial_generation, members),))
 
 
+@memoised(256)
+def spend(budget: Budget, fault: str) -> Budget:
+    """``budget`` with one ``fault`` used up."""
+    return intern(replace(budget, **{fault: getattr(budget, fault) - 1}))
+
+
+class _Unread:
+    """Stands for a part of the state that a memoised step's key leaves out: any use of it fails loudly, so a
+    step that starts reading that part cannot silently compute from a stand-in."""
+
+    __slots__ = ()
+
+    def _fail(self, *args: Any) -> Any:
+        raise TypeError("a memoised step read a part of the state that its memo key leaves out")
+
+    __getattr__ = __iter__ = __len__ = __bool__ = __eq__ = __hash__ = __getitem__ = __contains__ = _fail
+
+
+UNREAD: Any = _Unread()
+
+
+def projection(*, coordinator: Any = UNREAD, partitions: Any = UNREAD, group: Any = UNREAD, producers: Any = UNREAD,
+               ghost: Any = UNREAD) -> SystemState:
+    """A state holding only the parts a step reads, with an empty network: run on it, a step's handler gives
+    the parts it changed, and its network is what it sent. The memoised steps (:mod:`txnspec.spec.brokers`,
+    :mod:`txnspec.spec.faults`) run the handlers on projections, so the handlers stay the one definition."""
+    return SystemState._make(coordinator, partitions, group, producers, (), UNREAD, ghost)
+
+
+@memoised(1 << 16)
+def with_producer(producers: tuple[Producer, ...], producer: Producer) -> tuple[Producer, ...]:
+    """``producers`` with ``producer`` in its place (interned)."""
+    changed = list(producers)
+    changed[producer.index] = intern(producer)
+    return intern(tuple(changed))
+
+
 def replace_producer(state: SystemState, producer: Producer) -> SystemState:
-    producers = list(state.producers)
-    producers[producer.index] = producer
-    return replace(state, producers=tuple(producers))
+    return replace(state, producers=with_producer(state.producers, producer))
+
+
+@memoised(1 << 16)
+def with_partition(partitions: tuple[tuple[str, Any], ...], name: str, partition_state: Any
+                   ) -> tuple[tuple[str, Any], ...]:
+    """``partitions`` with ``name``'s state replaced (interned)."""
+    changed = ((p, partition_state if p == name else s) for p, s in partitions)
+    return intern(tuple(intern((p, intern(s))) for p, s in changed))
 
 
 def set_partition(state: SystemState, name: str, partition_state: Any) -> SystemState:
-    return replace(state, partitions=tuple((p, partition_state if p == name else s) for p, s in state.partitions))
+    return replace(state, partitions=with_partition(state.partitions, name, partition_state))
 
 
 def correlations_in_flight(state: SystemState, p: Producer) -> frozenset[Any]:
     """The contexts of ``p``'s messages in flight: correlation ids, and the batches whose produce or answer is on
     its way."""
-    address = producer_address(p.index)
-    return frozenset(e.context for e in state.network if e.source == address or e.target == address)
+    return contexts(state.network, producer_address(p.index))
 
 
 # the client's Sender is a pure function of small shared values, met again and again across states
-_dispatch = functools.lru_cache(maxsize=1 << 16)(dispatch)
+dispatched = memoised(1 << 16)(dispatch)
 
 
 def with_dispatch(system: System, state: SystemState, p: Producer) -> SystemState:
     """``state`` with producer ``p`` after its Sender ran (what it sends goes on the network)."""
-    p, out = _dispatch(system.client, p, correlations_in_flight(state, p))
-    state = replace_producer(state, p)
-    return replace(state, network=send(state.network, *out))
+    p, out = dispatched(system.client, p, correlations_in_flight(state, p))
+    return SystemState._make(state.coordinator, state.partitions, state.group, with_producer(state.producers, p),
+                             send(state.network, *out), state.budget, state.ghost)

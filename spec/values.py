@@ -14,25 +14,41 @@ Models
     * gets ``__replace__`` (the protocol of Python 3.13's ``copy.replace``), generated for its fields: a new
       object with some fields changed, without ``__init__``.
 
-    :func:`replace` is ``dataclasses.replace`` that takes the fast path when there is one.
+    :func:`replace` is ``dataclasses.replace`` that takes the fast path when there is one; ``Cls._make(a, b, ...)``
+    builds a value from all its fields in order, without ``__init__`` (the successor function's hot path).
+
+    Two helpers let the successor function share work between states (:mod:`txnspec.spec.system`):
+
+    * :func:`memoised` is ``functools.lru_cache`` with a bound, registered so that :func:`clear_caches` can
+      empty every table (tests, and long processes that move on to another scenario). A memoised function is
+      pure: a hit returns the object an equal call returned before.
+    * :data:`intern` (hash-consing) maps a value to the one shared object equal to it, so that equal sub-states
+      built on different paths become one object: stored states share them (memory), and equality between
+      states that share them is settled by identity.
 
 Assumes
     Field values are themselves immutable and hashable (as frozen states need anyway), and the class has no
     ``__post_init__`` (a replaced value skips ``__init__``: :func:`value` refuses such a class).
 
+    Memoised functions and interning treat equal arguments as the same (as ``lru_cache`` does: ``1 == True``); the
+    states' fields are typed, so equal fields have one type.
+
 Leaves out
-    Interning (hash-consing) of equal values built independently: equal sub-states are compared field by
-    field the first time two of them meet. The cached hash is not pickled: a value unpickled in another
-    process (whose string hashes differ) computes its own.
+    Interning of every value at construction: only what the successor function's memoised steps produce is
+    interned (a value built by a test or a replay is compared field by field). The cached hash is not pickled:
+    a value unpickled in another process (whose string hashes differ) computes its own.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar, dataclass_transform
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 _HASH = "_hash"  # the slot holding the cached hash; 0 means not computed yet
 
@@ -64,6 +80,7 @@ def _make_value(cls: type[T], order: bool) -> type[T]:
     other = ", ".join(f"other.{n}" for n in compared) + ("," if len(compared) == 1 else "")
     params = ", ".join(f"{n}=_KEEP" for n in names)
     sets = "\n".join(f"    _set(new, {n!r}, self.{n} if {n} is _KEEP else {n})" for n in names)
+    makes = "\n".join(f"    _set(new, {n!r}, {n})" for n in names)
     source = f"""
 def __new__(cls, *args, **kwargs):
     new = _new(cls)
@@ -87,6 +104,12 @@ def __eq__(self, other):
         return False
     return ({own}) == ({other})
 
+def _make({', '.join(names)}):
+    new = _new(_cls)
+{makes}
+    _set(new, '_hash', 0)
+    return new
+
 def __replace__(self{', *, ' + params if names else ''}):
     new = _new(_cls)
 {sets}
@@ -102,10 +125,10 @@ def __setstate__(self, state):
     _set(self, '_hash', 0)
 """
     exec(source, namespace)  # generated from the class's own field names
-    for name in ("__new__", "__hash__", "__eq__", "__replace__", "__getstate__", "__setstate__"):
+    for name in ("__new__", "_make", "__hash__", "__eq__", "__replace__", "__getstate__", "__setstate__"):
         function = namespace[name]
         function.__qualname__ = f"{made.__qualname__}.{name}"
-        setattr(made, name, staticmethod(function) if name == "__new__" else function)
+        setattr(made, name, staticmethod(function) if name in ("__new__", "_make") else function)
     return made  # type: ignore[no-any-return]
 
 
@@ -127,3 +150,69 @@ def replace(obj: T, /, **changes: Any) -> T:
     if fast is not None:
         return fast(obj, **changes)
     return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
+
+
+# --- sharing work between states ----------------------------------------------------------------------------
+
+_CACHES: weakref.WeakSet[Any] = weakref.WeakSet()  # every memoised function (per-system tables die with it)
+
+
+def memoised(maxsize: int = 1 << 16) -> Callable[[F], F]:
+    """``functools.lru_cache(maxsize)`` for a pure function of values, registered for :func:`clear_caches`.
+    The bound keeps a long process's memory in check; a table that overflows forgets its least recent entries."""
+
+    def wrap(function: F) -> F:
+        cached = functools.lru_cache(maxsize=maxsize)(function)
+        _CACHES.add(cached)
+        return cached  # type: ignore[return-value]
+
+    return wrap
+
+
+class Interner:
+    """Hash-consing: ``intern(x)`` is the one stored object equal to ``x`` (``x`` itself the first time).
+
+    The table holds at most ``limit`` objects and starts afresh when full: interning only shares memory and
+    speeds up equality, so forgetting is always safe."""
+
+    __slots__ = ("limit", "table")
+
+    def __init__(self, limit: int = 1 << 18) -> None:
+        self.limit = limit
+        self.table: dict[Any, Any] = {}
+
+    def __call__(self, obj: T) -> T:
+        table = self.table
+        shared = table.get(obj)
+        if shared is None:
+            if len(table) >= self.limit:
+                table.clear()
+            table[obj] = shared = obj
+        elif shared.__class__ is not obj.__class__:  # a tuple equal to a NamedTuple: keep each its own type
+            return obj
+        return shared  # type: ignore[no-any-return]
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+
+intern = Interner()
+
+
+def clear_caches() -> None:
+    """Empty every memoised function's table and the interning table."""
+    for cached in list(_CACHES):
+        cached.cache_clear()
+    intern.table.clear()
+
+
+def cache_stats() -> dict[str, tuple[int, int, int]]:
+    """``{function name: (hits, misses, entries)}`` over the memoised functions alive (several tables of one
+    name, e.g. per system, are summed): what a profile of the successor function reads."""
+    stats: dict[str, tuple[int, int, int]] = {}
+    for cached in list(_CACHES):
+        info = cached.cache_info()
+        name = getattr(cached, "__qualname__", repr(cached))
+        hits, misses, size = stats.get(name, (0, 0, 0))
+        stats[name] = (hits + info.hits, misses + info.misses, size + info.currsize)
+    return stats
