@@ -11,11 +11,16 @@ vocabulary for what a reader must never see (G1a aborted read, lost write).
 
 Ghost state: the properties read the tags the system model attaches to batches and decisions (see
 :class:`txnspec.spec.system.Ghost`); the protocol never reads them.
+
+Cost: the checker judges every property on every new state, and most states share their ghost, partitions or
+coordinator with many others. So :func:`properties` hands the checker each predicate memoised on the parts of the
+state it reads (:func:`judged_on`): each distinct combination of those parts is judged once.
 """
 
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,7 +28,9 @@ from txnspec.checker.model import Property
 from txnspec.spec import partition as partition_mod
 from txnspec.spec.messages import IsolationLevel, TransactionResult
 from txnspec.spec.system import FATAL_ERROR, INITIALIZING, READY, System, SystemState, Tag
+from txnspec.spec.system_state import UNREAD, projection
 from txnspec.spec.txn_state import ONGOING, PREPARE_STATES
+from txnspec.spec.values import memoised
 
 COMMIT, ABORT = TransactionResult.COMMIT, TransactionResult.ABORT
 
@@ -250,12 +257,39 @@ def no_producer_initializing(state: SystemState) -> bool:
     return not some_producer_initializing(state)
 
 
+Predicate = Callable[[SystemState], bool]
+
+
+def judged_on(predicate: Predicate, *parts: str) -> Predicate:
+    """``predicate`` memoised on ``parts``, the fields of the state it reads: it is run on a projection holding
+    only those (any other part fails loudly), once per distinct combination."""
+    read = operator.attrgetter(*parts)
+
+    @memoised(1 << 16)
+    def judge(*values: Any) -> bool:
+        return predicate(projection(network=UNREAD, **dict(zip(parts, values, strict=True))))
+
+    judge.__qualname__ = f"judged_on({predicate.__name__})"
+    if len(parts) == 1:
+        return functools.wraps(predicate)(lambda state: judge(read(state)))
+    return functools.wraps(predicate)(lambda state: judge(*read(state)))
+
+
 def properties(system: System) -> tuple[Property[Any], ...]:
     """The properties checked for ``system``; partners are chosen so each is reachable in every scenario."""
     s = system.scenario
-    def visible_data(state: SystemState) -> bool:
-        return any(visible_offsets(state, p, system.protocol.fetch) for p, _ in state.partitions)
+    fetch = system.protocol.fetch
 
+    def visible_data(state: SystemState) -> bool:
+        return any(visible_offsets(state, p, fetch) for p, _ in state.partitions)
+
+    def read_committed(state: SystemState) -> bool:
+        return read_committed_only_committed(state, fetch)
+
+    read_committed.__doc__ = read_committed_only_committed.__doc__
+
+    on = judged_on
+    gp = ("ghost", "partitions")  # the parts most invariants read
     # a scenario whose transactions write only offsets (KIP-447's rebalance) has no batch to reach: the data
     # properties then hold vacuously, and their partner is a committed transaction instead
     appended = "batch_appended" if s.records_per_transaction else "transaction_committed"
@@ -264,47 +298,50 @@ def properties(system: System) -> tuple[Property[Any], ...]:
     props: list[Property[Any]] = [
         Property.always("valid_coordinator_transitions", valid_coordinator_transitions,
                         partner="transaction_committed", description=valid_coordinator_transitions.__doc__ or ""),
-        Property.always("no_duplicate_append", no_duplicate_append, partner=appended,
+        Property.always("no_duplicate_append", on(no_duplicate_append, "ghost"), partner=appended,
                         description=no_duplicate_append.__doc__ or ""),
-        Property.always("sequences_contiguous", sequences_contiguous(system), partner=appended,
+        Property.always("sequences_contiguous", on(sequences_contiguous(system), "ghost"), partner=appended,
                         description="Per (partition, producer id, epoch) sequences are contiguous in log order."),
-        Property.always("fenced_appends_never_commit", fenced_appends_never_commit, partner=appended,
+        Property.always("fenced_appends_never_commit", on(fenced_appends_never_commit, *gp), partner=appended,
                         description=(fenced_appends_never_commit.__doc__ or "").splitlines()[0]),
         Property.always("fenced_producer_never_commits", fenced_producer_never_commits,
                         partner="transaction_committed", description=fenced_producer_never_commits.__doc__ or ""),
-        Property.always("unique_producer_epochs", unique_producer_epochs, partner="producer_initialised",
-                        description=unique_producer_epochs.__doc__ or ""),
-        Property.always("read_committed_only_committed",
-                        lambda state: read_committed_only_committed(state, system.protocol.fetch),
+        Property.always("unique_producer_epochs", on(unique_producer_epochs, "producers"),
+                        partner="producer_initialised", description=unique_producer_epochs.__doc__ or ""),
+        Property.always("read_committed_only_committed", on(read_committed, *gp),
                         partner=returns_data, description=read_committed_only_committed.__doc__ or ""),
-        Property.always("committed_data_never_lost", committed_data_never_lost, partner="transaction_committed",
-                        description=committed_data_never_lost.__doc__ or ""),
-        Property.always("atomic_outcome", atomic_outcome, partner="transaction_aborted",
+        Property.always("committed_data_never_lost", on(committed_data_never_lost, *gp),
+                        partner="transaction_committed", description=committed_data_never_lost.__doc__ or ""),
+        Property.always("atomic_outcome", on(atomic_outcome, *gp), partner="transaction_aborted",
                         description=atomic_outcome.__doc__ or ""),
-        Property.always("end_txn_applies_to_its_transaction", end_txn_applies_to_its_transaction,
+        Property.always("end_txn_applies_to_its_transaction", on(end_txn_applies_to_its_transaction, "ghost"),
                         partner="transaction_committed", description=end_txn_applies_to_its_transaction.__doc__ or ""),
-        Property.always("offsets_only_with_committed_output", offsets_only_with_committed_output,
+        Property.always("offsets_only_with_committed_output",
+                        on(offsets_only_with_committed_output, "group", "ghost"),
                         partner="offsets_committed" if s.commit_offsets else "transaction_committed",
                         description=offsets_only_with_committed_output.__doc__ or ""),
-        Property.always("no_hanging_transaction", no_hanging_transaction, partner=appended,
-                        description=no_hanging_transaction.__doc__ or ""),
+        Property.always("no_hanging_transaction", on(no_hanging_transaction, "partitions", "coordinator"),
+                        partner=appended, description=no_hanging_transaction.__doc__ or ""),
         Property.sometimes("transaction_committed", transaction_committed,
                            description="Some application was told its transaction committed."),
         Property.sometimes("transaction_aborted", transaction_aborted,
                            description="The coordinator decided to abort some transaction."),
         Property.sometimes("producer_initialised", producer_initialised,
                            description="Some producer obtained a producer id and epoch."),
-        Property.leads_to("prepared_transactions_complete", some_transaction_prepared, no_transaction_prepared,
+        Property.leads_to("prepared_transactions_complete", on(some_transaction_prepared, "coordinator"),
+                          on(no_transaction_prepared, "coordinator"),
                           description="A PrepareCommit or PrepareAbort transaction eventually completes."),
-        Property.leads_to("last_stable_offset_advances", some_partition_unstable, every_partition_stable,
+        Property.leads_to("last_stable_offset_advances", on(some_partition_unstable, "partitions"),
+                          on(every_partition_stable, "partitions"),
                           description="Every transaction open on a partition is eventually closed by a marker."),
-        Property.leads_to("init_producer_id_completes", some_producer_initializing, no_producer_initializing,
+        Property.leads_to("init_producer_id_completes", on(some_producer_initializing, "producers"),
+                          on(no_producer_initializing, "producers"),
                           description="InitProducerId eventually succeeds (or the producer is fenced)."),
     ]
     if s.records_per_transaction:
         props.append(Property.sometimes("batch_appended", batch_appended,
                                         description="Some batch was appended to a partition."))
-        props.append(Property.sometimes("read_committed_returns_data", visible_data,
+        props.append(Property.sometimes("read_committed_returns_data", on(visible_data, "partitions"),
                                         description="A read_committed consumer sees some record."))
     if s.commit_offsets:
         props.append(Property.sometimes("offsets_committed", offsets_committed,

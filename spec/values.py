@@ -190,7 +190,7 @@ class Interner:
             table[obj] = shared = obj
         elif shared.__class__ is not obj.__class__:  # a tuple equal to a NamedTuple: keep each its own type
             return obj
-        return shared  # type: ignore[no-any-return]
+        return shared
 
     def __len__(self) -> int:
         return len(self.table)

@@ -24,7 +24,7 @@ from txnspec.spec.brokers import (
 )
 from txnspec.spec.coordinator import markers_for
 from txnspec.spec.errors import Errors
-from txnspec.spec.faults import _abort_timed_out, _abandoned, _rebalance
+from txnspec.spec.faults import _abandoned, _abort_timed_out, _rebalance
 from txnspec.spec.messages import EndTxnResponse, ErrorResponse, InitProducerIdResponse, Produce, ProduceResponse
 from txnspec.spec.model import build_system
 from txnspec.spec.network import COORDINATOR, GROUP, NETWORK, Envelope, contexts, deliveries, remove_one, send
@@ -51,14 +51,15 @@ class Other:
 
 
 def test_make_and_replace_build_what_the_constructor_builds() -> None:
-    made = Pair._make(1, (2, 3))
+    made = Pair._make(1, (2, 3))  # type: ignore[attr-defined]
     assert made == Pair(1, (2, 3)) and hash(made) == hash(Pair(1, (2, 3)))
     assert replace(made, right=()) == Pair(1) and made.right == (2, 3)  # the original is unchanged
     assert dataclasses.astuple(made) == (1, (2, 3))
 
 
 def test_values_of_two_classes_with_equal_fields_differ_in_equality_and_hash() -> None:
-    assert Pair(1) != Other(1) and hash(Pair(1)) != hash(Other(1))
+    one: object = Pair(1)
+    assert one != Other(1) and hash(one) != hash(Other(1))
 
 
 def test_memoised_returns_what_the_function_returns_and_is_cleared_with_every_table() -> None:
@@ -198,9 +199,9 @@ def reference_steps(system: sysm.System, state: sysm.SystemState) -> Iterator[tu
                 ghost = rest.ghost if told is None else rest.ghost.tell(p.tag, told)
                 yield label, _with_dispatch(system, replace(rest, ghost=ghost), p)
         else:
-            after = partition_receives(system, rest, env)
-            if after is not None:
-                yield label, after
+            appended = partition_receives(system, rest, env)
+            if appended is not None:
+                yield label, appended
     b = state.budget  # the environment
     seen = set()
     for env in state.network:
@@ -247,10 +248,10 @@ def reference_steps(system: sysm.System, state: sysm.SystemState) -> Iterator[tu
                        _with_dispatch(system, replace(state, network=_bag(*state.network, resend)), p))
     cs = state.coordinator  # the coordinator's marker re-sends
     for tid, pending in cs.completions:
-        md = cs.metadata(tid)
-        if md is None or pending.coordinator_epoch != cs.coordinator_epoch:
+        completing = cs.metadata(tid)
+        if completing is None or pending.coordinator_epoch != cs.coordinator_epoch:
             continue
-        for _, marker in markers_for(cs, md, pending.result):
+        for _, marker in markers_for(cs, completing, pending.result):
             env = marker_envelope(system, marker, tid)
             answered = any(e.context == env.context and type(e.body).__name__ == "WriteTxnMarkersResponse"
                            for e in state.network)
@@ -279,7 +280,7 @@ def test_the_memoised_steps_give_what_the_handlers_give_on_every_state(scenario:
 
 def test_the_steps_kinds_covered_by_the_agreement_test() -> None:
     """The scenarios above take every kind of step the Kafka system model has, so none escapes the comparison."""
-    taken = set()
+    taken: set[ActionKind] = set()
     for scenario, variant in SCENARIOS:
         system = build_system(scenario, variant)
         for state in _all_states(system):
