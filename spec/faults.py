@@ -143,6 +143,8 @@ def client_retry_steps(system: System, state: SystemState) -> Iterator[tuple[Act
     """The client's request timeout: a request lost with its answer is sent again (``Sender``/``NetworkClient``)."""
     network = state.network
     for p in state.producers:
+        if p.awaiting is None and not p.in_flight:
+            continue  # nothing to retry: skip the tables
         for action, q, sent in _client_retries(system.client, p, contexts(network, p.address)):
             yield action, SystemState._make(state.coordinator, state.partitions, state.group,
                                             with_producer(state.producers, q), send(network, *sent), state.budget,
@@ -176,10 +178,10 @@ def _client_retries(c: ClientConfig, p: Producer, used: frozenset[object]
 def marker_retry_steps(system: System, state: SystemState) -> Iterator[tuple[Action, SystemState]]:
     """``TransactionMarkerChannelManager``: re-send a marker that is no longer in flight (lost, or retriable)."""
     network = state.network
-    for envelope in system.memo(marker_resends)(state.coordinator) if state.coordinator.completions else ():
-        answered = any(e.context == envelope.context and isinstance(e.body, WriteTxnMarkersResponse)
-                       for e in network)
-        if envelope in network or answered:
+    resends = system.memo(marker_resends)(state.coordinator) if state.coordinator.completions else ()
+    answered = _answered_markers(network) if resends else frozenset()
+    for envelope in resends:
+        if envelope in network or envelope.context in answered:
             continue
         yield (intern(Action(K.RESEND_MARKER, COORDINATOR, envelope)),
                replace(state, network=send(network, envelope)))
@@ -196,3 +198,9 @@ def marker_resends(system: System, cs: coord.CoordinatorState) -> tuple[Envelope
         for _, marker in coord.markers_for(cs, md, pending.result):
             resends.append(intern(marker_envelope(system, marker, tid)))
     return tuple(resends)
+
+
+@memoised(1 << 15)
+def _answered_markers(network: tuple[Envelope, ...]) -> frozenset[Any]:
+    """The contexts of the marker answers in flight."""
+    return frozenset(e.context for e in network if isinstance(e.body, WriteTxnMarkersResponse))

@@ -12,8 +12,8 @@ Assumptions
 
 Cost
     The model checker meets the same few hundred envelopes and some ten thousand bags again and again, so
-    :func:`send`, :func:`remove_one`, :func:`deliveries` and :func:`contexts` are memoised, and what they return
-    is interned (one shared tuple per bag): an envelope is inserted with ``bisect.insort`` into the sorted bag
+    :func:`send`, :func:`deliveries` and :func:`contexts` are memoised, and what they (and :func:`remove_one`)
+    return is interned (one shared tuple per bag): an envelope is inserted with ``bisect.insort`` into the sorted bag
     (its sort key rendered once), never by sorting the whole bag again.
 
 Left out
@@ -135,7 +135,6 @@ def send(network: Network, *envelopes: Envelope) -> Network:
     return intern(tuple(bag))
 
 
-@memoised(1 << 16)
 def remove_one(network: Network, envelope: Envelope) -> Network:
     """The bag with one copy of ``envelope`` taken out."""
     i = network.index(envelope)

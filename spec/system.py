@@ -49,6 +49,17 @@ Assumptions
       (:mod:`~txnspec.spec.producer`).
     * ``FindCoordinator`` always finds the one coordinator.
 
+Cost
+    The checker meets each part of a state (a producer, a partition, the coordinator, the bag of messages) in
+    many states, so a step is computed once per distinct combination of the parts it reads, and the successor
+    is assembled from shared parts (``SystemState._make``): the application's calls and the client's handling
+    of an answer are memoised on the producer and the contexts of its messages in flight
+    (:func:`_application_calls`, :func:`_producer_receives`), each broker's handling on its own state, the
+    coordinator's and the ghost (:mod:`txnspec.spec.brokers`), the network's operations on the bag
+    (:mod:`txnspec.spec.network`); what they return is interned, so stored states share their parts. Actions
+    are interned too (the checker keeps one per stored state). ``tests/spec/test_values.py`` checks the result
+    against the handlers run on whole states.
+
 Ghost state (never read by the protocol, only by properties)
     Every produce carries the tag ``(producer, incarnation, transaction number)`` of the transaction
     the application sent it in; :class:`Ghost` records which tag each appended batch had, the
@@ -143,7 +154,7 @@ def _application_calls(c: ClientConfig, p: Producer, used: frozenset[object]
     calls = []
     for action, q, runs_sender in _calls(c, p):
         q, sent = dispatched(c, q, used) if runs_sender else (q, ())
-        calls.append((_intern_action(action), intern(q), sent))
+        calls.append((intern(action), intern(q), sent))
     return tuple(calls)
 
 
@@ -209,7 +220,6 @@ def _delivers_awaited(state: SystemState, envelope: Envelope) -> bool | None:
 
 
 _deliver = memoised(1 << 14)(deliver)  # one shared label per (envelope, awaited)
-_intern_action = intern  # labels are kept per stored state by the checker: share them
 
 
 def delivery_steps(system: System, state: SystemState) -> Iterator[tuple[Action, SystemState]]:
@@ -226,7 +236,7 @@ def delivery_steps(system: System, state: SystemState) -> Iterator[tuple[Action,
             yield label, make(cs2, partitions, group, producers, send(rest, *sent), budget, ghost2)
             if budget.append_failure and isinstance(envelope.body, InitProducerId | AddPartitionsToTxn | EndTxn):
                 cs2, ghost2, sent = system.memo(coordinator_effect)(cs, ghost, envelope, Errors.NOT_ENOUGH_REPLICAS)
-                yield (_intern_action(Action(K.APPEND_FAILS, COORDINATOR, envelope)),
+                yield (intern(Action(K.APPEND_FAILS, COORDINATOR, envelope)),
                        make(cs2, partitions, group, producers, send(rest, *sent), spend(budget, "append_failure"),
                             ghost2))
         elif target == GROUP:
@@ -245,7 +255,7 @@ def delivery_steps(system: System, state: SystemState) -> Iterator[tuple[Action,
                 else:
                     p, told, sent = received
                     yield label, make(cs, partitions, group, with_producer(producers, p), send(rest, *sent), budget,
-                                      ghost if told is None else _told(ghost, p.tag, told))
+                                      ghost if told is None else _told(ghost, *told))
             else:
                 appended = system.memo(partition_effect)(state.partition(target), cs, ghost, envelope)
                 if appended is not None:
@@ -256,16 +266,17 @@ def delivery_steps(system: System, state: SystemState) -> Iterator[tuple[Action,
 
 @memoised(1 << 16)
 def _producer_receives(c: ClientConfig, p: Producer, env: Envelope, used: frozenset[object]
-                       ) -> tuple[Producer, str | None, tuple[Envelope, ...]] | None:
+                       ) -> tuple[Producer, tuple[Tag, str] | None, tuple[Envelope, ...]] | None:
     """The client handles ``env`` (:func:`~txnspec.spec.producer.receive`), then its Sender runs (``used``: the
-    contexts of ``p``'s messages still in flight): the producer after, what the application was told, what was
-    sent; None when the answer changes nothing."""
+    contexts of ``p``'s messages still in flight): the producer after, what the application was told of which
+    transaction, what was sent; None when the answer changes nothing."""
     received = receive(c, p, env.body, env.context)
     if received is None:
         return None
     p, told = received
+    outcome = None if told is None else (p.tag, told)
     p, sent = dispatched(c, p, used)
-    return intern(p), told, sent
+    return intern(p), outcome, sent
 
 
 @memoised(1 << 12)
