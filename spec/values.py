@@ -74,13 +74,20 @@ def _make_value(cls: type[T], order: bool) -> type[T]:
     # reports never see it); the subclass takes the class's name and is what the module binds
     made: Any = type(cls.__name__, (fields_of,), {"__slots__": (_HASH,), "__module__": cls.__module__,
                                                   "__qualname__": cls.__qualname__, "__doc__": cls.__doc__})
+    # A frozen class stores each field through object.__setattr__, a C call per field. The builder has the same
+    # layout and Python's own attribute stores (so they run at the speed of a plain slotted class): _make and
+    # __replace__ fill a builder, then turn it into the value class (a __class__ assignment between classes
+    # of one layout); nothing outside them ever sees a builder.
+    builder = type(f"{cls.__name__}Builder", (fields_of,), {
+        "__slots__": (_HASH,), "__module__": cls.__module__, "__setattr__": object.__setattr__,
+        "__delattr__": object.__delattr__})  # both: they share one type slot
     namespace: dict[str, Any] = {"_new": object.__new__, "_set": object.__setattr__, "_cls": made,
-                                 "_KEEP": _KEEP, "_hash": hash, "_tag": cls.__qualname__}
+                                 "_builder": builder, "_KEEP": _KEEP, "_hash": hash, "_tag": cls.__qualname__}
     own = ", ".join(f"self.{n}" for n in compared) + ("," if len(compared) == 1 else "")
     other = ", ".join(f"other.{n}" for n in compared) + ("," if len(compared) == 1 else "")
     params = ", ".join(f"{n}=_KEEP" for n in names)
-    sets = "\n".join(f"    _set(new, {n!r}, self.{n} if {n} is _KEEP else {n})" for n in names)
-    makes = "\n".join(f"    _set(new, {n!r}, {n})" for n in names)
+    sets = "\n".join(f"    __new.{n} = self.{n} if {n} is _KEEP else {n}" for n in names)
+    makes = "\n".join(f"    __new.{n} = {n}" for n in names)
     source = f"""
 def __new__(cls, *args, **kwargs):
     new = _new(cls)
@@ -105,16 +112,18 @@ def __eq__(self, other):
     return ({own}) == ({other})
 
 def _make({', '.join(names)}):
-    new = _new(_cls)
+    __new = _new(_builder)
 {makes}
-    _set(new, '_hash', 0)
-    return new
+    __new._hash = 0
+    __new.__class__ = _cls
+    return __new
 
 def __replace__(self{', *, ' + params if names else ''}):
-    new = _new(_cls)
+    __new = _new(_builder)
 {sets}
-    _set(new, '_hash', 0)
-    return new
+    __new._hash = 0
+    __new.__class__ = _cls
+    return __new
 
 def __getstate__(self):
     return ({', '.join(f'self.{n}' for n in names)}{',' if len(names) == 1 else ''})
