@@ -15,7 +15,9 @@ Models
       object with some fields changed, without ``__init__``.
 
     :func:`replace` is ``dataclasses.replace`` that takes the fast path when there is one; ``Cls._make(a, b, ...)``
-    builds a value from all its fields in order, without ``__init__`` (the successor function's hot path).
+    builds a value from all its fields in order, without ``__init__`` (the successor function's hot path). Both
+    fill a private *builder* class of the same layout (plain attribute stores, not a frozen class's
+    ``object.__setattr__`` call per field), then turn it into the value class by assigning ``__class__``.
 
     Two helpers let the successor function share work between states (:mod:`txnspec.spec.system`):
 

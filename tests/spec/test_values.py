@@ -57,6 +57,14 @@ def test_make_and_replace_build_what_the_constructor_builds() -> None:
     assert dataclasses.astuple(made) == (1, (2, 3))
 
 
+def test_made_and_replaced_values_are_frozen_values_of_their_class() -> None:
+    for made in (Pair._make(1, ()), replace(Pair(1), left=2)):  # type: ignore[attr-defined]
+        assert type(made) is Pair
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.left = 3  # type: ignore[misc]
+        assert not hasattr(made, "__dict__")
+
+
 def test_values_of_two_classes_with_equal_fields_differ_in_equality_and_hash() -> None:
     one: object = Pair(1)
     assert one != Other(1) and hash(one) != hash(Other(1))
