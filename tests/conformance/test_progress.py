@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-DIFF = ["diff", "--scenario", "delayed-end-txn", "--variant", "tv1", "--variant", "kafka-17754"]  # a few seconds
+DIFF = ["diff", "--scenario", "faults", "--variant", "tv1", "--variant", "kafka-17754"]  # some seconds: a progress line
 CHECK = ["check", "--scenario", "delayed-produce", "--variant", "tv1"]
 
 
