@@ -36,9 +36,9 @@ Assumes
     states' fields are typed, so equal fields have one type.
 
 Leaves out
-    Interning of every value at construction: only what the successor function's memoised steps produce is
-    interned (a value built by a test or a replay is compared field by field). The cached hash is not pickled:
-    a value unpickled in another process (whose string hashes differ) computes its own.
+    Interning of every value at construction: only what the successor function's memoised steps produce, and
+    what is unpickled, is interned (a value built by a test or a replay is compared field by field). The cached
+    hash is not pickled: a value unpickled in another process (whose string hashes differ) computes its own.
 """
 
 from __future__ import annotations
@@ -127,16 +127,12 @@ def __replace__(self{', *, ' + params if names else ''}):
     __new.__class__ = _cls
     return __new
 
-def __getstate__(self):
-    return ({', '.join(f'self.{n}' for n in names)}{',' if len(names) == 1 else ''})
-
-def __setstate__(self, state):
-    for name, item in zip({tuple(names)!r}, state):
-        _set(self, name, item)
-    _set(self, '_hash', 0)
+def __reduce__(self):
+    return _revive, (_cls, ({', '.join(f'self.{n}' for n in names)}{',' if len(names) == 1 else ''}))
 """
+    namespace["_revive"] = _revive
     exec(source, namespace)  # generated from the class's own field names
-    for name in ("__new__", "_make", "__hash__", "__eq__", "__replace__", "__getstate__", "__setstate__"):
+    for name in ("__new__", "_make", "__hash__", "__eq__", "__replace__", "__reduce__"):
         function = namespace[name]
         function.__qualname__ = f"{made.__qualname__}.{name}"
         setattr(made, name, staticmethod(function) if name in ("__new__", "_make") else function)
@@ -161,6 +157,14 @@ def replace(obj: T, /, **changes: Any) -> T:
     if fast is not None:
         return fast(obj, **changes)
     return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
+
+
+def _revive(cls: Any, fields: tuple[Any, ...]) -> Any:
+    """A value unpickled (or copied), its parts (values and tuples) replaced by the shared objects equal to them,
+    so that states read back from disk (the checker's fingerprint store) meet the successor function's tables
+    as the states it built do. The value itself is not interned (a state read back is kept only as long as its
+    reader keeps it). Its hash is computed afresh (string hashes differ from process to process)."""
+    return cls._make(*(intern(f) if type(f) is tuple or hasattr(f, _HASH) else f for f in fields))
 
 
 # --- sharing work between states ----------------------------------------------------------------------------

@@ -315,6 +315,18 @@ def test_stored_states_share_their_parts() -> None:
     assert len({id(s.producers) for s in states}) == len({s.producers for s in states})
 
 
+def test_a_state_read_back_shares_its_parts_with_the_states_built() -> None:
+    import copy
+    import pickle
+
+    system = build_system("offsets")
+    state = _all_states(system)[-1]
+    again = pickle.loads(pickle.dumps(state))
+    assert again == state and hash(again) == hash(state) and again is not state
+    assert all(getattr(again, f.name) is getattr(state, f.name) for f in dataclasses.fields(state))
+    assert copy.deepcopy(state) == state
+
+
 def test_a_systems_tables_are_no_part_of_it() -> None:
     system = build_system("tiny")
     _all_states(system)
