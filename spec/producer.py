@@ -42,10 +42,13 @@ Left out
 from __future__ import annotations
 
 import enum
+import functools
 from typing import Any
 
+from txnspec.spec import client as cl
+from txnspec.spec.client import Reaction, classify_produce_error, classify_response
 from txnspec.spec.constants import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
-from txnspec.spec.errors import RETRIABLE_ERRORS, Errors
+from txnspec.spec.errors import Errors
 from txnspec.spec.messages import (
     AddOffsetsToTxn,
     AddPartitionsToTxn,
@@ -97,20 +100,6 @@ class Queued(enum.Enum):
     OFFSETS = "offsets"  # AddOffsetsToTxn or TxnOffsetCommit, as the offsets stage says
 
 
-# TransactionManager's handlers (AddPartitionsToTxnHandler, AddOffsetsToTxnHandler, TxnOffsetCommitHandler,
-# EndTxnHandler, InitProducerIdHandler .handleResponse): errors after which the request is re-enqueued ...
-RETRIABLE = frozenset({Errors.CONCURRENT_TRANSACTIONS, Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR,
-                       Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.REQUEST_TIMED_OUT, Errors.NETWORK_EXCEPTION,
-                       Errors.NOT_ENOUGH_REPLICAS})
-# ... and those that are fatal (fatalError); every other error is abortable (abortableError)
-FATAL = frozenset({Errors.PRODUCER_FENCED, Errors.INVALID_PRODUCER_EPOCH, Errors.INVALID_TXN_STATE,
-                   Errors.INVALID_PRODUCER_ID_MAPPING, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                   Errors.UNSUPPORTED_VERSION, Errors.UNKNOWN_SERVER_ERROR})
-# Produce errors that are fatal (TransactionManager.maybeTransitionToErrorState / Sender.failBatch); after any
-# other a TV1 client bumps its epoch on abort (unresolved sequences, KIP-360)
-PRODUCE_FATAL = frozenset({Errors.PRODUCER_FENCED, Errors.INVALID_PRODUCER_ID_MAPPING,
-                           Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, Errors.UNSUPPORTED_VERSION})
-
 Batch = tuple[str, int, int, int]  # a produce in flight: (partition, producer id, epoch, base sequence)
 
 
@@ -131,10 +120,14 @@ class ClientConfig:
 
     def earlier(self, first: Batch, second: Batch) -> bool:
         """``first`` was sent before ``second`` on the same partition with the same producer id and epoch
-        (sequence order, across the wrap to 0: the scenario keeps ``max_sequence >= 2 * (max_in_flight - 1)``)."""
-        if first[:3] != second[:3]:
-            return False
-        return 0 < (second[3] - first[3]) % (self.max_sequence + 1) < self.max_in_flight
+        (:func:`txnspec.spec.client.sequence_precedes`; the scenario keeps ``max_sequence >= 2 * (max_in_flight -
+        1)``)."""
+        return cl.sequence_precedes(as_produce(first), as_produce(second), self.transaction_manager)
+
+    @property
+    def transaction_manager(self) -> cl.ClientConfig:
+        """The configuration of :mod:`txnspec.spec.client`'s client this producer projects (spec/projection.py)."""
+        return _transaction_manager_config(self.max_in_flight, self.max_sequence)
 
     @property
     def tv2(self) -> bool:
@@ -197,6 +190,19 @@ class Producer:
     @property
     def address(self) -> str:
         return producer_address(self.index)
+
+
+@functools.cache
+def _transaction_manager_config(max_in_flight: int, max_sequence: int) -> cl.ClientConfig:
+    # one record per batch (batch.size), a retried batch waits for the model's retry step (retry.backoff.ms)
+    return cl.ClientConfig(max_in_flight_per_partition=max_in_flight, max_sequence=max_sequence, max_batch_records=1,
+                           retry_backoff=True)
+
+
+def as_produce(batch: Batch, transactional_id: str | None = None) -> Produce:
+    """The Produce request of a batch in flight (one record)."""
+    partition, producer_id, epoch, sequence = batch
+    return Produce(partition, producer_id, epoch, sequence, 1, True, transactional_id)
 
 
 def _set(pairs: tuple[tuple[str, int], ...], key: str, value: int) -> tuple[tuple[str, int], ...]:
@@ -337,34 +343,35 @@ def receive(config: ClientConfig, p: Producer, body: Any, context: Any
             ) -> tuple[Producer, Outcome | None] | None:
     """The client handles an answer: the producer after it and what the application learns of its
     transaction's outcome, or None when the answer changes nothing (a stale or duplicated answer, or one to
-    a produce the client gave up on)."""
+    a produce the client gave up on). Errors are classified by :mod:`txnspec.spec.client`'s rules
+    (``classify_produce_error``, ``classify_response``)."""
     if isinstance(body, ProduceResponse):
         if context not in p.in_flight:
             return None
-        # TransactionManager.canRetry: an OUT_OF_ORDER_SEQUENCE_NUMBER for a batch that is not the next one (an
-        # earlier batch is still in flight) is retried, as the retriable errors are
-        out_of_order_retried = body.error is Errors.OUT_OF_ORDER_SEQUENCE_NUMBER and not first_in_flight(
-            config, p, context)
-        if body.error in RETRIABLE_ERRORS or out_of_order_retried:
-            # Sender.canRetry -> TransactionManager.canRetry: a RetriableException is retried with the batch's
-            # sequence; the batch stays in flight and the client's retry step sends it again
+        reaction = classify_produce_error(body.error, not first_in_flight(config, p, context))
+        if reaction is Reaction.RETRY:
+            # Sender.canRetry -> TransactionManager.canRetry: the batch keeps its sequence and stays in flight until
+            # the client's retry step sends it again
             return p, None
         p = replace(p, in_flight=p.in_flight - {context})
-        if body.error is not Errors.NONE:
-            p = produce_failed(config, p, body.error)
+        if reaction is not Reaction.DONE:
+            p = produce_failed(config, p, body.error, context)
         return p, None
     if p.awaiting is None or p.awaiting[1] != context:
         return None  # no request with that correlation is waiting
     request = p.awaiting[0]
     adding = p.adding
     p = replace(p, awaiting=None, adding=frozenset(), to_add=p.to_add | adding)  # re-enqueued unless added
-    error = body.error
-    if error in RETRIABLE:
+    reaction, _ = classify_response(request.__name__, body.error, p.end_result if request is EndTxn else None)
+    if reaction.retries:
         return reenqueue(p, request), None  # the Sender re-enqueues the request
-    if error is not Errors.NONE:
-        if error in FATAL or request is InitProducerId:
-            told = "fatal" if p.phase in (COMMITTING, ABORTING) else None
-            return replace(p, phase=FATAL_ERROR), told
+    if reaction is Reaction.FATAL:
+        told = "fatal" if p.phase in (COMMITTING, ABORTING) else None
+        return replace(p, phase=FATAL_ERROR), told
+    if reaction is Reaction.ABORTABLE_IF_POSSIBLE:
+        # abortableErrorIfPossible: the coordinator bumps epochs (InitProducerId v3+): a TV1 client bumps its own
+        return abortable(replace(p, bump_required=p.bump_required or _bumps_epoch(config))), None
+    if reaction is Reaction.ABORTABLE:
         return abortable(p), None
     told = None
     if request is InitProducerId:
@@ -397,26 +404,41 @@ _QUEUED_BY_REQUEST = {AddPartitionsToTxn: Queued.PARTITIONS, AddOffsetsToTxn: Qu
                       TxnOffsetCommit: Queued.OFFSETS}
 
 
+def _bumps_epoch(config: ClientConfig) -> bool:
+    """``needToTriggerEpochBumpFromClient`` (KIP-360: TV < 2; the protocol's switch for clients before it)."""
+    return not config.tv2 and config.bumps_epoch_after_abortable_error
+
+
 def abortable(p: Producer) -> Producer:
-    if p.phase in (IN_TRANSACTION, COMMITTING):
+    """``transitionToAbortableError``: a no-op while aborting; an invalid transition (the Sender thread) is fatal."""
+    if p.phase in (ABORTING, ABORTABLE_ERROR, FATAL_ERROR):
+        return p
+    if cl.is_transition_valid(cl.State[p.phase.name], cl.ABORTABLE_ERROR):
         return replace(p, phase=ABORTABLE_ERROR)
-    return p
+    return replace(p, phase=FATAL_ERROR)
 
 
-def produce_failed(config: ClientConfig, p: Producer, error: Errors, unresolved: bool = False) -> Producer:
-    """A produce failed (``unresolved``: the client gave up on a batch it had sent, so it cannot know
-    whether it was written: ``maybeResolveSequences`` then requires an epoch bump even while completing;
-    an error answer goes through ``maybeTransitionToErrorState``, which bumps only outside completion)."""
-    if error in PRODUCE_FATAL:
+def produce_failed(config: ClientConfig, p: Producer, error: Errors, batch: Batch | None = None,
+                   unresolved: bool = False) -> Producer:
+    """A produce failed (``handleFailedBatch``; ``unresolved``: the client gave up on a batch it had sent, so it
+    cannot know whether it was written: ``maybeResolveSequences`` then requires an epoch bump even while
+    completing; an error answer goes through ``maybeTransitionToErrorState``, which bumps only outside
+    completion, and gives the batch's sequence back: ``adjustSequencesDueToFailedBatch``)."""
+    if error in cl.PRODUCE_FATAL_ERRORS:
         return replace(p, phase=FATAL_ERROR)
     completing = p.phase in (COMMITTING, ABORTING)
-    bump = not config.tv2 and config.bumps_epoch_after_abortable_error and (unresolved or not completing)
-    return replace(abortable(p), bump_required=p.bump_required or bump)
+    bump = _bumps_epoch(config) and (unresolved or not completing)
+    p = replace(abortable(p), bump_required=p.bump_required or bump)
+    if batch is not None and not unresolved and batch[1:3] == (p.producer_id, p.producer_epoch) \
+            and any(partition == batch[0] for partition, _ in p.sequences):
+        seq = cl.decrement_sequence(p.next_sequence(batch[0]), 1, config.max_sequence)
+        p = replace(p, sequences=_set(p.sequences, batch[0], seq))
+    return p
 
 
 def expire_batch(config: ClientConfig, p: Producer, batch: Batch) -> Producer:
     """The client gives up on a batch in flight (``delivery.timeout.ms``): its sequence is unresolved."""
-    return produce_failed(config, replace(p, in_flight=p.in_flight - {batch}), Errors.REQUEST_TIMED_OUT,
+    return produce_failed(config, replace(p, in_flight=p.in_flight - {batch}), Errors.REQUEST_TIMED_OUT, batch,
                           unresolved=True)
 
 
