@@ -237,7 +237,12 @@ def dispatch(config: ClientConfig, p: Producer, used: frozenset[object] = frozen
     tid = p.transactional_id
     tv2 = config.tv2
     if p.phase is FATAL_ERROR:
-        return p, ()
+        # Sender.runOnce: a fatal error fails every incomplete batch (maybeAbortBatches) and sends nothing more
+        return replace(p, unsent=(), in_flight=frozenset()), ()
+    if p.phase is ABORTABLE_ERROR and p.awaiting is None:
+        # maybeSendAndPollTransactionalRequest: records not yet drained are aborted (abortUndrainedBatches), and
+        # nextRequest terminates every handler queued before EndTxn (maybeTerminateRequestWithError)
+        p = replace(p, unsent=(), queued=())
     if p.awaiting is None:
         if p.phase is INITIALIZING and (p.producer_id == NO_PRODUCER_ID or p.bump_queued):
             bump = p.producer_id != NO_PRODUCER_ID
