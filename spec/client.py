@@ -10,6 +10,10 @@ System
     in flight, the coordinators known, records not yet drained, batches in flight or waiting for a retry,
     and the next sequence number per partition.
 
+    It is the one client: the model checker's producer (:mod:`txnspec.spec.producer`) is a named projection of
+    it (:mod:`txnspec.spec.projection`) and reads its error rules, which are data here (:data:`RESPONSE_RULES`,
+    one table per response handler; :func:`classify_produce_error` for a Produce).
+
     Every API call and every response is one pure function returning ``(new state, ClientOutcome)``:
     the exception thrown to the application (Kafka's simple class name) and the requests dispatched
     during the step. After each call or response the Sender runs until it can send nothing more without a
@@ -25,8 +29,9 @@ Kafka classes followed (trunk, 4.5.0-SNAPSHOT)
     ``nextRequest``, ``maybeTerminateRequestWithError``, ``lookupCoordinator``,
     ``maybeTransitionToErrorState``, ``handleFailedBatch``, ``canRetry``, ``resetTransactionState``, and
     each ``*Handler.handleResponse``); ``Sender.runOnce`` / ``maybeSendAndPollTransactionalRequest`` /
-    ``completeBatch``; ``RecordAccumulator.drain`` (``shouldStopDrainBatchesForPartition``) and
-    ``abortUndrainedBatches``; ``KafkaProducer.send`` (``doSend``: the record is appended before
+    ``completeBatch``; ``RecordAccumulator.drain`` (``shouldStopDrainBatchesForPartition``, ``shouldBackoff``),
+    ``reenqueue`` (``insertInSequenceOrder``) and ``abortUndrainedBatches``; ``TxnPartitionMap``
+    (``adjustSequencesDueToFailedBatch``); ``KafkaProducer.send`` (``doSend``: the record is appended before
     ``maybeAddPartition``; an ``ApiException`` goes into the future, not to the caller).
 
 Assumptions
@@ -36,20 +41,23 @@ Assumptions
       same operation again returns it, any other transactional operation throws IllegalStateException.
     * Retries are unlimited and nothing expires (``retries`` = Integer.MAX_VALUE, delivery timeout not
       modelled): a retriable produce error always re-enqueues its batch.
-    * ``coordinatorSupportsBumpingEpoch`` (InitProducerId v3+) and ``max.in.flight.requests`` are
-      configuration (:class:`ClientConfig`); by default the coordinator supports epoch bumps and one batch
-      per partition is in flight (``guaranteeMessageOrder``).
+    * ``coordinatorSupportsBumpingEpoch`` (InitProducerId v3+), ``max.in.flight.requests``, ``batch.size`` (as
+      a record count) and whether ``retry.backoff.ms`` is a step of its own are configuration
+      (:class:`ClientConfig`); by default the coordinator supports epoch bumps, one batch per partition is in
+      flight (``guaranteeMessageOrder``), a batch takes every record not yet drained and a retry goes at once.
     * The priority queue is FIFO among equal priorities (Java's heap leaves that order unspecified).
     * A produce error on a transactional producer is never a retention loss (the response's log start
       offset is assumed known and not past the last acknowledged offset), so UNKNOWN_PRODUCER_ID fails
-      the batch; OUT_OF_ORDER_SEQUENCE_NUMBER always answers the next expected batch (one in flight per
-      partition, nothing expires), so it fails the batch too.
+      the batch; OUT_OF_ORDER_SEQUENCE_NUMBER answering the first batch in flight fails it (nothing expires, so
+      its sequence is the next one the broker expects: ``isNextSequence``), and is retried behind an earlier
+      batch still in flight.
 
 Not modelled
     Idempotent-only producers (``bumpIdempotentEpochAndResetIdIfNeeded``), batch expiry and unresolved
-    sequences (``maybeResolveSequences``), batch splitting (MESSAGE_TOO_LARGE), record sizes, metadata,
-    back-off timing, ``keepPreparedTxn`` on ``initTransactions`` (2PC recovery needs InitProducerId v6
-    fields); ``prepareTransaction`` is modelled.
+    sequences (``maybeResolveSequences``), the renumbering of later batches in flight when one fails for good,
+    batch splitting (MESSAGE_TOO_LARGE), record sizes, metadata, back-off timing (a back-off is one step),
+    ``keepPreparedTxn`` on ``initTransactions`` (2PC recovery needs InitProducerId v6 fields);
+    ``prepareTransaction`` is modelled.
 """
 
 from __future__ import annotations

@@ -1,23 +1,28 @@
-"""The producer client of the system model: the application's progress and its ``TransactionManager``.
+"""The producer client of the system model: the application's progress and a projection of its client.
 
 System
     One :class:`Producer` per producer instance: the phase of ``TransactionManager.State``, its producer id
     and epoch, the transactional request in flight, the partitions added or waiting to be added, the
     handlers queued in ``TransactionManager.pendingRequests``, the records not yet sent, the batches in
-    flight with their sequences. All functions here are pure functions of a producer (and the
-    :class:`ClientConfig`): the system model (:mod:`txnspec.spec.system`) composes them with the network.
+    flight with their sequences. It is a named projection of the one client, :mod:`txnspec.spec.client`
+    (:mod:`txnspec.spec.projection` says what it keeps, what it abstracts and why, and lifts a producer back
+    into the client's state; ``tests/spec/test_client_agreement.py`` shows both take the same steps). All
+    functions here are pure functions of a producer (and the :class:`ClientConfig`): the system model
+    (:mod:`txnspec.spec.system`) composes them with the network.
 
     * :func:`dispatch` is ``Sender.runOnce``: it sends every request the client can send now (one
       transactional request in flight; EndTxn only once no produce is in flight, as ``KafkaProducer``
       flushes before committing; TV1 adds partitions before producing; TV2 produces directly; requests of
       equal priority, AddPartitionsToTxn, AddOffsetsToTxn and TxnOffsetCommit, in the order
       ``TransactionManager.pendingRequests`` holds them, a retried one at the back and the first
-      TxnOffsetCommit behind its group-coordinator lookup).
+      TxnOffsetCommit behind its group-coordinator lookup). In an abortable error it aborts the records not
+      drained and drops the queued handlers (``abortUndrainedBatches``, ``maybeTerminateRequestWithError``); in
+      a fatal error it fails every batch and record and sends nothing (``maybeAbortBatches``).
     * :func:`receive` is the client's response handling (``TxnRequestHandler.handleResponse``,
-      ``Sender.handleProduceResponse``): errors are classified as the handlers of Kafka's
-      ``clients/src/main/java/org/apache/kafka/clients/producer/internals/TransactionManager.java`` do:
-      retriable (re-enqueue), abortable (``ABORTABLE_ERROR``: the application must abort; for TV < 2 the
-      abort is followed by an InitProducerId epoch bump, KIP-360), fatal (``FATAL_ERROR``).
+      ``Sender.completeBatch``) with the error rules of :mod:`txnspec.spec.client` (``classify_response``,
+      ``classify_produce_error``): retry (re-enqueue), abortable (``ABORTABLE_ERROR``: the application must
+      abort; for TV < 2 the abort is followed by an InitProducerId epoch bump, KIP-360), fatal
+      (``FATAL_ERROR``).
 
     * Produce sequences follow ``RecordAccumulator.drain`` and ``TransactionManager``: up to
       ``max_in_flight`` batches per partition (``inFlightBatchesBySequence``); a batch answered with a
@@ -25,7 +30,8 @@ System
       in flight (``shouldStopDrainBatchesForPartition``: ``firstInFlightSequence``); no new batch goes while one
       waits for its retry, nor while a batch of an older producer id or epoch is in flight; an
       OUT_OF_ORDER_SEQUENCE_NUMBER is retried when an earlier batch is still in flight (``canRetry``:
-      ``!isNextSequence``); a batch the client gives up on leaves its sequence unresolved
+      ``!isNextSequence``); a batch failing for good gives its sequence back
+      (``adjustSequencesDueToFailedBatch``); a batch the client gives up on leaves its sequence unresolved
       (``maybeResolveSequences``): the transaction aborts and a TV1 client bumps its epoch, which resets the
       sequences (TV2 gets a new epoch with every EndTxn, KIP-890).
 
@@ -36,7 +42,7 @@ Assumptions
 Left out
     Idempotent-only producers, batching of several records, a partition's sequence resolved without an epoch
     bump (``maybeResolveSequences`` finding the last acknowledged sequence equal to the expired batch's: the
-    transaction aborts anyway).
+    transaction aborts anyway), the renumbering of later batches in flight when one fails for good.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ What is abstracted, and why (the state space)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
@@ -393,6 +394,9 @@ def agreement(system: Any, limit: int | None = None) -> Agreement:
 
     config = system.client
     found = Agreement()
+    # both are pure functions of a producer's own state, met again and again across states
+    compare = functools.lru_cache(maxsize=1 << 18)(compare_step)
+    is_settled = functools.lru_cache(maxsize=1 << 18)(settled)
     start = sysm.initial_state(system)
     seen = {start}
     queue = deque(seen)
@@ -400,7 +404,7 @@ def agreement(system: Any, limit: int | None = None) -> Agreement:
         state = queue.popleft()
         found.states += 1
         transit = [correlations_in_flight(state, p) for p in state.producers]
-        found.unsettled += sum(not settled(config, p, t) for p, t in zip(state.producers, transit, strict=True))
+        found.unsettled += sum(not is_settled(config, p, t) for p, t in zip(state.producers, transit, strict=True))
         for action, nxt in sysm.next_steps(system, state):
             if nxt not in seen:
                 seen.add(nxt)
@@ -409,10 +413,10 @@ def agreement(system: Any, limit: int | None = None) -> Agreement:
             if index is None:
                 continue
             p, after = state.producers[index], nxt.producers[index]
-            sent = _new_requests(state, nxt, p.address)
+            sent = tuple(_new_requests(state, nxt, p.address))
             found.pairs += 1
-            for difference in compare_step(config, p, transit[index], action, after,
-                                           correlations_in_flight(nxt, after), sent):
+            for difference in compare(config, p, transit[index], action, after, correlations_in_flight(nxt, after),
+                                      sent):
                 found.differences[difference] = found.differences.get(difference, 0) + 1
                 found.examples.setdefault(difference, (state, action))
     return found
