@@ -27,9 +27,10 @@ Kafka classes followed (trunk, 4.5.0-SNAPSHOT)
     ``sendOffsetsToTransaction``, ``beginCommit``, ``beginAbort``, ``beginCompletingTransaction``,
     ``maybeFailWithError``, ``handleCachedTransactionRequestResult``, ``throwIfPendingState``,
     ``nextRequest``, ``maybeTerminateRequestWithError``, ``lookupCoordinator``,
-    ``maybeTransitionToErrorState``, ``handleFailedBatch``, ``canRetry``, ``resetTransactionState``, and
-    each ``*Handler.handleResponse``); ``Sender.runOnce`` / ``maybeSendAndPollTransactionalRequest`` /
-    ``completeBatch``; ``RecordAccumulator.drain`` (``shouldStopDrainBatchesForPartition``, ``shouldBackoff``),
+    ``maybeTransitionToErrorState``, ``handleFailedBatch``, ``canRetry``, ``markSequenceUnresolved``,
+    ``maybeResolveSequences``, ``resetTransactionState``, and each ``*Handler.handleResponse``);
+    ``Sender.runOnce`` / ``maybeSendAndPollTransactionalRequest`` / ``completeBatch`` / ``sendProducerData``
+    (expired batches); ``RecordAccumulator.drain`` (``shouldStopDrainBatchesForPartition``, ``shouldBackoff``),
     ``reenqueue`` (``insertInSequenceOrder``) and ``abortUndrainedBatches``; ``TxnPartitionMap``
     (``adjustSequencesDueToFailedBatch``); ``KafkaProducer.send`` (``doSend``: the record is appended before
     ``maybeAddPartition``; an ``ApiException`` goes into the future, not to the caller).
@@ -39,8 +40,8 @@ Assumptions
       ``abortTransaction``) until its result completes; a result that has not completed is a call still
       pending (``pending_transition``, Kafka's ``PendingStateTransition`` of a timed-out call): calling the
       same operation again returns it, any other transactional operation throws IllegalStateException.
-    * Retries are unlimited and nothing expires (``retries`` = Integer.MAX_VALUE, delivery timeout not
-      modelled): a retriable produce error always re-enqueues its batch.
+    * Retries are unlimited (``retries`` = Integer.MAX_VALUE): a retriable produce error always re-enqueues its
+      batch. A batch expires (``delivery.timeout.ms``) only when :func:`expire_batch` says so.
     * ``coordinatorSupportsBumpingEpoch`` (InitProducerId v3+), ``max.in.flight.requests``, ``batch.size`` (as
       a record count) and whether ``retry.backoff.ms`` is a step of its own are configuration
       (:class:`ClientConfig`); by default the coordinator supports epoch bumps, one batch per partition is in
@@ -48,13 +49,13 @@ Assumptions
     * The priority queue is FIFO among equal priorities (Java's heap leaves that order unspecified).
     * A produce error on a transactional producer is never a retention loss (the response's log start
       offset is assumed known and not past the last acknowledged offset), so UNKNOWN_PRODUCER_ID fails
-      the batch; OUT_OF_ORDER_SEQUENCE_NUMBER answering the first batch in flight fails it (nothing expires, so
-      its sequence is the next one the broker expects: ``isNextSequence``), and is retried behind an earlier
-      batch still in flight.
+      the batch; OUT_OF_ORDER_SEQUENCE_NUMBER answering the first batch in flight fails it (its sequence is taken
+      as the next one the broker expects: ``isNextSequence``), and is retried behind an earlier batch still in
+      flight while the partition's sequences are resolved.
 
 Not modelled
-    Idempotent-only producers (``bumpIdempotentEpochAndResetIdIfNeeded``), batch expiry and unresolved
-    sequences (``maybeResolveSequences``), the renumbering of later batches in flight when one fails for good,
+    Idempotent-only producers (``bumpIdempotentEpochAndResetIdIfNeeded``), the acknowledgement of a batch
+    already expired (its late answer is ignored), the renumbering of later batches in flight when one fails for good,
     batch splitting (MESSAGE_TOO_LARGE), record sizes, metadata, back-off timing (a back-off is one step),
     ``keepPreparedTxn`` on ``initTransactions`` (2PC recovery needs InitProducerId v6 fields);
     ``prepareTransaction`` is modelled.
@@ -349,6 +350,9 @@ class ClientState:
     retry_batches: tuple[Produce, ...] = ()  # sent batches re-enqueued for a retry (keeping their sequence), in order
     in_flight_batches: tuple[Produce, ...] = ()
     backing_off: frozenset[Produce] = frozenset()  # retry batches whose retry.backoff.ms has not elapsed
+    retried: frozenset[Produce] = frozenset()  # batches re-enqueued at least once (ProducerBatch.inRetry)
+    last_acked: tuple[tuple[str, int], ...] = ()  # lastAckedSequence per partition, sorted (none: -1)
+    unresolved: tuple[tuple[str, int], ...] = ()  # partitionsWithUnresolvedSequences: partition -> next sequence
 
     @property
     def tv2(self) -> bool:
@@ -527,8 +531,8 @@ def _throw_if_in_prepared_state(c: ClientState) -> None:
 
 
 def _reset_sequence_numbers(c: ClientState) -> ClientState:
-    """``resetSequenceNumbers``: every partition starts again at sequence 0."""
-    return replace(c, sequences=())
+    """``resetSequenceNumbers``: every partition starts again at sequence 0, nothing acknowledged."""
+    return replace(c, sequences=(), last_acked=(), unresolved=())
 
 
 def reset_transaction_state(c: ClientState) -> ClientState:
@@ -602,7 +606,7 @@ def _reenqueue_batch(c: ClientState, batch: Produce, config: ClientConfig) -> Cl
     its sequence, and backs off (``retry.backoff.ms``) when the configuration says so."""
     retry = [b for b in c.retry_batches if b.partition != batch.partition or sequence_precedes(b, batch, config)]
     later = [b for b in c.retry_batches if b not in retry]
-    c = replace(c, retry_batches=(*retry, batch, *later))
+    c = replace(c, retry_batches=(*retry, batch, *later), retried=c.retried | {batch})
     return replace(c, backing_off=c.backing_off | {batch}) if config.retry_backoff else c
 
 
@@ -648,6 +652,8 @@ def next_produce(c: ClientState, partition: str, config: ClientConfig = DEFAULT_
         return c, None
     if any((b.producer_id, b.producer_epoch) != (c.producer_id, c.producer_epoch) for b in in_flight):
         return c, None  # no new batch while batches of an older epoch are in flight
+    if any(p == partition for p, _ in c.unresolved):
+        return c, None  # nor while the fate of an expired batch's sequence is unknown (hasUnresolvedSequence)
     count = undrained if config.max_batch_records is None else min(undrained, config.max_batch_records)
     seq = c.next_sequence(partition)
     batch = Produce(partition, c.producer_id, c.producer_epoch, seq, count, True, c.transactional_id)
@@ -672,7 +678,8 @@ def _abort_undrained_batches(c: ClientState) -> ClientState:
 
 def _abort_batches(c: ClientState) -> ClientState:
     """``Sender.maybeAbortBatches``: every incomplete batch fails (fatal error)."""
-    return replace(c, accumulator=(), retry_batches=(), in_flight_batches=(), backing_off=frozenset())
+    return replace(c, accumulator=(), retry_batches=(), in_flight_batches=(), backing_off=frozenset(),
+                   retried=frozenset())
 
 
 def awaiting_authorization_reset(c: ClientState) -> bool:
@@ -697,6 +704,8 @@ def sender_handle_authorization_error(c: ClientState) -> tuple[ClientState, Clie
 
 def _run_once(c: ClientState, config: ClientConfig) -> tuple[ClientState, tuple[TxnRequest | Produce, ...]]:
     """``Sender.runOnce``: one iteration (see :func:`run_sender`)."""
+    if c.unresolved:
+        c = maybe_resolve_sequences(c, config)
     if c.state is FATAL_ERROR:
         return _abort_batches(c), ()
     if awaiting_authorization_reset(c):
@@ -1140,18 +1149,76 @@ def handle_produce_response(c: ClientState, response: ProduceResponse, request: 
     remaining.remove(batch)
     c = replace(c, in_flight_batches=tuple(remaining))
     error = response.error
-    reaction = classify_produce_error(error, _earlier_in_flight(c, batch, config))
-    if reaction is Reaction.DONE:
-        return c
+    # canRetry: an OUT_OF_ORDER_SEQUENCE_NUMBER is retried only while the partition's sequences are resolved
+    unresolved = any(p == batch.partition for p, _ in c.unresolved)
+    reaction = classify_produce_error(error, _earlier_in_flight(c, batch, config) and not unresolved)
     if reaction is Reaction.RETRY:
         return _reenqueue_batch(c, batch, config)
+    c = replace(c, retried=c.retried - {batch})
+    if reaction is Reaction.DONE:
+        return _acknowledged(c, batch, config)  # handleCompletedBatch
     # failBatch -> handleFailedBatch(batch, exception, adjustSequenceNumbers=True)
     c = maybe_transition_to_error_state(c, exception_of(error), config)
     if c.state is FATAL_ERROR:
         return c
-    if error is Errors.UNKNOWN_PRODUCER_ID:
-        return replace(c, sequences=_set_pair(c.sequences, batch.partition, None))
+    if error is Errors.UNKNOWN_PRODUCER_ID:  # resetSequenceForPartition
+        return replace(c, sequences=_set_pair(c.sequences, batch.partition, None),
+                       last_acked=_set_pair(c.last_acked, batch.partition, None))
     return adjust_sequences_due_to_failed_batch(c, batch, config)
+
+
+def _acknowledged(c: ClientState, batch: Produce, config: ClientConfig) -> ClientState:
+    """``maybeUpdateLastAckedSequence``: the partition's last acknowledged sequence moves up to the batch's last
+    (sequences compared across the wrap: newer within half the sequence space)."""
+    last = increment_sequence(batch.base_sequence, batch.record_count - 1, config.max_sequence)
+    known = [seq for p, seq in c.last_acked if p == batch.partition]
+    if known and not 0 < (last - known[0]) % (config.max_sequence + 1) <= (config.max_sequence + 1) // 2:
+        return c
+    return replace(c, last_acked=_set_pair(c.last_acked, batch.partition, last))
+
+
+def _is_next_sequence(c: ClientState, partition: str, sequence: int, config: ClientConfig) -> bool:
+    """``isNextSequence``: ``sequence`` follows the partition's last acknowledged one (-1 when none)."""
+    last = next((seq for p, seq in c.last_acked if p == partition), -1)
+    return sequence == increment_sequence(last, 1, config.max_sequence)
+
+
+def expire_batch(c: ClientState, batch: Produce, config: ClientConfig = DEFAULT_CONFIG
+                 ) -> tuple[ClientState, ClientOutcome]:
+    """``delivery.timeout.ms`` has passed for ``batch``, in flight or waiting for its retry
+    (``Sender.sendProducerData``): ``failBatch`` with a TimeoutException and ``adjustSequenceNumbers`` false (nobody
+    knows whether it was written), and a batch that was retried leaves its partition's sequence unresolved
+    (``markSequenceUnresolved``) until :func:`maybe_resolve_sequences` settles it. An answer that comes later is
+    ignored."""
+    if batch not in c.in_flight_batches and batch not in c.retry_batches:
+        return c, ClientOutcome()
+    in_retry = batch in c.retried
+    c = replace(c, in_flight_batches=tuple(b for b in c.in_flight_batches if b != batch),
+                retry_batches=tuple(b for b in c.retry_batches if b != batch), backing_off=c.backing_off - {batch},
+                retried=c.retried - {batch})
+    try:
+        c = maybe_transition_to_error_state(c, exception_of(Errors.REQUEST_TIMED_OUT), config)
+    except _Poisoned as poisoned:
+        c = poisoned.state
+    if in_retry:
+        after = increment_sequence(batch.base_sequence, batch.record_count, config.max_sequence)
+        known = [seq for p, seq in c.unresolved if p == batch.partition]
+        c = replace(c, unresolved=_set_pair(c.unresolved, batch.partition, known[0] if known else after))
+    return _step(c, config)
+
+
+def maybe_resolve_sequences(c: ClientState, config: ClientConfig = DEFAULT_CONFIG) -> ClientState:
+    """``maybeResolveSequences`` (each Sender iteration): a partition whose batches are all done is resolved if its
+    next sequence follows the last acknowledged one (later batches were written after all); otherwise the client
+    cannot know what the broker holds: abortable with a client epoch bump for TV < 2, fatal if no bump is possible
+    (``transitionToAbortableErrorOrFatalError``)."""
+    for partition, _ in c.unresolved:
+        if any(b.partition == partition for b in (*c.in_flight_batches, *c.retry_batches)):
+            continue
+        c = replace(c, unresolved=_set_pair(c.unresolved, partition, None))
+        if not _is_next_sequence(c, partition, c.next_sequence(partition), config):
+            c = _abortable_error_if_possible(c, KAFKA_EXCEPTION, config)
+    return c
 
 
 _Handler: TypeAlias = Callable[[ClientState, TxnRequestHandler, Response, ClientConfig], ClientState]
@@ -1169,8 +1236,8 @@ __all__ = [
     "ClientOutcome", "ClientState", "Priority", "Reaction", "State", "TxnRequestHandler", "abort_transaction",
     "adjust_sequences_due_to_failed_batch", "awaiting_authorization_reset", "begin_transaction",
     "classify_produce_error", "classify_response", "commit_transaction", "decrement_sequence", "exception_of",
-    "finalized_features_changed", "increment_sequence", "init_transactions", "is_transition_valid",
-    "maybe_fail_with_error", "maybe_transition_to_error_state", "next_produce", "next_request", "on_disconnect",
-    "on_response", "prepare_transaction", "retry_backoff_elapsed", "run_sender", "send",
-    "send_offsets_to_transaction", "sender_handle_authorization_error", "sequence_precedes",
+    "expire_batch", "finalized_features_changed", "increment_sequence", "init_transactions", "is_transition_valid",
+    "maybe_fail_with_error", "maybe_resolve_sequences", "maybe_transition_to_error_state", "next_produce",
+    "next_request", "on_disconnect", "on_response", "prepare_transaction", "retry_backoff_elapsed", "run_sender",
+    "send", "send_offsets_to_transaction", "sender_handle_authorization_error", "sequence_precedes",
 ]

@@ -123,6 +123,9 @@ class ClientConfig:
     waits_for_produce_before_end_txn: bool
     bumps_epoch_after_abortable_error: bool
     max_in_flight: int = 1  # batches in flight per partition (max.in.flight.requests.per.connection)
+    # a batch may expire (delivery.timeout.ms): only then is a batch in retry told from one that is not (nothing
+    # else reads ProducerBatch.inRetry), so only then does the producer keep which batches were retried
+    expires_batches: bool = False
 
     def earlier(self, first: Batch, second: Batch) -> bool:
         """``first`` was sent before ``second`` on the same partition with the same producer id and epoch
@@ -162,6 +165,9 @@ class Producer:
     group_found: bool = False
     unsent: tuple[str, ...] = ()  # records waiting for their partition to be added
     in_flight: frozenset[Batch] = frozenset()  # produces outstanding: what correlates a response
+    # of those, the batches the retry step sent again (ProducerBatch.inRetry: a batch waiting for its retry is one
+    # too, see expire_batch); kept only while in flight, and only where batches expire (ClientConfig)
+    retried: frozenset[Batch] = frozenset()
     sequences: tuple[tuple[str, int], ...] = ()
     offsets: OffsetsStage = OffsetsStage.NONE
     started: bool = False  # transactionStarted: something was added, so EndTxn must be sent
@@ -244,7 +250,9 @@ def dispatch(config: ClientConfig, p: Producer, used: frozenset[object] = frozen
     tv2 = config.tv2
     if p.phase is FATAL_ERROR:
         # Sender.runOnce: a fatal error fails every incomplete batch (maybeAbortBatches) and sends nothing more
-        return replace(p, unsent=(), in_flight=frozenset()), ()
+        return replace(p, unsent=(), in_flight=frozenset(), retried=frozenset()), ()
+    if not p.retried <= p.in_flight:
+        p = replace(p, retried=p.retried & p.in_flight)  # a completed batch is no longer in retry
     if p.phase is ABORTABLE_ERROR and p.awaiting is None:
         # maybeSendAndPollTransactionalRequest: records not yet drained are aborted (abortUndrainedBatches), and
         # nextRequest terminates every handler queued before EndTxn (maybeTerminateRequestWithError)
@@ -430,27 +438,31 @@ def abortable(p: Producer) -> Producer:
 
 
 def produce_failed(config: ClientConfig, p: Producer, error: Errors, batch: Batch | None = None,
-                   unresolved: bool = False) -> Producer:
-    """A produce failed (``handleFailedBatch``; ``unresolved``: the client gave up on a batch it had sent, so it
-    cannot know whether it was written: ``maybeResolveSequences`` then requires an epoch bump even while
-    completing; an error answer goes through ``maybeTransitionToErrorState``, which bumps only outside
-    completion, and gives the batch's sequence back: ``adjustSequencesDueToFailedBatch``)."""
+                   unresolved: bool = False, adjust: bool = True) -> Producer:
+    """A produce failed (``handleFailedBatch``): ``maybeTransitionToErrorState`` bumps the epoch (TV1) only outside
+    completion; an error answer gives the batch's sequence back (``adjust``: ``adjustSequencesDueToFailedBatch``);
+    ``unresolved``: the client gave up on a batch in retry, so it cannot know whether it was written:
+    ``maybeResolveSequences`` then requires an epoch bump even while completing."""
     if error in cl.PRODUCE_FATAL_ERRORS:
         return replace(p, phase=FATAL_ERROR)
     completing = p.phase in (COMMITTING, ABORTING)
     bump = _bumps_epoch(config) and (unresolved or not completing)
     p = replace(abortable(p), bump_required=p.bump_required or bump)
-    if batch is not None and not unresolved and batch[1:3] == (p.producer_id, p.producer_epoch) \
+    if batch is not None and adjust and batch[1:3] == (p.producer_id, p.producer_epoch) \
             and any(partition == batch[0] for partition, _ in p.sequences):
         seq = cl.decrement_sequence(p.next_sequence(batch[0]), 1, config.max_sequence)
         p = replace(p, sequences=_set(p.sequences, batch[0], seq))
     return p
 
 
-def expire_batch(config: ClientConfig, p: Producer, batch: Batch) -> Producer:
-    """The client gives up on a batch in flight (``delivery.timeout.ms``): its sequence is unresolved."""
-    return produce_failed(config, replace(p, in_flight=p.in_flight - {batch}), Errors.REQUEST_TIMED_OUT, batch,
-                          unresolved=True)
+def expire_batch(config: ClientConfig, p: Producer, batch: Batch, waiting: bool) -> Producer:
+    """The client gives up on a batch in flight (``delivery.timeout.ms``; ``waiting``: it waits for its retry):
+    ``Sender.sendProducerData`` fails it with a TimeoutException without giving its sequence back, and a batch in
+    retry (``ProducerBatch.inRetry``) leaves its sequence unresolved (``markSequenceUnresolved``): with one batch
+    in flight per partition ``maybeResolveSequences`` then finds it unacknowledged."""
+    in_retry = waiting or batch in p.retried
+    return produce_failed(config, replace(p, in_flight=p.in_flight - {batch}, retried=p.retried - {batch}),
+                          Errors.REQUEST_TIMED_OUT, batch, unresolved=in_retry, adjust=False)
 
 
 def request_timed_out(p: Producer) -> Producer:

@@ -25,6 +25,9 @@ What is abstracted, and why (the state space)
     * Under TV2 the partitions of the transaction are implicit (the leader adds them, KIP-890): the producer
       keeps none, the lift counts those with a record undrained or in flight, the view compares none.
     * The blocking calls' results (``pendingTransition``) are seen only as "a call is pending".
+    * The last acknowledged sequence per partition is not kept: the lift infers it (a batch that left the flight
+      before the first one still in it was acknowledged or gave its sequence back). Which batches were retried
+      (``ProducerBatch.inRetry``) is kept only where a batch can expire, the one step that reads it.
 
     What still differs is data: :data:`KNOWN_DIFFERENCES`, each with its reason; ``tests/spec/
     test_client_agreement.py`` checks that exactly those differ on every reachable (state, step) pair of its
@@ -177,7 +180,21 @@ def lift(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any] = froz
         retry_batches=tuple(batches[b] for b in retrying),
         in_flight_batches=tuple(batches[b] for b in sent if b in in_transit),
         backing_off=frozenset(batches[b] for b in retrying),
+        retried=frozenset(batches[b] for b in (*retrying, *p.retried)),
+        last_acked=_last_acked(p),
     )
+
+
+def _last_acked(p: Producer) -> tuple[tuple[str, int], ...]:
+    """``lastAckedSequence`` per partition, which the producer does not keep: every batch of the current epoch that
+    left the flight before the first one still in it was acknowledged or gave its sequence back, so the last
+    acknowledged one precedes the batches in flight (sequences taken as not wrapped since the epoch began)."""
+    acked = []
+    for partition, next_sequence in p.sequences:
+        flying = sum(1 for b in p.in_flight if b[0] == partition and b[1:3] == (p.producer_id, p.producer_epoch))
+        if next_sequence - flying - 1 >= 0:
+            acked.append((partition, next_sequence - flying - 1))
+    return tuple(sorted(acked))
 
 
 # --- the client's step for a step of the system model --------------------------------------------------------
@@ -235,6 +252,9 @@ def client_step(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any]
         c, outcome = cl.commit_transaction(c, tm)
     elif kind is K.ABORT_TRANSACTION:
         c, outcome = cl.abort_transaction(c, tm)
+    elif kind is K.EXPIRE_BATCH:  # delivery.timeout.ms
+        assert action.batch is not None
+        c, outcome = cl.expire_batch(c, pr.as_produce(action.batch, p.transactional_id), tm)
     elif kind is K.RETRY and action.message is not None:  # a produce's retry back-off ends
         c, outcome = cl.retry_backoff_elapsed(c, pr.as_produce(action.message.context, p.transactional_id), tm)
     elif kind is K.RETRY:  # the request timed out with its answer: NetworkClient disconnects
@@ -319,8 +339,6 @@ def compare_step(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any
     """Where ``spec/client.py`` and the model's producer disagree on ``action``: the model took ``p`` to ``after``
     and sent ``sent``."""
     step = step_name(action, p)
-    if action.kind is K.EXPIRE_BATCH:
-        return frozenset({(step, NO_CLIENT_STEP)})
     theirs = client_step(config, p, in_transit, action)
     if theirs is None:  # a stale answer: the model's producer must ignore it too
         return frozenset() if (after, tuple(sent)) == (p, ()) else frozenset({(step, "stale answer")})
@@ -346,8 +364,6 @@ def settled(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any]) ->
 
 # --- every (state, step) pair of a scenario -----------------------------------------------------------------
 
-NO_CLIENT_STEP = "no client step"
-
 # (step, aspect) -> why spec/producer.py deliberately differs from spec/client.py there
 KNOWN_DIFFERENCES: Mapping[Difference, str] = {
     ("Produce answered OUT_OF_ORDER_SEQUENCE_NUMBER", "retrying"):
@@ -355,10 +371,6 @@ KNOWN_DIFFERENCES: Mapping[Difference, str] = {
         "(spec/faults.py): when one copy is answered with a retriable error while the other is on the network, the "
         "model's batch stays in flight with that copy, where spec/client.py, which sees one copy, re-enqueues it "
         "for a retry",
-    ("expire batch", NO_CLIENT_STEP):
-        "spec/client.py leaves out delivery.timeout.ms (Sender.sendProducerData's expired batches, "
-        "markSequenceUnresolved, maybeResolveSequences); spec/producer.py gives up on a batch in flight and takes "
-        "its sequence as unresolved: the transaction aborts and a TV1 client bumps its epoch",
 }
 
 
