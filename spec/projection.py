@@ -24,7 +24,9 @@ What is abstracted, and why (the state space)
       consumer) and the ghost are the system model's, not the client's: the view leaves them out.
     * Under TV2 the partitions of the transaction are implicit (the leader adds them, KIP-890): the producer
       keeps none, the lift counts those with a record undrained or in flight, the view compares none.
-    * The blocking calls' results (``pendingTransition``) are seen only as "a call is pending".
+    * The blocking calls' results (``pendingTransition``) are seen only as "a call is pending"; the offsets to
+      commit only while their TxnOffsetCommit, their one reader, is queued or sent; a fatal client only as fatal
+      (its Sender sends nothing more, every call fails).
     * The last acknowledged sequence per partition is not kept: the lift infers it (a batch that left the flight
       before the first one still in it was acknowledged or gave its sequence back). Which batches were retried
       (``ProducerBatch.inRetry``) is kept only where a batch can expire, the one step that reads it.
