@@ -37,7 +37,7 @@ from txnspec.spec.producer import (
     request_timed_out,
     restarted,
 )
-from txnspec.spec.system_state import System, SystemState, replace_producer, with_dispatch
+from txnspec.spec.system_state import System, SystemState, correlations_in_flight, replace_producer, with_dispatch
 from txnspec.spec.txn_state import ONGOING
 from txnspec.spec.values import replace
 
@@ -79,10 +79,12 @@ def environment_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
             yield (Action(K.CRASH, who),
                    replace(replace_producer(state, restarted(p)), budget=replace(b, crash=b.crash - 1)))
         if b.expire_batch:
+            transit = correlations_in_flight(state, p)
             for batch in sorted(p.in_flight):
                 expired = replace(state, budget=replace(b, expire_batch=b.expire_batch - 1))
+                gave_up = expire_batch(system.client, p, batch, waiting=batch not in transit)
                 yield (Action(K.EXPIRE_BATCH, who, partition=batch[0], batch=batch),
-                       with_dispatch(system, expired, expire_batch(system.client, p, batch)))
+                       with_dispatch(system, expired, gave_up))
     if b.rebalance:
         yield _rebalance(system, replace(state, budget=replace(b, rebalance=b.rebalance - 1)))
     yield from client_retry_steps(system, state)
@@ -132,8 +134,9 @@ def client_retry_steps(system: System, state: SystemState) -> Iterator[tuple[Act
                 resend = Envelope(who, partition, Produce(partition, producer_id, epoch, seq, 1, True,
                                                           p.transactional_id), key, p.tag)
                 # the Sender loop that drains the retry drains what may follow it (nothing, with one in flight)
-                retried = replace(state, network=send(state.network, resend))
-                yield Action(K.RETRY, who, resend), with_dispatch(system, retried, p)
+                resent = replace(state, network=send(state.network, resend))
+                in_retry = replace(p, retried=p.retried | {key}) if system.client.expires_batches else p
+                yield Action(K.RETRY, who, resend), with_dispatch(system, resent, in_retry)
 
 
 def marker_retry_steps(system: System, state: SystemState) -> Iterator[tuple[Action, SystemState]]:

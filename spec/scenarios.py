@@ -126,7 +126,7 @@ DEFAULT = scenario(Scenario(
     "default", "one producer, two partitions, two transactions with consumer offsets (consume-transform-"
     "produce); a duplicated request and a transaction timeout",
     partitions=("p0", "p1"), transactions_per_producer=2, commit_offsets=True, max_epoch=6, max_sequence=7,
-    faults={"duplicate": 1, "timeout": 1}, expected_states=167_576))
+    faults={"duplicate": 1, "timeout": 1}, expected_states=167_644))
 
 ZOMBIE = scenario(Scenario(
     "zombie", "two producer instances sharing one transactional id (a zombie), one partition",
@@ -203,13 +203,13 @@ IN_FLIGHT_2 = scenario(Scenario(
     "in-flight-2", "one producer, one partition, three records with two batches in flight; a message may be "
     "duplicated: batches answered out of order are retried in sequence order",
     records_per_transaction=3, max_in_flight=2, max_epoch=4, max_sequence=3, faults={"duplicate": 1},
-    expected_states=3_758))
+    expected_states=3_570))
 
 IN_FLIGHT_5 = scenario(Scenario(
     "in-flight-5", "one producer, one partition, five records with five batches in flight (Kafka's default); "
     "a message may be duplicated: the broker's five-batch duplicate window",
     records_per_transaction=5, max_in_flight=5, max_epoch=4, max_sequence=8, faults={"duplicate": 1},
-    expected_states=81_718))
+    expected_states=78_010))
 
 FULL = scenario(Scenario(
     "full", "the combination bugs live in: two transactional ids, the first with a zombie instance, two partitions, "

@@ -9,11 +9,11 @@ System
     :class:`~txnspec.spec.actions.Action`: data (kind, actor, message or fault), rendered as text only
     for reports.
 
-    This module composes: :mod:`~txnspec.spec.producer` (the client), :mod:`~txnspec.spec.network`,
-    :mod:`~txnspec.spec.brokers` (coordinator, leaders, group coordinator, verification),
-    :mod:`~txnspec.spec.faults` (the environment), :mod:`~txnspec.spec.ghost` (what only properties
-    read), over the state of :mod:`~txnspec.spec.system_state`. It holds the application's calls and the
-    delivery of messages.
+    This module composes: :mod:`~txnspec.spec.producer` (the client, a projection of
+    :mod:`~txnspec.spec.client`), :mod:`~txnspec.spec.network`, :mod:`~txnspec.spec.brokers` (coordinator,
+    leaders, group coordinator, verification), :mod:`~txnspec.spec.faults` (the environment),
+    :mod:`~txnspec.spec.ghost` (what only properties read), over the state of
+    :mod:`~txnspec.spec.system_state`. It holds the application's calls and the delivery of messages.
 
     * Application and client (``Producer``): ``initTransactions``, ``beginTransaction``, ``send``,
       ``sendOffsetsToTransaction``, ``commitTransaction``, ``abortTransaction``; the client's Sender

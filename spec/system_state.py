@@ -84,7 +84,7 @@ class System:
             group_id=s.group_id, transaction_version=s.transaction_version, max_sequence=s.max_sequence,
             waits_for_produce_before_end_txn=proto.client_waits_for_produce_before_end_txn,
             bumps_epoch_after_abortable_error=proto.client_bumps_epoch_after_abortable_error,
-            max_in_flight=s.max_in_flight))
+            max_in_flight=s.max_in_flight, expires_batches=s.budget("expire_batch") > 0))
 
     @property
     def tv2(self) -> bool:

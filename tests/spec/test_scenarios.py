@@ -17,7 +17,7 @@ PINNED = {
     "retry": 839,
     "epoch-exhaustion": 403,
     "rebalance": 13_692,
-    "in-flight-2": 3_758,
+    "in-flight-2": 3_570,
 }
 
 
