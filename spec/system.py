@@ -2,8 +2,8 @@
 the network, composed into the state machine the checkers explore.
 
 System
-    ``Scenario.producers_per_id`` producer instances per transactional id (two on one id are a zombie
-    pair), one transaction coordinator, one leader per partition, one group coordinator, and a network
+    ``Scenario.producer_transactional_ids``: one or more producer instances per transactional id (two on
+    one id are a zombie pair), one transaction coordinator, one leader per partition, one group coordinator, and a network
     of in-flight requests and responses. Each *action* is one pure function from a state to labelled
     successors (guard and effect together); the checker calls :func:`next_steps`. Each label is an
     :class:`~txnspec.spec.actions.Action`: data (kind, actor, message or fault), rendered as text only

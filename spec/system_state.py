@@ -94,9 +94,8 @@ class System:
 def initial_state(system: System) -> SystemState:
     s = system.scenario
     producers = tuple(
-        Producer(index=i * s.producers_per_id + k, transactional_id=tid,
-                 generation=s.initial_generation if s.group_members else -1)
-        for i, tid in enumerate(s.transactional_ids) for k in range(s.producers_per_id))
+        Producer(index=i, transactional_id=tid, generation=s.initial_generation if s.group_members else -1)
+        for i, tid in enumerate(s.producer_transactional_ids))
     budget = Budget(**{fault: s.budget(fault) for fault in Budget.__dataclass_fields__})
     return SystemState(
         coordinator=coord.CoordinatorState(),
