@@ -37,6 +37,7 @@ Left out
 from __future__ import annotations
 
 import gc
+import os
 import sys
 import time
 from array import array
@@ -449,5 +450,17 @@ def _select(model: Model[Any], names: Iterable[str] | None) -> list[Property[Any
     return [model.property(name) for name in dict.fromkeys(names)]
 
 
+def resident_bytes() -> int:
+    """This process's resident memory now (Linux's /proc; its peak where that is missing)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def _print_progress(states: int, depth: int, rate: float) -> None:
-    print(f"\r  {states:,} states, depth {depth}, {rate:,.0f} states/s", end="", file=sys.stderr, flush=True)
+    print(f"\r  {states:,} states, depth {depth}, {rate:,.0f} states/s, {resident_bytes() / 2**20:,.0f} MB",
+          end="", file=sys.stderr, flush=True)

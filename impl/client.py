@@ -180,6 +180,7 @@ class ProducerBatch:
     attempts: int = 0
     in_flight: bool = False
     backing_off: bool = False  # answered with a retriable error, retry.backoff.ms not yet elapsed
+    in_retry: bool = False  # re-enqueued at least once (ProducerBatch.inRetry)
 
     @property
     def last_sequence(self) -> int:
@@ -1070,11 +1071,11 @@ class Producer:
 
     def expire_batch(self, partition: str, base_sequence: int | None = None) -> None:
         """The delivery timeout expired for a batch sent to ``partition``, in flight or waiting for its retry
-        (``Sender.failBatch`` with a ``TimeoutException``; ``base_sequence`` names it when several were sent). It
-        may have been written, so its sequence is unresolved: the transaction must abort, and a TV < 2 producer
-        bumps its epoch after the abort, also when it was already completing
-        (``TransactionManager.handleFailedBatch`` -> ``maybeResolveSequences``). Its answer, if it ever comes,
-        is ignored."""
+        (``Sender.sendProducerData``: ``failBatch`` with a ``TimeoutException``; ``base_sequence`` names it when
+        several were sent): the transaction must abort, and a TV < 2 producer bumps its epoch after the abort unless
+        it was already completing (``maybeTransitionToErrorState``). A batch in retry may have been written, so
+        its sequence is unresolved (``markSequenceUnresolved`` -> ``maybeResolveSequences``): the bump is then
+        required also while completing. Its answer, if it ever comes, is ignored."""
         sent = [b for b in self.accumulator.get(partition, deque()) if b.base_sequence != -1
                 and base_sequence in (None, b.base_sequence)]
         if not sent:
@@ -1098,7 +1099,7 @@ class Producer:
         tm._on_sender_thread = True
         try:
             tm.maybe_transition_to_error_state(exc)
-            if tm.is_transactional and tm.need_to_trigger_epoch_bump_from_client:
+            if tm.is_transactional and tm.need_to_trigger_epoch_bump_from_client and batch.in_retry:
                 tm.client_side_epoch_bump_required = True  # the sequence is unresolved
         except IllegalStateException:
             pass
@@ -1133,6 +1134,7 @@ class Producer:
                 unfinished.producer_id, unfinished.producer_epoch) == (batch.producer_id, batch.producer_epoch))
         if tm.can_retry(e, batch, earlier_unfinished) and tm.state is not St.FATAL_ERROR:
             batch.backing_off = self.retry_backoff
+            batch.in_retry = True  # ProducerBatch.reenqueued
             return  # stays queued with its sequence; drained again in order
         if batch in queue:
             queue.remove(batch)

@@ -715,9 +715,14 @@ class TransactionCoordinator:
 
     # --- periodic tasks ---
 
-    def abort_timed_out_transactions(self, now_ms: int) -> list[tuple[str, EndTxnResult]]:
+    def abort_timed_out_transactions(self, now_ms: int, transactional_id: str | None = None
+                                     ) -> list[tuple[str, EndTxnResult]]:
+        """``abortTimedOutTransactions``; with ``transactional_id``, that id's transaction only (a harness that
+        times out one transaction of several, as a model with abstract time does)."""
         out = []
         for tid, pid, _epoch in self.txn_manager.timed_out_transactions(now_ms):
+            if transactional_id is not None and tid != transactional_id:
+                continue
             md = self.txn_manager.cache.get(tid)
             if md is None or md.producer_id != pid or md.pending_transition_in_progress:
                 continue

@@ -10,6 +10,10 @@ System
     in flight, the coordinators known, records not yet drained, batches in flight or waiting for a retry,
     and the next sequence number per partition.
 
+    It is the one client: the model checker's producer (:mod:`txnspec.spec.producer`) is a named projection of
+    it (:mod:`txnspec.spec.projection`) and reads its error rules, which are data here (:data:`RESPONSE_RULES`,
+    one table per response handler; :func:`classify_produce_error` for a Produce).
+
     Every API call and every response is one pure function returning ``(new state, ClientOutcome)``:
     the exception thrown to the application (Kafka's simple class name) and the requests dispatched
     during the step. After each call or response the Sender runs until it can send nothing more without a
@@ -23,10 +27,12 @@ Kafka classes followed (trunk, 4.5.0-SNAPSHOT)
     ``sendOffsetsToTransaction``, ``beginCommit``, ``beginAbort``, ``beginCompletingTransaction``,
     ``maybeFailWithError``, ``handleCachedTransactionRequestResult``, ``throwIfPendingState``,
     ``nextRequest``, ``maybeTerminateRequestWithError``, ``lookupCoordinator``,
-    ``maybeTransitionToErrorState``, ``handleFailedBatch``, ``canRetry``, ``resetTransactionState``, and
-    each ``*Handler.handleResponse``); ``Sender.runOnce`` / ``maybeSendAndPollTransactionalRequest`` /
-    ``completeBatch``; ``RecordAccumulator.drain`` (``shouldStopDrainBatchesForPartition``) and
-    ``abortUndrainedBatches``; ``KafkaProducer.send`` (``doSend``: the record is appended before
+    ``maybeTransitionToErrorState``, ``handleFailedBatch``, ``canRetry``, ``markSequenceUnresolved``,
+    ``maybeResolveSequences``, ``resetTransactionState``, and each ``*Handler.handleResponse``);
+    ``Sender.runOnce`` / ``maybeSendAndPollTransactionalRequest`` / ``completeBatch`` / ``sendProducerData``
+    (expired batches); ``RecordAccumulator.drain`` (``shouldStopDrainBatchesForPartition``, ``shouldBackoff``),
+    ``reenqueue`` (``insertInSequenceOrder``) and ``abortUndrainedBatches``; ``TxnPartitionMap``
+    (``adjustSequencesDueToFailedBatch``); ``KafkaProducer.send`` (``doSend``: the record is appended before
     ``maybeAddPartition``; an ``ApiException`` goes into the future, not to the caller).
 
 Assumptions
@@ -34,22 +40,25 @@ Assumptions
       ``abortTransaction``) until its result completes; a result that has not completed is a call still
       pending (``pending_transition``, Kafka's ``PendingStateTransition`` of a timed-out call): calling the
       same operation again returns it, any other transactional operation throws IllegalStateException.
-    * Retries are unlimited and nothing expires (``retries`` = Integer.MAX_VALUE, delivery timeout not
-      modelled): a retriable produce error always re-enqueues its batch.
-    * ``coordinatorSupportsBumpingEpoch`` (InitProducerId v3+) and ``max.in.flight.requests`` are
-      configuration (:class:`ClientConfig`); by default the coordinator supports epoch bumps and one batch
-      per partition is in flight (``guaranteeMessageOrder``).
+    * Retries are unlimited (``retries`` = Integer.MAX_VALUE): a retriable produce error always re-enqueues its
+      batch. A batch expires (``delivery.timeout.ms``) only when :func:`expire_batch` says so.
+    * ``coordinatorSupportsBumpingEpoch`` (InitProducerId v3+), ``max.in.flight.requests``, ``batch.size`` (as
+      a record count) and whether ``retry.backoff.ms`` is a step of its own are configuration
+      (:class:`ClientConfig`); by default the coordinator supports epoch bumps, one batch per partition is in
+      flight (``guaranteeMessageOrder``), a batch takes every record not yet drained and a retry goes at once.
     * The priority queue is FIFO among equal priorities (Java's heap leaves that order unspecified).
     * A produce error on a transactional producer is never a retention loss (the response's log start
       offset is assumed known and not past the last acknowledged offset), so UNKNOWN_PRODUCER_ID fails
-      the batch; OUT_OF_ORDER_SEQUENCE_NUMBER always answers the next expected batch (one in flight per
-      partition, nothing expires), so it fails the batch too.
+      the batch; OUT_OF_ORDER_SEQUENCE_NUMBER answering the first batch in flight fails it (its sequence is taken
+      as the next one the broker expects: ``isNextSequence``), and is retried behind an earlier batch still in
+      flight while the partition's sequences are resolved.
 
 Not modelled
-    Idempotent-only producers (``bumpIdempotentEpochAndResetIdIfNeeded``), batch expiry and unresolved
-    sequences (``maybeResolveSequences``), batch splitting (MESSAGE_TOO_LARGE), record sizes, metadata,
-    back-off timing, ``keepPreparedTxn`` on ``initTransactions`` (2PC recovery needs InitProducerId v6
-    fields); ``prepareTransaction`` is modelled.
+    Idempotent-only producers (``bumpIdempotentEpochAndResetIdIfNeeded``), the acknowledgement of a batch
+    already expired (its late answer is ignored), the renumbering of later batches in flight when one fails for good,
+    batch splitting (MESSAGE_TOO_LARGE), record sizes, metadata, back-off timing (a back-off is one step),
+    ``keepPreparedTxn`` on ``initTransactions`` (2PC recovery needs InitProducerId v6 fields);
+    ``prepareTransaction`` is modelled.
 """
 
 from __future__ import annotations
@@ -144,19 +153,113 @@ AUTHENTICATION = "AuthenticationException"
 # ApiException subclasses among the exceptions a transactional call can throw: KafkaProducer.send returns
 # them in the future instead of throwing (and hands them to maybeTransitionToErrorState).
 API_EXCEPTIONS = frozenset(EXCEPTION_NAMES.values()) | {COMMIT_FAILED}
-# maybeTransitionToErrorState: the exceptions that are fatal for any producer.
-FATAL_EXCEPTIONS = frozenset({CLUSTER_AUTHORIZATION, TRANSACTIONAL_ID_AUTHORIZATION, PRODUCER_FENCED,
-                              "UnsupportedVersionException", "InvalidPidMappingException"})
-COORDINATOR_MOVED = frozenset({Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE})
-FENCED_ERRORS = frozenset({Errors.PRODUCER_FENCED, Errors.INVALID_PRODUCER_EPOCH})
-# AddPartitionsToTxn / AddOffsetsToTxn / EndTxn: fatal with the error's own exception (trunk).
-FATAL_COORDINATOR_ERRORS = frozenset({Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, Errors.INVALID_TXN_STATE,
-                                      Errors.INVALID_PRODUCER_ID_MAPPING})
 
 
 def exception_of(error: Errors) -> str:
     """``Errors.exception()`` by simple class name."""
     return str(EXCEPTION_NAMES.get(error, "ApiException"))
+
+
+# --- the error rules: one table per response handler (used here and by spec/producer.py) ---------------
+
+class Reaction(enum.Enum):
+    """A branch of a ``TxnRequestHandler.handleResponse``, or how ``Sender.completeBatch`` settles a produce."""
+
+    DONE = "done"  # result.done() (a produce: completeBatch)
+    LOOKUP_AND_RETRY = "lookup and retry"  # lookupCoordinator, then reenqueue
+    RETRY = "retry"  # reenqueue (a produce: reenqueueBatch, keeping its sequence)
+    ABORTABLE = "abortable"  # abortableError (a produce: maybeTransitionToErrorState)
+    ABORTABLE_IF_POSSIBLE = "abortable if possible"  # abortableErrorIfPossible: a TV < 2 client bumps its epoch
+    FATAL = "fatal"  # fatalError
+
+    @property
+    def retries(self) -> bool:
+        return self in (Reaction.RETRY, Reaction.LOOKUP_AND_RETRY)
+
+
+# maybeTransitionToErrorState: a failed produce (or send) with one of these is fatal for any producer.
+PRODUCE_FATAL_ERRORS = frozenset({Errors.CLUSTER_AUTHORIZATION_FAILED, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                  Errors.PRODUCER_FENCED, Errors.UNSUPPORTED_VERSION,
+                                  Errors.INVALID_PRODUCER_ID_MAPPING})
+FATAL_EXCEPTIONS = frozenset(exception_of(e) for e in PRODUCE_FATAL_ERRORS)
+COORDINATOR_MOVED = frozenset({Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE})
+FENCED_ERRORS = frozenset({Errors.PRODUCER_FENCED, Errors.INVALID_PRODUCER_EPOCH})
+# AddPartitionsToTxn / AddOffsetsToTxn / EndTxn: fatal with the error's own exception (trunk).
+FATAL_COORDINATOR_ERRORS = frozenset({Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, Errors.INVALID_TXN_STATE,
+                                      Errors.INVALID_PRODUCER_ID_MAPPING})
+# TxnOffsetCommitHandler: the group membership errors of KIP-447 (CommitFailedException)
+MEMBERSHIP_ERRORS = frozenset({Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION, Errors.GROUP_ID_NOT_FOUND,
+                               Errors.STALE_MEMBER_EPOCH})
+
+# A rule: (the errors it applies to, None for any error no earlier rule took; the reaction; the exception's simple
+# name, None for the error's own). The first rule whose errors hold the response's error decides.
+Rule: TypeAlias = tuple[frozenset[Errors] | None, Reaction, str | None]
+_R = Reaction
+_OK: Rule = (frozenset({Errors.NONE}), _R.DONE, None)
+_RETRY: tuple[Rule, ...] = ((COORDINATOR_MOVED, _R.LOOKUP_AND_RETRY, None), (RETRIABLE_ERRORS, _R.RETRY, None))
+_FENCED: Rule = (FENCED_ERRORS, _R.FATAL, PRODUCER_FENCED)
+_ABORTABLE: Rule = (frozenset({Errors.TRANSACTION_ABORTABLE}), _R.ABORTABLE, TRANSACTION_ABORTABLE)
+_UNKNOWN_PID: Rule = (frozenset({Errors.UNKNOWN_PRODUCER_ID}), _R.ABORTABLE_IF_POSSIBLE, None)
+_COORDINATOR_FATAL: Rule = (FATAL_COORDINATOR_ERRORS, _R.FATAL, None)
+_ELSE_FATAL: Rule = (None, _R.FATAL, KAFKA_EXCEPTION)
+_ONE = frozenset
+
+# TransactionManager's handlers (trunk), row by row; the key is the request (EndTxn by its result).
+RESPONSE_RULES: Mapping[str, tuple[Rule, ...]] = MappingProxyType({
+    "FindCoordinator": (
+        _OK, (RETRIABLE_ERRORS, _R.RETRY, None),
+        (_ONE({Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}), _R.FATAL, TRANSACTIONAL_ID_AUTHORIZATION),
+        (_ONE({Errors.GROUP_AUTHORIZATION_FAILED}), _R.ABORTABLE, GROUP_AUTHORIZATION), _ABORTABLE, _ELSE_FATAL),
+    "InitProducerId": (
+        _OK, *_RETRY,
+        (_ONE({Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, Errors.CLUSTER_AUTHORIZATION_FAILED}), _R.ABORTABLE, None),
+        _FENCED, _ABORTABLE, _ELSE_FATAL),
+    # AddPartitionsToTxnHandler: after TRANSACTION_ABORTABLE the pending partitions are dropped (see the handler)
+    "AddPartitionsToTxn": (
+        _OK, *_RETRY, _FENCED, _COORDINATOR_FATAL, _UNKNOWN_PID, _ABORTABLE,
+        (_ONE({Errors.TOPIC_AUTHORIZATION_FAILED}), _R.ABORTABLE, TOPIC_AUTHORIZATION),
+        (None, _R.ABORTABLE, KAFKA_EXCEPTION)),  # OPERATION_NOT_ATTEMPTED or unexpected: "Could not add partitions"
+    "AddOffsetsToTxn": (
+        _OK, *_RETRY, _UNKNOWN_PID, _FENCED, _COORDINATOR_FATAL,
+        (_ONE({Errors.GROUP_AUTHORIZATION_FAILED}), _R.ABORTABLE, GROUP_AUTHORIZATION), _ABORTABLE, _ELSE_FATAL),
+    # the group coordinator is looked up again after a timeout too; fatal or abortable drops the pending offsets
+    "TxnOffsetCommit": (
+        _OK, (COORDINATOR_MOVED | {Errors.REQUEST_TIMED_OUT}, _R.LOOKUP_AND_RETRY, None),
+        (RETRIABLE_ERRORS, _R.RETRY, None),
+        (_ONE({Errors.GROUP_AUTHORIZATION_FAILED}), _R.ABORTABLE, GROUP_AUTHORIZATION),
+        (_ONE({Errors.FENCED_INSTANCE_ID, Errors.TRANSACTION_ABORTABLE}), _R.ABORTABLE, None),
+        (MEMBERSHIP_ERRORS, _R.ABORTABLE, COMMIT_FAILED), _FENCED,
+        (_ONE({Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT}), _R.FATAL, None),
+        _ELSE_FATAL),
+    "EndTxn(COMMIT)": (_OK, *_RETRY, _FENCED, _COORDINATOR_FATAL, _UNKNOWN_PID, _ABORTABLE, _ELSE_FATAL),
+    # "Failed to abort transaction": TRANSACTION_ABORTABLE on an abort is fatal
+    "EndTxn(ABORT)": (_OK, *_RETRY, _FENCED, _COORDINATOR_FATAL, _UNKNOWN_PID,
+                      (_ONE({Errors.TRANSACTION_ABORTABLE}), _R.FATAL, KAFKA_EXCEPTION), _ELSE_FATAL),
+})
+
+
+def classify_response(request_name: str, error: Errors, result: TransactionResult | None = None
+                      ) -> tuple[Reaction, str | None]:
+    """What the handler of ``request_name`` does with ``error`` (``result``: an EndTxn's), and the exception it
+    fails with (None when it does not fail)."""
+    key = f"EndTxn({result.value})" if request_name == "EndTxn" and result is not None else request_name
+    for errors, reaction, exception in RESPONSE_RULES[key]:
+        if errors is None or error in errors:
+            failed = reaction in (_R.ABORTABLE, _R.ABORTABLE_IF_POSSIBLE, _R.FATAL)
+            return reaction, (exception or exception_of(error)) if failed else None
+    raise AssertionError(f"no rule of {key} takes {error}")  # pragma: no cover: every table ends with None
+
+
+def classify_produce_error(error: Errors, earlier_in_flight: bool) -> Reaction:
+    """``Sender.completeBatch`` for a transactional producer: NONE and DUPLICATE_SEQUENCE_NUMBER complete the batch;
+    ``canRetry`` retries a retriable error, and an OUT_OF_ORDER_SEQUENCE_NUMBER answering a batch that is not the
+    next one (``!isNextSequence``: an earlier batch of the partition is still in flight); any other error fails
+    the batch (``failBatch``), fatal or abortable as ``maybeTransitionToErrorState`` says."""
+    if error in (Errors.NONE, Errors.DUPLICATE_SEQUENCE_NUMBER):
+        return _R.DONE
+    if error in RETRIABLE_ERRORS or (error is Errors.OUT_OF_ORDER_SEQUENCE_NUMBER and earlier_in_flight):
+        return _R.RETRY
+    return _R.FATAL if error in PRODUCE_FATAL_ERRORS else _R.ABORTABLE
 
 
 TxnRequest: TypeAlias = FindCoordinator | InitProducerId | AddPartitionsToTxn | AddOffsetsToTxn | TxnOffsetCommit \
@@ -169,7 +272,8 @@ class TxnRequestHandler:
     """One queued transactional request (``TxnRequestHandler``) and what its completion means.
 
     ``completes_call``: its result is the one a pending API call waits for (Kafka's
-    ``pendingTransition.result``). ``offsets``: AddOffsetsToTxn's offsets, committed after it succeeds.
+    ``pendingTransition.result``). ``offsets``: AddOffsetsToTxn's offsets, committed after it succeeds, with
+    ``member``: the member id and generation of the consumer group metadata (KIP-447) its TxnOffsetCommit carries.
     """
 
     request: TxnRequest
@@ -177,6 +281,7 @@ class TxnRequestHandler:
     is_retry: bool = False
     completes_call: bool = False
     offsets: tuple[tuple[str, int], ...] = ()
+    member: tuple[str, int] = ("", -1)
 
     @property
     def name(self) -> str:
@@ -207,6 +312,10 @@ class ClientConfig:
     coordinator_supports_bumping_epoch: bool = True  # the coordinator's InitProducerId is v3+
     max_in_flight_per_partition: int = 1  # 1: guaranteeMessageOrder (the partition is muted while in flight)
     max_sequence: int = INT_MAX_VALUE  # sequences wrap to 0 after this
+    # batch.size as a record count (None: a batch takes every record of its partition not yet drained)
+    max_batch_records: int | None = None
+    # retry.backoff.ms: a batch re-enqueued for a retry waits until retry_backoff_elapsed (False: no wait)
+    retry_backoff: bool = False
 
 
 DEFAULT_CONFIG = ClientConfig()
@@ -238,8 +347,12 @@ class ClientState:
     # idempotence and the accumulator
     sequences: tuple[tuple[str, int], ...] = ()  # next sequence per partition, sorted
     accumulator: tuple[tuple[str, int], ...] = ()  # undrained records: (partition, record count), in order
-    retry_batches: tuple[Produce, ...] = ()  # sent batches re-enqueued for a retry (they keep their sequence)
+    retry_batches: tuple[Produce, ...] = ()  # sent batches re-enqueued for a retry (keeping their sequence), in order
     in_flight_batches: tuple[Produce, ...] = ()
+    backing_off: frozenset[Produce] = frozenset()  # retry batches whose retry.backoff.ms has not elapsed
+    retried: frozenset[Produce] = frozenset()  # batches re-enqueued at least once (ProducerBatch.inRetry)
+    last_acked: tuple[tuple[str, int], ...] = ()  # lastAckedSequence per partition, sorted (none: -1)
+    unresolved: tuple[tuple[str, int], ...] = ()  # partitionsWithUnresolvedSequences: partition -> next sequence
 
     @property
     def tv2(self) -> bool:
@@ -418,8 +531,8 @@ def _throw_if_in_prepared_state(c: ClientState) -> None:
 
 
 def _reset_sequence_numbers(c: ClientState) -> ClientState:
-    """``resetSequenceNumbers``: every partition starts again at sequence 0."""
-    return replace(c, sequences=())
+    """``resetSequenceNumbers``: every partition starts again at sequence 0, nothing acknowledged."""
+    return replace(c, sequences=(), last_acked=(), unresolved=())
 
 
 def reset_transaction_state(c: ClientState) -> ClientState:
@@ -470,37 +583,92 @@ def _send_allowed(c: ClientState, partition: str) -> bool:
     return c.state is not FATAL_ERROR and partition in c.partitions
 
 
+def sequence_precedes(first: Produce, second: Produce, config: ClientConfig = DEFAULT_CONFIG) -> bool:
+    """``first`` was sent before ``second`` on the same partition with the same producer id and epoch: its
+    sequence is lower (``TxnPartitionEntry.inflightBatchesBySequence``), taken across the wrap to 0 after
+    ``config.max_sequence`` within the in-flight window (Kafka's sequences never wrap in flight; a model's small
+    ``max_sequence`` may)."""
+    if (first.partition, first.producer_id, first.producer_epoch) \
+            != (second.partition, second.producer_id, second.producer_epoch):
+        return False
+    distance = (second.base_sequence - first.base_sequence) % (config.max_sequence + 1)
+    return 0 < distance < config.max_in_flight_per_partition
+
+
+def _earlier_in_flight(c: ClientState, batch: Produce, config: ClientConfig = DEFAULT_CONFIG) -> bool:
+    """A batch sent before ``batch`` is still in flight or waiting for its retry: ``batch`` is not the next
+    sequence the broker expects (``isNextSequence``) nor the first in flight (``firstInFlightSequence``)."""
+    return any(sequence_precedes(b, batch, config) for b in (*c.in_flight_batches, *c.retry_batches))
+
+
+def _reenqueue_batch(c: ClientState, batch: Produce, config: ClientConfig) -> ClientState:
+    """``RecordAccumulator.reenqueue``: the batch goes back in sequence order (``insertInSequenceOrder``), keeping
+    its sequence, and backs off (``retry.backoff.ms``) when the configuration says so."""
+    retry = [b for b in c.retry_batches if b.partition != batch.partition or sequence_precedes(b, batch, config)]
+    later = [b for b in c.retry_batches if b not in retry]
+    c = replace(c, retry_batches=(*retry, batch, *later), retried=c.retried | {batch})
+    return replace(c, backing_off=c.backing_off | {batch}) if config.retry_backoff else c
+
+
+def adjust_sequences_due_to_failed_batch(c: ClientState, batch: Produce, config: ClientConfig = DEFAULT_CONFIG
+                                         ) -> ClientState:
+    """``TxnPartitionMap.adjustSequencesDueToFailedBatch``: a batch of the current producer id and epoch that failed
+    for good gives its sequence numbers back, so the partition's next batch takes them. (Kafka also renumbers the
+    later batches in flight; here they keep theirs: the transaction aborts, and an epoch bump or TV2's EndTxn
+    restarts the sequences.)"""
+    if (batch.producer_id, batch.producer_epoch) != (c.producer_id, c.producer_epoch) \
+            or not any(p == batch.partition for p, _ in c.sequences):
+        return c  # the partition's sequences restarted since (a new epoch): nothing to give back
+    seq = decrement_sequence(c.next_sequence(batch.partition), batch.record_count, config.max_sequence)
+    return replace(c, sequences=_set_pair(c.sequences, batch.partition, seq))
+
+
 def next_produce(c: ClientState, partition: str, config: ClientConfig = DEFAULT_CONFIG
                  ) -> tuple[ClientState, Produce | None]:
     """``RecordAccumulator.drain`` for one partition: the next batch to send, with its sequence, if any.
 
-    A batch waiting for a retry goes first, unchanged. Otherwise the partition's undrained records form
-    one batch with the current producer id and epoch and the partition's next sequence (which then
-    advances, wrapping to 0 after ``config.max_sequence``).
+    A batch waiting for a retry goes first, unchanged, once its back-off has elapsed (``shouldBackoff``) and no
+    batch before it is in flight (``shouldStopDrainBatchesForPartition``: ``firstInFlightSequence``); while one
+    waits, no new batch goes. Otherwise the partition's undrained records (at most ``config.max_batch_records``)
+    form one batch with the current producer id and epoch and the partition's next sequence (which then
+    advances, wrapping to 0 after ``config.max_sequence``), unless a batch of an older producer id or epoch is
+    still in flight (``hasStaleProducerIdAndEpoch``).
     """
     if not _send_allowed(c, partition) or not c.has_producer_id:
         return c, None
     in_flight = [b for b in c.in_flight_batches if b.partition == partition]
     if len(in_flight) >= config.max_in_flight_per_partition:
         return c, None  # muted
-    for batch in c.retry_batches:
-        if batch.partition == partition:
-            if in_flight and batch.base_sequence != min(b.base_sequence for b in in_flight):
-                return c, None
-            retry = list(c.retry_batches)
-            retry.remove(batch)
-            return replace(c, retry_batches=tuple(retry), in_flight_batches=(*c.in_flight_batches, batch)), batch
-    count = sum(n for p, n in c.accumulator if p == partition)
-    if count == 0:
+    retries = [b for b in c.retry_batches if b.partition == partition]
+    if retries:
+        batch = retries[0]  # the first of the partition's deque
+        if batch in c.backing_off or any(sequence_precedes(b, batch, config) for b in in_flight):
+            return c, None
+        retry = list(c.retry_batches)
+        retry.remove(batch)
+        return replace(c, retry_batches=tuple(retry), in_flight_batches=(*c.in_flight_batches, batch)), batch
+    undrained = sum(n for p, n in c.accumulator if p == partition)
+    if undrained == 0:
         return c, None
     if any((b.producer_id, b.producer_epoch) != (c.producer_id, c.producer_epoch) for b in in_flight):
         return c, None  # no new batch while batches of an older epoch are in flight
+    if any(p == partition for p, _ in c.unresolved):
+        return c, None  # nor while the fate of an expired batch's sequence is unknown (hasUnresolvedSequence)
+    count = undrained if config.max_batch_records is None else min(undrained, config.max_batch_records)
     seq = c.next_sequence(partition)
     batch = Produce(partition, c.producer_id, c.producer_epoch, seq, count, True, c.transactional_id)
-    c = replace(c, accumulator=tuple((p, n) for p, n in c.accumulator if p != partition),
+    accumulator = tuple((p, n - count if p == partition else n) for p, n in c.accumulator)
+    c = replace(c, accumulator=tuple((p, n) for p, n in accumulator if n > 0),
                 sequences=_set_pair(c.sequences, partition, increment_sequence(seq, count, config.max_sequence)),
                 in_flight_batches=(*c.in_flight_batches, batch))
     return c, batch
+
+
+def retry_backoff_elapsed(c: ClientState, batch: Produce, config: ClientConfig = DEFAULT_CONFIG
+                          ) -> tuple[ClientState, ClientOutcome]:
+    """``retry.backoff.ms`` has elapsed for ``batch`` (re-enqueued with ``config.retry_backoff``): the Sender may
+    drain it again."""
+    return _step(replace(c, backing_off=c.backing_off - {batch}), config)
 
 
 def _abort_undrained_batches(c: ClientState) -> ClientState:
@@ -510,7 +678,8 @@ def _abort_undrained_batches(c: ClientState) -> ClientState:
 
 def _abort_batches(c: ClientState) -> ClientState:
     """``Sender.maybeAbortBatches``: every incomplete batch fails (fatal error)."""
-    return replace(c, accumulator=(), retry_batches=(), in_flight_batches=())
+    return replace(c, accumulator=(), retry_batches=(), in_flight_batches=(), backing_off=frozenset(),
+                   retried=frozenset())
 
 
 def awaiting_authorization_reset(c: ClientState) -> bool:
@@ -535,6 +704,8 @@ def sender_handle_authorization_error(c: ClientState) -> tuple[ClientState, Clie
 
 def _run_once(c: ClientState, config: ClientConfig) -> tuple[ClientState, tuple[TxnRequest | Produce, ...]]:
     """``Sender.runOnce``: one iteration (see :func:`run_sender`)."""
+    if c.unresolved:
+        c = maybe_resolve_sequences(c, config)
     if c.state is FATAL_ERROR:
         return _abort_batches(c), ()
     if awaiting_authorization_reset(c):
@@ -716,9 +887,11 @@ def send(c: ClientState, partition: str, config: ClientConfig = DEFAULT_CONFIG) 
 
 
 def send_offsets_to_transaction(c: ClientState, group_id: str, offsets: Mapping[str, int] | None = None,
-                                config: ClientConfig = DEFAULT_CONFIG) -> tuple[ClientState, ClientOutcome]:
+                                config: ClientConfig = DEFAULT_CONFIG, member: tuple[str, int] = ("", -1)
+                                ) -> tuple[ClientState, ClientOutcome]:
     """``sendOffsetsToTransaction``: TV2 sends TxnOffsetCommit directly (the transaction has started);
-    TV < 2 sends AddOffsetsToTxn first, then TxnOffsetCommit."""
+    TV < 2 sends AddOffsetsToTxn first, then TxnOffsetCommit. ``member``: the member id and generation of the
+    ``ConsumerGroupMetadata`` (KIP-447; the default: outside group management)."""
     commit = tuple(sorted((offsets or {}).items()))
     try:
         _throw_if_pending_state(c)
@@ -728,13 +901,14 @@ def send_offsets_to_transaction(c: ClientState, group_id: str, offsets: Mapping[
     except _Throw as thrown:
         return c, ClientOutcome(thrown.name)
     if c.tv2:
-        request: TxnRequest = TxnOffsetCommit(c.transactional_id, group_id, c.producer_id, c.producer_epoch, commit)
+        request: TxnRequest = TxnOffsetCommit(c.transactional_id, group_id, c.producer_id, c.producer_epoch, commit,
+                                              *member)
         c = replace(c, pending_offsets=tuple(sorted(dict((*c.pending_offsets, *commit)).items())),
                     transaction_started=True)
         handler = TxnRequestHandler(request, Priority.ADD_PARTITIONS_OR_OFFSETS)
     else:
         request = AddOffsetsToTxn(c.transactional_id, c.producer_id, c.producer_epoch, group_id)
-        handler = TxnRequestHandler(request, Priority.ADD_PARTITIONS_OR_OFFSETS, offsets=commit)
+        handler = TxnRequestHandler(request, Priority.ADD_PARTITIONS_OR_OFFSETS, offsets=commit, member=member)
     return _step(_enqueue(c, handler), config)
 
 
@@ -847,41 +1021,37 @@ def _done(c: ClientState, handler: TxnRequestHandler) -> ClientState:
     return _complete_result(c, handler)
 
 
-def _fatal(c: ClientState, handler: TxnRequestHandler, error: str) -> ClientState:
-    """``TxnRequestHandler.fatalError``."""
-    return _fatal_error(_complete_result(c, handler), error)
-
-
-def _abortable(c: ClientState, handler: TxnRequestHandler, error: str) -> ClientState:
-    """``TxnRequestHandler.abortableError``."""
-    return _abortable_error(_complete_result(c, handler), error)
-
-
-def _abortable_if_possible(c: ClientState, handler: TxnRequestHandler, error: str,
-                           config: ClientConfig) -> ClientState:
-    return _abortable_error_if_possible(_complete_result(c, handler), error, config)
+def _react(c: ClientState, handler: TxnRequestHandler, reaction: Reaction, exception: str | None,
+           config: ClientConfig) -> ClientState:
+    """A failed or retried response, as ``RESPONSE_RULES`` says (``reenqueue``, ``lookupCoordinator``,
+    ``abortableError``, ``abortableErrorIfPossible``, ``fatalError``)."""
+    if reaction is Reaction.LOOKUP_AND_RETRY:
+        kind = handler.coordinator_type or CoordinatorType.TRANSACTION
+        key = handler.coordinator_key if kind is CoordinatorType.GROUP else c.transactional_id
+        return _reenqueue(lookup_coordinator(c, kind, key), handler)
+    if reaction is Reaction.RETRY:
+        return _reenqueue(c, handler)
+    assert exception is not None
+    c = _complete_result(c, handler)
+    if reaction is Reaction.ABORTABLE:
+        return _abortable_error(c, exception)  # TxnRequestHandler.abortableError
+    if reaction is Reaction.ABORTABLE_IF_POSSIBLE:
+        return _abortable_error_if_possible(c, exception, config)
+    return _fatal_error(c, exception)  # TxnRequestHandler.fatalError
 
 
 def handle_find_coordinator_response(c: ClientState, handler: TxnRequestHandler, response: Response,
                                      config: ClientConfig = DEFAULT_CONFIG) -> ClientState:
     """``FindCoordinatorHandler.handleResponse``."""
     assert isinstance(handler.request, FindCoordinator)
-    error = response.error
-    if error is Errors.NONE:
+    reaction, exception = classify_response("FindCoordinator", response.error)
+    if reaction is Reaction.DONE:
         if handler.request.key_type is CoordinatorType.GROUP:
             c = replace(c, group_coordinator_known=True)
         else:
             c = replace(c, txn_coordinator_known=True)
         return _done(c, handler)
-    if error in RETRIABLE_ERRORS:
-        return _reenqueue(c, handler)
-    if error is Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
-        return _fatal(c, handler, TRANSACTIONAL_ID_AUTHORIZATION)
-    if error is Errors.GROUP_AUTHORIZATION_FAILED:
-        return _abortable(c, handler, GROUP_AUTHORIZATION)
-    if error is Errors.TRANSACTION_ABORTABLE:
-        return _abortable(c, handler, TRANSACTION_ABORTABLE)
-    return _fatal(c, handler, KAFKA_EXCEPTION)
+    return _react(c, handler, reaction, exception, config)
 
 
 def handle_init_producer_id_response(c: ClientState, handler: TxnRequestHandler, response: Response,
@@ -889,86 +1059,47 @@ def handle_init_producer_id_response(c: ClientState, handler: TxnRequestHandler,
     """``InitProducerIdHandler.handleResponse``: NONE -> READY with the new id/epoch (an epoch bump also
     restarts every sequence); authorization errors and TRANSACTION_ABORTABLE are abortable; fencing and
     anything unexpected are fatal."""
-    error = response.error
-    epoch_bump = handler.priority is Priority.EPOCH_BUMP
-    if error is Errors.NONE:
+    reaction, exception = classify_response("InitProducerId", response.error)
+    if reaction is Reaction.DONE:
         assert isinstance(response, InitProducerIdResponse)
         c = replace(c, producer_id=response.producer_id, producer_epoch=response.producer_epoch)
         c = _transition(c, READY, sender=True)
         # an epoch bump restarts every sequence; a first init adopts the finalized transaction version
         # (KafkaProducer.initTransactions after its await)
+        epoch_bump = handler.priority is Priority.EPOCH_BUMP
         c = _reset_sequence_numbers(c) if epoch_bump else maybe_update_transaction_v2_enabled(c, True)
         return _done(c, handler)
-    if error in COORDINATOR_MOVED:
-        c = lookup_coordinator(c, CoordinatorType.TRANSACTION, c.transactional_id)
-        return _reenqueue(c, handler)
-    if error in RETRIABLE_ERRORS:
-        return _reenqueue(c, handler)
-    if error is Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED or error is Errors.CLUSTER_AUTHORIZATION_FAILED:
-        return _abortable(c, handler, exception_of(error))
-    if error in FENCED_ERRORS:
-        return _fatal(c, handler, PRODUCER_FENCED)
-    if error is Errors.TRANSACTION_ABORTABLE:
-        return _abortable(c, handler, TRANSACTION_ABORTABLE)
-    return _fatal(c, handler, KAFKA_EXCEPTION)
+    return _react(c, handler, reaction, exception, config)
 
 
 def handle_add_partitions_to_txn_response(c: ClientState, handler: TxnRequestHandler, response: Response,
                                           config: ClientConfig = DEFAULT_CONFIG) -> ClientState:
     """``AddPartitionsToTxnHandler.handleResponse`` (one error for every partition of the request)."""
     assert isinstance(handler.request, AddPartitionsToTxn)
-    error = response.error
+    reaction, exception = classify_response("AddPartitionsToTxn", response.error)
     partitions = handler.request.partitions
-    if error in COORDINATOR_MOVED:
-        c = lookup_coordinator(c, CoordinatorType.TRANSACTION, c.transactional_id)
-        return _reenqueue(c, handler)
-    if error in RETRIABLE_ERRORS:  # CONCURRENT_TRANSACTIONS only shortens the back-off
-        return _reenqueue(c, handler)
-    if error in FENCED_ERRORS:
-        return _fatal(c, handler, PRODUCER_FENCED)
-    if error in FATAL_COORDINATOR_ERRORS:
-        return _fatal(c, handler, exception_of(error))
-    if error is Errors.UNKNOWN_PRODUCER_ID:
-        return _abortable_if_possible(c, handler, exception_of(error), config)
-    if error is Errors.TRANSACTION_ABORTABLE:
-        return _abortable(c, handler, TRANSACTION_ABORTABLE)
-    c = replace(c, pending_partitions=c.pending_partitions - partitions)
-    if error is Errors.TOPIC_AUTHORIZATION_FAILED:
-        return _abortable(c, handler, TOPIC_AUTHORIZATION)
-    if error is not Errors.NONE:  # OPERATION_NOT_ATTEMPTED or unexpected: "Could not add partitions"
-        return _abortable(c, handler, KAFKA_EXCEPTION)
-    c = replace(c, partitions=c.partitions | partitions, transaction_started=True)
-    return _done(c, handler)
+    if reaction is Reaction.DONE or exception in (TOPIC_AUTHORIZATION, KAFKA_EXCEPTION):
+        # the handler's loop ran to its end: the partitions leave the pending set whatever the result
+        c = replace(c, pending_partitions=c.pending_partitions - partitions)
+    if reaction is Reaction.DONE:
+        c = replace(c, partitions=c.partitions | partitions, transaction_started=True)
+        return _done(c, handler)
+    return _react(c, handler, reaction, exception, config)
 
 
 def handle_add_offsets_to_txn_response(c: ClientState, handler: TxnRequestHandler, response: Response,
                                        config: ClientConfig = DEFAULT_CONFIG) -> ClientState:
     """``AddOffsetsToTxnHandler.handleResponse``: NONE enqueues the TxnOffsetCommit (same result)."""
     assert isinstance(handler.request, AddOffsetsToTxn)
-    error = response.error
-    if error is Errors.NONE:
+    reaction, exception = classify_response("AddOffsetsToTxn", response.error)
+    if reaction is Reaction.DONE:
         request = TxnOffsetCommit(c.transactional_id, handler.request.group_id, c.producer_id, c.producer_epoch,
-                                  handler.offsets)
+                                  handler.offsets, *handler.member)
         c = replace(c, pending_offsets=tuple(sorted(dict((*c.pending_offsets, *handler.offsets)).items())),
                     transaction_started=True)
         return _enqueue(c, TxnRequestHandler(request, Priority.ADD_PARTITIONS_OR_OFFSETS,
                                              completes_call=handler.completes_call))
-    if error in COORDINATOR_MOVED:
-        c = lookup_coordinator(c, CoordinatorType.TRANSACTION, c.transactional_id)
-        return _reenqueue(c, handler)
-    if error in RETRIABLE_ERRORS:
-        return _reenqueue(c, handler)
-    if error is Errors.UNKNOWN_PRODUCER_ID:
-        return _abortable_if_possible(c, handler, exception_of(error), config)
-    if error in FENCED_ERRORS:
-        return _fatal(c, handler, PRODUCER_FENCED)
-    if error in FATAL_COORDINATOR_ERRORS:
-        return _fatal(c, handler, exception_of(error))
-    if error is Errors.GROUP_AUTHORIZATION_FAILED:
-        return _abortable(c, handler, GROUP_AUTHORIZATION)
-    if error is Errors.TRANSACTION_ABORTABLE:
-        return _abortable(c, handler, TRANSACTION_ABORTABLE)
-    return _fatal(c, handler, KAFKA_EXCEPTION)
+    return _react(c, handler, reaction, exception, config)
 
 
 def handle_txn_offset_commit_response(c: ClientState, handler: TxnRequestHandler, response: Response,
@@ -977,31 +1108,16 @@ def handle_txn_offset_commit_response(c: ClientState, handler: TxnRequestHandler
     looked up again on COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR / REQUEST_TIMED_OUT; other retriable
     errors retry; group-membership errors are abortable (CommitFailedException); fencing is fatal."""
     assert isinstance(handler.request, TxnOffsetCommit)
-    error = response.error
-    committed = {p for p, _ in handler.request.offsets}
-    if error is Errors.NONE:
+    reaction, exception = classify_response("TxnOffsetCommit", response.error)
+    if reaction is Reaction.DONE:
+        committed = {p for p, _ in handler.request.offsets}
         c = replace(c, pending_offsets=tuple((p, o) for p, o in c.pending_offsets if p not in committed))
         if not c.pending_offsets:
             return _done(c, handler)
         return _reenqueue(c, handler)
-    if error in COORDINATOR_MOVED or error is Errors.REQUEST_TIMED_OUT:
-        c = lookup_coordinator(c, CoordinatorType.GROUP, handler.request.group_id)
-        return _reenqueue(c, handler)
-    if error in RETRIABLE_ERRORS:
-        return _reenqueue(c, handler)
-    c = replace(c, pending_offsets=())  # the result completed exceptionally
-    if error is Errors.GROUP_AUTHORIZATION_FAILED:
-        return _abortable(c, handler, GROUP_AUTHORIZATION)
-    if error in (Errors.FENCED_INSTANCE_ID, Errors.TRANSACTION_ABORTABLE):
-        return _abortable(c, handler, exception_of(error))
-    if error in (Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION, Errors.GROUP_ID_NOT_FOUND,
-                 Errors.STALE_MEMBER_EPOCH):
-        return _abortable(c, handler, COMMIT_FAILED)
-    if error in FENCED_ERRORS:
-        return _fatal(c, handler, PRODUCER_FENCED)
-    if error in (Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT):
-        return _fatal(c, handler, exception_of(error))
-    return _fatal(c, handler, KAFKA_EXCEPTION)
+    if not reaction.retries:
+        c = replace(c, pending_offsets=())  # the result completed exceptionally
+    return _react(c, handler, reaction, exception, config)
 
 
 def handle_end_txn_response(c: ClientState, handler: TxnRequestHandler, response: Response,
@@ -1010,48 +1126,22 @@ def handle_end_txn_response(c: ClientState, handler: TxnRequestHandler, response
     restarting sequences, and resets the transaction (READY, or INITIALIZING before a client epoch bump).
     TRANSACTION_ABORTABLE is abortable on a commit but fatal (KafkaException) on an abort."""
     assert isinstance(handler.request, EndTxn)
-    error = response.error
-    if error is Errors.NONE:
+    reaction, exception = classify_response("EndTxn", response.error, handler.request.result)
+    if reaction is Reaction.DONE:
         if isinstance(response, EndTxnResponse) and response.producer_id != NO_PRODUCER_ID:
             c = _reset_sequence_numbers(replace(c, producer_id=response.producer_id,
                                                 producer_epoch=response.producer_epoch))
         return _done(reset_transaction_state(c), handler)
-    if error in COORDINATOR_MOVED:
-        c = lookup_coordinator(c, CoordinatorType.TRANSACTION, c.transactional_id)
-        return _reenqueue(c, handler)
-    if error in RETRIABLE_ERRORS:
-        return _reenqueue(c, handler)
-    if error in FENCED_ERRORS:
-        return _fatal(c, handler, PRODUCER_FENCED)
-    if error in FATAL_COORDINATOR_ERRORS:
-        return _fatal(c, handler, exception_of(error))
-    if error is Errors.UNKNOWN_PRODUCER_ID:
-        return _abortable_if_possible(c, handler, exception_of(error), config)
-    if error is Errors.TRANSACTION_ABORTABLE:
-        if handler.request.result is TransactionResult.ABORT:
-            return _fatal(c, handler, KAFKA_EXCEPTION)  # "Failed to abort transaction"
-        return _abortable(c, handler, TRANSACTION_ABORTABLE)
-    return _fatal(c, handler, KAFKA_EXCEPTION)
-
-
-def _produce_exception(error: Errors) -> str:
-    """``Sender.failBatch``'s top-level exception for a produce error."""
-    return exception_of(error)
-
-
-def can_retry_produce(c: ClientState, error: Errors) -> bool:
-    """``Sender.canRetry`` with ``TransactionManager.canRetry`` for a transactional producer (unlimited
-    retries, no delivery timeout): retriable errors retry; UNKNOWN_PRODUCER_ID and
-    OUT_OF_ORDER_SEQUENCE_NUMBER fail the batch (see the module's assumptions)."""
-    return error in RETRIABLE_ERRORS
+    return _react(c, handler, reaction, exception, config)
 
 
 def handle_produce_response(c: ClientState, response: ProduceResponse, request: Produce | None = None,
                             config: ClientConfig = DEFAULT_CONFIG) -> ClientState:
     """``Sender.completeBatch``: success (or DUPLICATE_SEQUENCE_NUMBER) completes the batch; a retriable
-    error re-enqueues it with its sequence; any other error fails it (``handleFailedBatch``): the
-    manager's error state follows ``maybeTransitionToErrorState``; UNKNOWN_PRODUCER_ID restarts the
-    partition's sequence at 0, other errors give the batch's sequence numbers back."""
+    error re-enqueues it with its sequence (:func:`classify_produce_error`); any other error fails it
+    (``handleFailedBatch``): the manager's error state follows ``maybeTransitionToErrorState``;
+    UNKNOWN_PRODUCER_ID restarts the partition's sequence at 0, other errors give the batch's sequence numbers
+    back (``adjustSequencesDueToFailedBatch``)."""
     batch = request if request is not None else (c.in_flight_batches[0] if c.in_flight_batches else None)
     if batch is None or batch not in c.in_flight_batches:
         return c  # the batch was already aborted or answered: nothing to complete
@@ -1059,22 +1149,75 @@ def handle_produce_response(c: ClientState, response: ProduceResponse, request: 
     remaining.remove(batch)
     c = replace(c, in_flight_batches=tuple(remaining))
     error = response.error
-    if error is Errors.NONE:
-        return c
-    if can_retry_produce(c, error):
-        return replace(c, retry_batches=(batch, *c.retry_batches))
-    if error is Errors.DUPLICATE_SEQUENCE_NUMBER:
-        return c
+    # canRetry: an OUT_OF_ORDER_SEQUENCE_NUMBER is retried only while the partition's sequences are resolved
+    unresolved = any(p == batch.partition for p, _ in c.unresolved)
+    reaction = classify_produce_error(error, _earlier_in_flight(c, batch, config) and not unresolved)
+    if reaction is Reaction.RETRY:
+        return _reenqueue_batch(c, batch, config)
+    c = replace(c, retried=c.retried - {batch})
+    if reaction is Reaction.DONE:
+        return _acknowledged(c, batch, config)  # handleCompletedBatch
     # failBatch -> handleFailedBatch(batch, exception, adjustSequenceNumbers=True)
-    c = maybe_transition_to_error_state(c, _produce_exception(error), config)
+    c = maybe_transition_to_error_state(c, exception_of(error), config)
     if c.state is FATAL_ERROR:
         return c
-    if error is Errors.UNKNOWN_PRODUCER_ID:
-        return replace(c, sequences=_set_pair(c.sequences, batch.partition, None))
-    if (batch.producer_id, batch.producer_epoch) == (c.producer_id, c.producer_epoch) \
-            and any(p == batch.partition for p, _ in c.sequences):
-        seq = decrement_sequence(c.next_sequence(batch.partition), batch.record_count, config.max_sequence)
-        c = replace(c, sequences=_set_pair(c.sequences, batch.partition, seq))
+    if error is Errors.UNKNOWN_PRODUCER_ID:  # resetSequenceForPartition
+        return replace(c, sequences=_set_pair(c.sequences, batch.partition, None),
+                       last_acked=_set_pair(c.last_acked, batch.partition, None))
+    return adjust_sequences_due_to_failed_batch(c, batch, config)
+
+
+def _acknowledged(c: ClientState, batch: Produce, config: ClientConfig) -> ClientState:
+    """``maybeUpdateLastAckedSequence``: the partition's last acknowledged sequence moves up to the batch's last
+    (sequences compared across the wrap: newer within half the sequence space)."""
+    last = increment_sequence(batch.base_sequence, batch.record_count - 1, config.max_sequence)
+    known = [seq for p, seq in c.last_acked if p == batch.partition]
+    if known and not 0 < (last - known[0]) % (config.max_sequence + 1) <= (config.max_sequence + 1) // 2:
+        return c
+    return replace(c, last_acked=_set_pair(c.last_acked, batch.partition, last))
+
+
+def _is_next_sequence(c: ClientState, partition: str, sequence: int, config: ClientConfig) -> bool:
+    """``isNextSequence``: ``sequence`` follows the partition's last acknowledged one (-1 when none)."""
+    last = next((seq for p, seq in c.last_acked if p == partition), -1)
+    return sequence == increment_sequence(last, 1, config.max_sequence)
+
+
+def expire_batch(c: ClientState, batch: Produce, config: ClientConfig = DEFAULT_CONFIG
+                 ) -> tuple[ClientState, ClientOutcome]:
+    """``delivery.timeout.ms`` has passed for ``batch``, in flight or waiting for its retry
+    (``Sender.sendProducerData``): ``failBatch`` with a TimeoutException and ``adjustSequenceNumbers`` false (nobody
+    knows whether it was written), and a batch that was retried leaves its partition's sequence unresolved
+    (``markSequenceUnresolved``) until :func:`maybe_resolve_sequences` settles it. An answer that comes later is
+    ignored."""
+    if batch not in c.in_flight_batches and batch not in c.retry_batches:
+        return c, ClientOutcome()
+    in_retry = batch in c.retried
+    c = replace(c, in_flight_batches=tuple(b for b in c.in_flight_batches if b != batch),
+                retry_batches=tuple(b for b in c.retry_batches if b != batch), backing_off=c.backing_off - {batch},
+                retried=c.retried - {batch})
+    try:
+        c = maybe_transition_to_error_state(c, exception_of(Errors.REQUEST_TIMED_OUT), config)
+    except _Poisoned as poisoned:
+        c = poisoned.state
+    if in_retry:
+        after = increment_sequence(batch.base_sequence, batch.record_count, config.max_sequence)
+        known = [seq for p, seq in c.unresolved if p == batch.partition]
+        c = replace(c, unresolved=_set_pair(c.unresolved, batch.partition, known[0] if known else after))
+    return _step(c, config)
+
+
+def maybe_resolve_sequences(c: ClientState, config: ClientConfig = DEFAULT_CONFIG) -> ClientState:
+    """``maybeResolveSequences`` (each Sender iteration): a partition whose batches are all done is resolved if its
+    next sequence follows the last acknowledged one (later batches were written after all); otherwise the client
+    cannot know what the broker holds: abortable with a client epoch bump for TV < 2, fatal if no bump is possible
+    (``transitionToAbortableErrorOrFatalError``)."""
+    for partition, _ in c.unresolved:
+        if any(b.partition == partition for b in (*c.in_flight_batches, *c.retry_batches)):
+            continue
+        c = replace(c, unresolved=_set_pair(c.unresolved, partition, None))
+        if not _is_next_sequence(c, partition, c.next_sequence(partition), config):
+            c = _abortable_error_if_possible(c, KAFKA_EXCEPTION, config)
     return c
 
 
@@ -1089,10 +1232,12 @@ _HANDLERS: Mapping[str, _Handler] = {
 }
 
 __all__ = [
-    "DEFAULT_CONFIG", "VALID_PREVIOUS_STATES", "ClientConfig", "ClientOutcome", "ClientState", "Priority", "State",
-    "TxnRequestHandler", "abort_transaction", "awaiting_authorization_reset", "begin_transaction",
-    "commit_transaction", "decrement_sequence", "exception_of", "finalized_features_changed", "increment_sequence",
-    "init_transactions", "is_transition_valid", "maybe_fail_with_error", "maybe_transition_to_error_state",
-    "next_produce", "next_request", "on_disconnect", "on_response", "prepare_transaction", "run_sender", "send",
-    "send_offsets_to_transaction", "sender_handle_authorization_error",
+    "DEFAULT_CONFIG", "PRODUCE_FATAL_ERRORS", "RESPONSE_RULES", "VALID_PREVIOUS_STATES", "ClientConfig",
+    "ClientOutcome", "ClientState", "Priority", "Reaction", "State", "TxnRequestHandler", "abort_transaction",
+    "adjust_sequences_due_to_failed_batch", "awaiting_authorization_reset", "begin_transaction",
+    "classify_produce_error", "classify_response", "commit_transaction", "decrement_sequence", "exception_of",
+    "expire_batch", "finalized_features_changed", "increment_sequence", "init_transactions", "is_transition_valid",
+    "maybe_fail_with_error", "maybe_resolve_sequences", "maybe_transition_to_error_state", "next_produce",
+    "next_request", "on_disconnect", "on_response", "prepare_transaction", "retry_backoff_elapsed", "run_sender",
+    "send", "send_offsets_to_transaction", "sender_handle_authorization_error", "sequence_precedes",
 ]

@@ -90,7 +90,8 @@ def environment_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
         if b.expire_batch:
             used = contexts(network, who)
             for batch in sorted(p.in_flight):
-                q, sent = dispatched(system.client, expire_batch(system.client, p, batch), used)
+                gave_up = expire_batch(system.client, p, batch, waiting=batch not in used)
+                q, sent = dispatched(system.client, gave_up, used)
                 yield (intern(Action(K.EXPIRE_BATCH, who, partition=batch[0], batch=batch)),
                        make(cs, partitions, group, with_producer(producers, q), send(network, *sent),
                             spend(b, "expire_batch"), ghost))
@@ -170,7 +171,8 @@ def _client_retries(c: ClientConfig, p: Producer, used: frozenset[object]
             resend = intern(Envelope(who, partition, Produce(partition, producer_id, epoch, seq, 1, True,
                                                              p.transactional_id), key, p.tag))
             # the Sender loop that drains the retry drains what may follow it (nothing, with one in flight)
-            q, sent = dispatched(c, p, used | {key})
+            in_retry = replace(p, retried=p.retried | {key}) if c.expires_batches else p
+            q, sent = dispatched(c, in_retry, used | {key})
             retries.append((intern(Action(K.RETRY, who, resend)), intern(q), (resend, *sent)))
     return tuple(retries)
 

@@ -1,23 +1,28 @@
-"""The producer client of the system model: the application's progress and its ``TransactionManager``.
+"""The producer client of the system model: the application's progress and a projection of its client.
 
 System
     One :class:`Producer` per producer instance: the phase of ``TransactionManager.State``, its producer id
     and epoch, the transactional request in flight, the partitions added or waiting to be added, the
     handlers queued in ``TransactionManager.pendingRequests``, the records not yet sent, the batches in
-    flight with their sequences. All functions here are pure functions of a producer (and the
-    :class:`ClientConfig`): the system model (:mod:`txnspec.spec.system`) composes them with the network.
+    flight with their sequences. It is a named projection of the one client, :mod:`txnspec.spec.client`
+    (:mod:`txnspec.spec.projection` says what it keeps, what it abstracts and why, and lifts a producer back
+    into the client's state; ``tests/spec/test_client_agreement.py`` shows both take the same steps). All
+    functions here are pure functions of a producer (and the :class:`ClientConfig`): the system model
+    (:mod:`txnspec.spec.system`) composes them with the network.
 
     * :func:`dispatch` is ``Sender.runOnce``: it sends every request the client can send now (one
       transactional request in flight; EndTxn only once no produce is in flight, as ``KafkaProducer``
       flushes before committing; TV1 adds partitions before producing; TV2 produces directly; requests of
       equal priority, AddPartitionsToTxn, AddOffsetsToTxn and TxnOffsetCommit, in the order
       ``TransactionManager.pendingRequests`` holds them, a retried one at the back and the first
-      TxnOffsetCommit behind its group-coordinator lookup).
+      TxnOffsetCommit behind its group-coordinator lookup). In an abortable error it aborts the records not
+      drained and drops the queued handlers (``abortUndrainedBatches``, ``maybeTerminateRequestWithError``); in
+      a fatal error it fails every batch and record and sends nothing (``maybeAbortBatches``).
     * :func:`receive` is the client's response handling (``TxnRequestHandler.handleResponse``,
-      ``Sender.handleProduceResponse``): errors are classified as the handlers of Kafka's
-      ``clients/src/main/java/org/apache/kafka/clients/producer/internals/TransactionManager.java`` do:
-      retriable (re-enqueue), abortable (``ABORTABLE_ERROR``: the application must abort; for TV < 2 the
-      abort is followed by an InitProducerId epoch bump, KIP-360), fatal (``FATAL_ERROR``).
+      ``Sender.completeBatch``) with the error rules of :mod:`txnspec.spec.client` (``classify_response``,
+      ``classify_produce_error``): retry (re-enqueue), abortable (``ABORTABLE_ERROR``: the application must
+      abort; for TV < 2 the abort is followed by an InitProducerId epoch bump, KIP-360), fatal
+      (``FATAL_ERROR``).
 
     * Produce sequences follow ``RecordAccumulator.drain`` and ``TransactionManager``: up to
       ``max_in_flight`` batches per partition (``inFlightBatchesBySequence``); a batch answered with a
@@ -25,7 +30,8 @@ System
       in flight (``shouldStopDrainBatchesForPartition``: ``firstInFlightSequence``); no new batch goes while one
       waits for its retry, nor while a batch of an older producer id or epoch is in flight; an
       OUT_OF_ORDER_SEQUENCE_NUMBER is retried when an earlier batch is still in flight (``canRetry``:
-      ``!isNextSequence``); a batch the client gives up on leaves its sequence unresolved
+      ``!isNextSequence``); a batch failing for good gives its sequence back
+      (``adjustSequencesDueToFailedBatch``); a batch the client gives up on leaves its sequence unresolved
       (``maybeResolveSequences``): the transaction aborts and a TV1 client bumps its epoch, which resets the
       sequences (TV2 gets a new epoch with every EndTxn, KIP-890).
 
@@ -36,16 +42,19 @@ Assumptions
 Left out
     Idempotent-only producers, batching of several records, a partition's sequence resolved without an epoch
     bump (``maybeResolveSequences`` finding the last acknowledged sequence equal to the expired batch's: the
-    transaction aborts anyway).
+    transaction aborts anyway), the renumbering of later batches in flight when one fails for good.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 from typing import Any
 
+from txnspec.spec import client as cl
+from txnspec.spec.client import Reaction, classify_produce_error, classify_response
 from txnspec.spec.constants import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
-from txnspec.spec.errors import RETRIABLE_ERRORS, Errors
+from txnspec.spec.errors import Errors
 from txnspec.spec.messages import (
     AddOffsetsToTxn,
     AddPartitionsToTxn,
@@ -97,20 +106,6 @@ class Queued(enum.Enum):
     OFFSETS = "offsets"  # AddOffsetsToTxn or TxnOffsetCommit, as the offsets stage says
 
 
-# TransactionManager's handlers (AddPartitionsToTxnHandler, AddOffsetsToTxnHandler, TxnOffsetCommitHandler,
-# EndTxnHandler, InitProducerIdHandler .handleResponse): errors after which the request is re-enqueued ...
-RETRIABLE = frozenset({Errors.CONCURRENT_TRANSACTIONS, Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR,
-                       Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.REQUEST_TIMED_OUT, Errors.NETWORK_EXCEPTION,
-                       Errors.NOT_ENOUGH_REPLICAS})
-# ... and those that are fatal (fatalError); every other error is abortable (abortableError)
-FATAL = frozenset({Errors.PRODUCER_FENCED, Errors.INVALID_PRODUCER_EPOCH, Errors.INVALID_TXN_STATE,
-                   Errors.INVALID_PRODUCER_ID_MAPPING, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                   Errors.UNSUPPORTED_VERSION, Errors.UNKNOWN_SERVER_ERROR})
-# Produce errors that are fatal (TransactionManager.maybeTransitionToErrorState / Sender.failBatch); after any
-# other a TV1 client bumps its epoch on abort (unresolved sequences, KIP-360)
-PRODUCE_FATAL = frozenset({Errors.PRODUCER_FENCED, Errors.INVALID_PRODUCER_ID_MAPPING,
-                           Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, Errors.UNSUPPORTED_VERSION})
-
 Batch = tuple[str, int, int, int]  # a produce in flight: (partition, producer id, epoch, base sequence)
 
 
@@ -128,13 +123,20 @@ class ClientConfig:
     waits_for_produce_before_end_txn: bool
     bumps_epoch_after_abortable_error: bool
     max_in_flight: int = 1  # batches in flight per partition (max.in.flight.requests.per.connection)
+    # a batch may expire (delivery.timeout.ms): only then is a batch in retry told from one that is not (nothing
+    # else reads ProducerBatch.inRetry), so only then does the producer keep which batches were retried
+    expires_batches: bool = False
 
     def earlier(self, first: Batch, second: Batch) -> bool:
         """``first`` was sent before ``second`` on the same partition with the same producer id and epoch
-        (sequence order, across the wrap to 0: the scenario keeps ``max_sequence >= 2 * (max_in_flight - 1)``)."""
-        if first[:3] != second[:3]:
-            return False
-        return 0 < (second[3] - first[3]) % (self.max_sequence + 1) < self.max_in_flight
+        (:func:`txnspec.spec.client.sequence_precedes`; the scenario keeps ``max_sequence >= 2 * (max_in_flight -
+        1)``)."""
+        return cl.sequence_precedes(as_produce(first), as_produce(second), self.transaction_manager)
+
+    @property
+    def transaction_manager(self) -> cl.ClientConfig:
+        """The configuration of :mod:`txnspec.spec.client`'s client this producer projects (spec/projection.py)."""
+        return _transaction_manager_config(self.max_in_flight, self.max_sequence)
 
     @property
     def tv2(self) -> bool:
@@ -163,6 +165,9 @@ class Producer:
     group_found: bool = False
     unsent: tuple[str, ...] = ()  # records waiting for their partition to be added
     in_flight: frozenset[Batch] = frozenset()  # produces outstanding: what correlates a response
+    # of those, the batches the retry step sent again (ProducerBatch.inRetry: a batch waiting for its retry is one
+    # too, see expire_batch); kept only while in flight, and only where batches expire (ClientConfig)
+    retried: frozenset[Batch] = frozenset()
     sequences: tuple[tuple[str, int], ...] = ()
     offsets: OffsetsStage = OffsetsStage.NONE
     started: bool = False  # transactionStarted: something was added, so EndTxn must be sent
@@ -199,6 +204,19 @@ class Producer:
         return producer_address(self.index)
 
 
+@functools.cache
+def _transaction_manager_config(max_in_flight: int, max_sequence: int) -> cl.ClientConfig:
+    # one record per batch (batch.size), a retried batch waits for the model's retry step (retry.backoff.ms)
+    return cl.ClientConfig(max_in_flight_per_partition=max_in_flight, max_sequence=max_sequence, max_batch_records=1,
+                           retry_backoff=True)
+
+
+def as_produce(batch: Batch, transactional_id: str | None = None) -> Produce:
+    """The Produce request of a batch in flight (one record)."""
+    partition, producer_id, epoch, sequence = batch
+    return Produce(partition, producer_id, epoch, sequence, 1, True, transactional_id)
+
+
 def _set(pairs: tuple[tuple[str, int], ...], key: str, value: int) -> tuple[tuple[str, int], ...]:
     kept = [(k, v) for k, v in pairs if k != key]
     kept.append((key, value))
@@ -231,7 +249,14 @@ def dispatch(config: ClientConfig, p: Producer, used: frozenset[object] = frozen
     tid = p.transactional_id
     tv2 = config.tv2
     if p.phase is FATAL_ERROR:
-        return p, ()
+        # Sender.runOnce: a fatal error fails every incomplete batch (maybeAbortBatches) and sends nothing more
+        return replace(p, unsent=(), in_flight=frozenset(), retried=frozenset()), ()
+    if not p.retried <= p.in_flight:
+        p = replace(p, retried=p.retried & p.in_flight)  # a completed batch is no longer in retry
+    if p.phase is ABORTABLE_ERROR and p.awaiting is None:
+        # maybeSendAndPollTransactionalRequest: records not yet drained are aborted (abortUndrainedBatches), and
+        # nextRequest terminates every handler queued before EndTxn (maybeTerminateRequestWithError)
+        p = replace(p, unsent=(), queued=())
     if p.awaiting is None:
         if p.phase is INITIALIZING and (p.producer_id == NO_PRODUCER_ID or p.bump_queued):
             bump = p.producer_id != NO_PRODUCER_ID
@@ -337,34 +362,35 @@ def receive(config: ClientConfig, p: Producer, body: Any, context: Any
             ) -> tuple[Producer, Outcome | None] | None:
     """The client handles an answer: the producer after it and what the application learns of its
     transaction's outcome, or None when the answer changes nothing (a stale or duplicated answer, or one to
-    a produce the client gave up on)."""
+    a produce the client gave up on). Errors are classified by :mod:`txnspec.spec.client`'s rules
+    (``classify_produce_error``, ``classify_response``)."""
     if isinstance(body, ProduceResponse):
         if context not in p.in_flight:
             return None
-        # TransactionManager.canRetry: an OUT_OF_ORDER_SEQUENCE_NUMBER for a batch that is not the next one (an
-        # earlier batch is still in flight) is retried, as the retriable errors are
-        out_of_order_retried = body.error is Errors.OUT_OF_ORDER_SEQUENCE_NUMBER and not first_in_flight(
-            config, p, context)
-        if body.error in RETRIABLE_ERRORS or out_of_order_retried:
-            # Sender.canRetry -> TransactionManager.canRetry: a RetriableException is retried with the batch's
-            # sequence; the batch stays in flight and the client's retry step sends it again
+        reaction = classify_produce_error(body.error, not first_in_flight(config, p, context))
+        if reaction is Reaction.RETRY:
+            # Sender.canRetry -> TransactionManager.canRetry: the batch keeps its sequence and stays in flight until
+            # the client's retry step sends it again
             return p, None
         p = replace(p, in_flight=p.in_flight - {context})
-        if body.error is not Errors.NONE:
-            p = produce_failed(config, p, body.error)
+        if reaction is not Reaction.DONE:
+            p = produce_failed(config, p, body.error, context)
         return p, None
     if p.awaiting is None or p.awaiting[1] != context:
         return None  # no request with that correlation is waiting
     request = p.awaiting[0]
     adding = p.adding
     p = replace(p, awaiting=None, adding=frozenset(), to_add=p.to_add | adding)  # re-enqueued unless added
-    error = body.error
-    if error in RETRIABLE:
+    reaction, _ = classify_response(request.__name__, body.error, p.end_result if request is EndTxn else None)
+    if reaction.retries:
         return reenqueue(p, request), None  # the Sender re-enqueues the request
-    if error is not Errors.NONE:
-        if error in FATAL or request is InitProducerId:
-            told = "fatal" if p.phase in (COMMITTING, ABORTING) else None
-            return replace(p, phase=FATAL_ERROR), told
+    if reaction is Reaction.FATAL:
+        told = "fatal" if p.phase in (COMMITTING, ABORTING) else None
+        return replace(p, phase=FATAL_ERROR), told
+    if reaction is Reaction.ABORTABLE_IF_POSSIBLE:
+        # abortableErrorIfPossible: the coordinator bumps epochs (InitProducerId v3+): a TV1 client bumps its own
+        return abortable(replace(p, bump_required=p.bump_required or _bumps_epoch(config))), None
+    if reaction is Reaction.ABORTABLE:
         return abortable(p), None
     told = None
     if request is InitProducerId:
@@ -397,27 +423,46 @@ _QUEUED_BY_REQUEST = {AddPartitionsToTxn: Queued.PARTITIONS, AddOffsetsToTxn: Qu
                       TxnOffsetCommit: Queued.OFFSETS}
 
 
+def _bumps_epoch(config: ClientConfig) -> bool:
+    """``needToTriggerEpochBumpFromClient`` (KIP-360: TV < 2; the protocol's switch for clients before it)."""
+    return not config.tv2 and config.bumps_epoch_after_abortable_error
+
+
 def abortable(p: Producer) -> Producer:
-    if p.phase in (IN_TRANSACTION, COMMITTING):
+    """``transitionToAbortableError``: a no-op while aborting; an invalid transition (the Sender thread) is fatal."""
+    if p.phase in (ABORTING, ABORTABLE_ERROR, FATAL_ERROR):
+        return p
+    if cl.is_transition_valid(cl.State[p.phase.name], cl.ABORTABLE_ERROR):
         return replace(p, phase=ABORTABLE_ERROR)
+    return replace(p, phase=FATAL_ERROR)
+
+
+def produce_failed(config: ClientConfig, p: Producer, error: Errors, batch: Batch | None = None,
+                   unresolved: bool = False, adjust: bool = True) -> Producer:
+    """A produce failed (``handleFailedBatch``): ``maybeTransitionToErrorState`` bumps the epoch (TV1) only outside
+    completion; an error answer gives the batch's sequence back (``adjust``: ``adjustSequencesDueToFailedBatch``);
+    ``unresolved``: the client gave up on a batch in retry, so it cannot know whether it was written:
+    ``maybeResolveSequences`` then requires an epoch bump even while completing."""
+    if error in cl.PRODUCE_FATAL_ERRORS:
+        return replace(p, phase=FATAL_ERROR)
+    completing = p.phase in (COMMITTING, ABORTING)
+    bump = _bumps_epoch(config) and (unresolved or not completing)
+    p = replace(abortable(p), bump_required=p.bump_required or bump)
+    if batch is not None and adjust and batch[1:3] == (p.producer_id, p.producer_epoch) \
+            and any(partition == batch[0] for partition, _ in p.sequences):
+        seq = cl.decrement_sequence(p.next_sequence(batch[0]), 1, config.max_sequence)
+        p = replace(p, sequences=_set(p.sequences, batch[0], seq))
     return p
 
 
-def produce_failed(config: ClientConfig, p: Producer, error: Errors, unresolved: bool = False) -> Producer:
-    """A produce failed (``unresolved``: the client gave up on a batch it had sent, so it cannot know
-    whether it was written: ``maybeResolveSequences`` then requires an epoch bump even while completing;
-    an error answer goes through ``maybeTransitionToErrorState``, which bumps only outside completion)."""
-    if error in PRODUCE_FATAL:
-        return replace(p, phase=FATAL_ERROR)
-    completing = p.phase in (COMMITTING, ABORTING)
-    bump = not config.tv2 and config.bumps_epoch_after_abortable_error and (unresolved or not completing)
-    return replace(abortable(p), bump_required=p.bump_required or bump)
-
-
-def expire_batch(config: ClientConfig, p: Producer, batch: Batch) -> Producer:
-    """The client gives up on a batch in flight (``delivery.timeout.ms``): its sequence is unresolved."""
-    return produce_failed(config, replace(p, in_flight=p.in_flight - {batch}), Errors.REQUEST_TIMED_OUT,
-                          unresolved=True)
+def expire_batch(config: ClientConfig, p: Producer, batch: Batch, waiting: bool) -> Producer:
+    """The client gives up on a batch in flight (``delivery.timeout.ms``; ``waiting``: it waits for its retry):
+    ``Sender.sendProducerData`` fails it with a TimeoutException without giving its sequence back, and a batch in
+    retry (``ProducerBatch.inRetry``) leaves its sequence unresolved (``markSequenceUnresolved``): with one batch
+    in flight per partition ``maybeResolveSequences`` then finds it unacknowledged."""
+    in_retry = waiting or batch in p.retried
+    return produce_failed(config, replace(p, in_flight=p.in_flight - {batch}, retried=p.retried - {batch}),
+                          Errors.REQUEST_TIMED_OUT, batch, unresolved=in_retry, adjust=False)
 
 
 def request_timed_out(p: Producer) -> Producer:

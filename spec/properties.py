@@ -353,7 +353,7 @@ def properties(system: System) -> tuple[Property[Any], ...]:
         props.append(Property.sometimes("offsets_committed_after_rebalance", offsets_committed_after_rebalance,
                                         description="A member of the generation after a rebalance committed "
                                                     "offsets."))
-    if s.producers_per_id > 1:
+    if s.has_zombies:
         props.append(Property.sometimes("producer_fenced", producer_fenced,
                                         description="A zombie producer instance was fenced (fatal error)."))
     return tuple(props)

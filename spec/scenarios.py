@@ -28,6 +28,9 @@ class Scenario:
     description: str
     transactional_ids: tuple[str, ...] = ("t1",)
     producers_per_id: int = 1
+    # producer instances of each transactional id, in the order of transactional_ids (empty: producers_per_id
+    # for every id); two instances of one id are a zombie pair
+    instances_per_id: tuple[int, ...] = ()
     partitions: tuple[str, ...] = ("p0",)
     transactions_per_producer: int = 1
     records_per_transaction: int = 1
@@ -53,6 +56,10 @@ class Scenario:
             problems.append("at least one partition is needed")
         if self.producers_per_id < 1:
             problems.append("producers_per_id must be >= 1")
+        if self.instances_per_id and (len(self.instances_per_id) != len(self.transactional_ids)
+                                      or min(self.instances_per_id) < 1):
+            problems.append(f"instances_per_id {self.instances_per_id} needs one count >= 1 for each of the "
+                            f"{len(self.transactional_ids)} transactional ids")
         if self.transaction_version not in (0, 1, 2):
             problems.append(f"transaction_version must be 0, 1 or 2, not {self.transaction_version}")
         if self.max_epoch < 2:
@@ -84,6 +91,18 @@ class Scenario:
         """The consumer group's generation at the start: 1 with group members, else the group is Empty (0)."""
         return 1 if self.group_members else 0
 
+    @property
+    def producer_transactional_ids(self) -> tuple[str, ...]:
+        """The transactional id of each producer instance, in the order of their indexes."""
+        counts = self.instances_per_id or (self.producers_per_id,) * len(self.transactional_ids)
+        return tuple(tid for tid, n in zip(self.transactional_ids, counts) for _ in range(n))
+
+    @property
+    def has_zombies(self) -> bool:
+        """Some transactional id has more than one producer instance."""
+        ids = self.producer_transactional_ids
+        return len(set(ids)) < len(ids)
+
     def budget(self, fault: str) -> int:
         return self.faults.get(fault, 0)
 
@@ -107,7 +126,7 @@ DEFAULT = scenario(Scenario(
     "default", "one producer, two partitions, two transactions with consumer offsets (consume-transform-"
     "produce); a duplicated request and a transaction timeout",
     partitions=("p0", "p1"), transactions_per_producer=2, commit_offsets=True, max_epoch=6, max_sequence=7,
-    faults={"duplicate": 1, "timeout": 1}, expected_states=167_576))
+    faults={"duplicate": 1, "timeout": 1}, expected_states=167_644))
 
 ZOMBIE = scenario(Scenario(
     "zombie", "two producer instances sharing one transactional id (a zombie), one partition",
@@ -184,13 +203,20 @@ IN_FLIGHT_2 = scenario(Scenario(
     "in-flight-2", "one producer, one partition, three records with two batches in flight; a message may be "
     "duplicated: batches answered out of order are retried in sequence order",
     records_per_transaction=3, max_in_flight=2, max_epoch=4, max_sequence=3, faults={"duplicate": 1},
-    expected_states=3_758))
+    expected_states=3_570))
 
 IN_FLIGHT_5 = scenario(Scenario(
     "in-flight-5", "one producer, one partition, five records with five batches in flight (Kafka's default); "
     "a message may be duplicated: the broker's five-batch duplicate window",
     records_per_transaction=5, max_in_flight=5, max_epoch=4, max_sequence=8, faults={"duplicate": 1},
-    expected_states=81_718))
+    expected_states=78_010))
+
+FULL = scenario(Scenario(
+    "full", "the combination bugs live in: two transactional ids, the first with a zombie instance, two partitions, "
+    "consume-transform-produce with consumer offsets; a duplicated message, a transaction timeout and a "
+    "coordinator failover (far beyond an exhaustive search: check it with --max-depth, fingerprints and workers)",
+    transactional_ids=("t1", "t2"), instances_per_id=(2, 1), partitions=("p0", "p1"), commit_offsets=True,
+    max_epoch=4, max_sequence=3, faults={"duplicate": 1, "timeout": 1, "failover": 1}))
 
 
 def scenario_named(name: str) -> Scenario:

@@ -2,18 +2,18 @@
 the network, composed into the state machine the checkers explore.
 
 System
-    ``Scenario.producers_per_id`` producer instances per transactional id (two on one id are a zombie
-    pair), one transaction coordinator, one leader per partition, one group coordinator, and a network
-    of in-flight requests and responses. Each *action* is one pure function from a state to labelled
+    ``Scenario.producer_transactional_ids``: one or more producer instances per transactional id (two on
+    one id are a zombie pair), one transaction coordinator, one leader per partition, one group coordinator,
+    and a network of in-flight requests and responses. Each *action* is one pure function from a state to labelled
     successors (guard and effect together); the checker calls :func:`next_steps`. Each label is an
     :class:`~txnspec.spec.actions.Action`: data (kind, actor, message or fault), rendered as text only
     for reports.
 
-    This module composes: :mod:`~txnspec.spec.producer` (the client), :mod:`~txnspec.spec.network`,
-    :mod:`~txnspec.spec.brokers` (coordinator, leaders, group coordinator, verification),
-    :mod:`~txnspec.spec.faults` (the environment), :mod:`~txnspec.spec.ghost` (what only properties
-    read), over the state of :mod:`~txnspec.spec.system_state`. It holds the application's calls and the
-    delivery of messages.
+    This module composes: :mod:`~txnspec.spec.producer` (the client, a projection of
+    :mod:`~txnspec.spec.client`), :mod:`~txnspec.spec.network`, :mod:`~txnspec.spec.brokers` (coordinator,
+    leaders, group coordinator, verification), :mod:`~txnspec.spec.faults` (the environment),
+    :mod:`~txnspec.spec.ghost` (what only properties read), over the state of
+    :mod:`~txnspec.spec.system_state`. It holds the application's calls and the delivery of messages.
 
     * Application and client (``Producer``): ``initTransactions``, ``beginTransaction``, ``send``,
       ``sendOffsetsToTransaction``, ``commitTransaction``, ``abortTransaction``; the client's Sender

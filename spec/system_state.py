@@ -96,7 +96,7 @@ class System:
             group_id=s.group_id, transaction_version=s.transaction_version, max_sequence=s.max_sequence,
             waits_for_produce_before_end_txn=proto.client_waits_for_produce_before_end_txn,
             bumps_epoch_after_abortable_error=proto.client_bumps_epoch_after_abortable_error,
-            max_in_flight=s.max_in_flight))
+            max_in_flight=s.max_in_flight, expires_batches=s.budget("expire_batch") > 0))
 
     @property
     def tv2(self) -> bool:
@@ -117,9 +117,8 @@ class System:
 def initial_state(system: System) -> SystemState:
     s = system.scenario
     producers = tuple(
-        Producer(index=i * s.producers_per_id + k, transactional_id=tid,
-                 generation=s.initial_generation if s.group_members else -1)
-        for i, tid in enumerate(s.transactional_ids) for k in range(s.producers_per_id))
+        Producer(index=i, transactional_id=tid, generation=s.initial_generation if s.group_members else -1)
+        for i, tid in enumerate(s.producer_transactional_ids))
     budget = Budget(**{fault: s.budget(fault) for fault in Budget.__dataclass_fields__})
     names = (*s.partitions, *((system.offsets_partition,) if s.commit_offsets else ()))
     return SystemState(  # its parts interned, as every successor's are

@@ -11,7 +11,7 @@ How steps map onto :class:`txnspec.impl.cluster.Cluster`
       producer does (``batch.size`` and ``max.in.flight.requests.per.connection``, both Kafka-legal);
     * ``FindCoordinator``, which the spec abstracts away, is delivered as soon as it is queued;
     * faults: ``duplicate`` re-sends the request, ``timeout`` (and ``abandoned timeout``) advances the clock
-      past the transaction timeout (without running the network), ``failover`` crashes and restarts the
+      past the transaction timeout and aborts the named id's transaction only (without running the network), ``failover`` crashes and restarts the
       coordinators (markers already sent stay in flight), ``expire batch`` expires the in-flight batch
       (``Producer.expire_batch``); an action names what it does by its fields
       (:class:`txnspec.spec.actions.Action`), so no step can say one thing and be read as another;
@@ -342,8 +342,13 @@ class ImplAdapter:
                 raise self._not_enabled(step, "no such message to duplicate")
             self.cluster.network.send(m.client, m.request, m.response)
         elif kind in (K.TIMEOUT, K.ABANDONED_TIMEOUT):  # the transaction timeout fires (abandoned: nobody ends it)
+            # for the action's transactional id only: the spec's time is abstract, so another id's open
+            # transaction has not necessarily timed out too
             self.cluster.now_ms += 60_001
-            self.cluster.broker.tick(self.cluster.now_ms)
+            coordinator = self.cluster.broker.txn_coordinator
+            coordinator.abort_timed_out_transactions(self.cluster.now_ms, action.transactional_id)
+            coordinator.expire_transactional_ids(self.cluster.now_ms)  # the rest of Broker.tick
+            coordinator.retry_completions(self.cluster.now_ms)
             self.cluster._queue_markers()
         elif kind is K.EXPIRE_BATCH:
             _, producer = self.producers[action.actor]

@@ -24,6 +24,8 @@ REGRESSIONS = [
     ("large", 15, "the adapter dropped the markers the old coordinator had sent when it failed over"),
     ("loss", 32, "the spec re-sent a lost Produce while a TxnOffsetCommit was in flight (Kafka's Sender waits)"),
     ("faults", 46, "InitProducerId copies of a crashed and a new instance: the adapter matched the other one"),
+    ("full", 207, "a transaction timeout of t2 aborted t1's open transaction too (the adapter timed out every id)"),
+    ("full", 19, "the same, seen by t1's next Produce (NOT_ENOUGH_REPLICAS: its transaction was being aborted)"),
 ]
 # transaction version 1: the client's queue of AddPartitionsToTxn / AddOffsetsToTxn / TxnOffsetCommit
 TV1_REGRESSIONS = [

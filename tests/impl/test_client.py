@@ -115,3 +115,34 @@ def test_an_expired_batch_makes_the_transaction_abortable_and_tv1_bumps_the_epoc
     p.on_response(end, Response(Errors.NONE))
     [bump] = p.poll()
     assert request_name(bump) == "InitProducerId" and (bump.producer_id, bump.producer_epoch) == (5, 0)
+
+
+def _expiring_during_the_abort(retried: bool) -> tuple[str, State]:
+    """TV1: a batch in flight expires once the application is aborting; ``retried``: it was answered with a
+    retriable error first. What the client sends after EndTxn, and its state."""
+    p = ready(0)
+    p.begin_transaction()
+    p.send("t-0", "v")
+    [add] = p.poll()
+    p.on_response(add, Response(Errors.NONE))
+    [produce] = p.poll()
+    if retried:
+        p.on_response(produce, Response(Errors.NOT_ENOUGH_REPLICAS))
+        [produce] = p.poll()
+    p.abort_transaction()
+    p.expire_batch("t-0")
+    [end] = p.poll()
+    p.on_response(end, Response(Errors.NONE))
+    return ",".join(request_name(r) for r in p.poll()), p.state
+
+
+def test_a_batch_expiring_on_its_first_attempt_while_aborting_leaves_no_epoch_bump() -> None:
+    """Sender.sendProducerData marks an expired batch's sequence unresolved only if it was retried (inRetry);
+    maybeTransitionToErrorState bumps only outside completion: the next transaction keeps the epoch."""
+    assert _expiring_during_the_abort(retried=False) == ("", State.READY)
+
+
+def test_a_retried_batch_expiring_while_aborting_requires_the_bump_nobody_queued() -> None:
+    """Its sequence is unresolved: maybeResolveSequences requires an epoch bump, which beginCompletingTransaction
+    did not queue: after EndTxn the client waits in INITIALIZING with nothing to send."""
+    assert _expiring_during_the_abort(retried=True) == ("", State.INITIALIZING)

@@ -17,7 +17,7 @@ PINNED = {
     "retry": 839,
     "epoch-exhaustion": 403,
     "rebalance": 13_692,
-    "in-flight-2": 3_758,
+    "in-flight-2": 3_570,
 }
 
 
@@ -98,3 +98,16 @@ def test_a_state_cap_gives_an_incomplete_verdict_not_a_pass() -> None:
 def test_impossible_scenarios_are_refused_with_a_clear_message(changes: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         Scenario("bad", "a bad one", **changes)  # type: ignore[arg-type]
+
+
+def test_instances_per_id_gives_each_transactional_id_its_own_count_of_producer_instances() -> None:
+    full = SCENARIOS["full"]
+    assert full.producer_transactional_ids == ("t1", "t1", "t2") and full.has_zombies
+    assert not SCENARIOS["rebalance"].has_zombies and SCENARIOS["zombie"].has_zombies
+    (state,) = build_model("full").init_states()
+    assert [(p.index, p.transactional_id) for p in state.producers] == [(0, "t1"), (1, "t1"), (2, "t2")]
+    assert "producer_fenced" in {p.name for p in build_model("full").properties}  # a zombie's sometimes partner
+    with pytest.raises(ValueError, match="instances_per_id"):
+        Scenario("bad", "", transactional_ids=("t1", "t2"), instances_per_id=(2,))
+    with pytest.raises(ValueError, match="instances_per_id"):
+        Scenario("bad", "", instances_per_id=(0,))

@@ -375,6 +375,51 @@ def test_a_produce_failing_while_committing_needs_no_bump() -> None:
     assert out.sends == (EndTxn("t1", 7, 1, TransactionResult.ABORT, 0),)
 
 
+def _expired_while_aborting(retried: bool) -> tuple[cl.ClientState, cl.ClientOutcome]:
+    """TV1: the batch in flight expires once the abort is under way (``retried``: after a retriable answer)."""
+    c, _ = cl.send(in_transaction(), "p0")
+    c, _ = respond(c, "AddPartitionsToTxn")
+    batch = c.in_flight_batches[0]
+    if retried:
+        c, _ = respond(c, "Produce", Errors.NOT_ENOUGH_REPLICAS)
+        assert c.in_flight_batches == (batch,) and batch in c.retried
+    c, _ = cl.abort_transaction(c)
+    c, _ = cl.expire_batch(c, batch)
+    assert c.state is S.ABORTING_TRANSACTION and not c.in_flight_batches
+    c, _ = respond(c, "EndTxn")
+    return c, cl.expire_batch(c, batch)[1]
+
+
+def test_a_batch_expiring_on_its_first_attempt_while_completing_needs_no_bump() -> None:
+    """Sender.sendProducerData: failBatch(TimeoutException); the sequence is unresolved only for a batch in retry."""
+    c, again = _expired_while_aborting(retried=False)
+    assert (c.state, c.producer_epoch, c.unresolved, again) == (S.READY, 1, (), cl.ClientOutcome())
+
+
+def test_a_retried_batch_expiring_while_aborting_requires_a_bump_nobody_queued() -> None:
+    """markSequenceUnresolved, then maybeResolveSequences finds it unacknowledged: the bump is required, but only
+    beginCompletingTransaction queues its InitProducerId, so after EndTxn the client waits in INITIALIZING."""
+    c, _ = _expired_while_aborting(retried=True)
+    assert (c.state, c.client_side_epoch_bump_required, c.pending_requests, c.in_flight) == (
+        S.INITIALIZING, False, (), None)
+
+
+def test_an_expired_batch_whose_later_batch_is_acknowledged_is_resolved_without_a_bump() -> None:
+    """maybeResolveSequences waits for the partition's batches in flight, then finds "a batch was expired, but
+    subsequent batches succeeded": no bump (TV1, committing: maybeTransitionToErrorState bumps none either)."""
+    config = replace(cl.DEFAULT_CONFIG, max_in_flight_per_partition=2, max_batch_records=1)
+    c, _ = cl.send(in_transaction(), "p0", config)
+    c, _ = cl.send(c, "p0", config)
+    c, _ = cl.commit_transaction(c, config)
+    c, _ = cl.on_response(c, "AddPartitionsToTxn", OK, None, config)
+    first, second = c.in_flight_batches
+    c, _ = cl.on_response(c, "Produce", ProduceResponse(Errors.NOT_ENOUGH_REPLICAS), first, config)
+    c, _ = cl.expire_batch(c, first, config)
+    assert (c.state, c.unresolved, c.client_side_epoch_bump_required) == (S.ABORTABLE_ERROR, (("p0", 1),), False)
+    c, _ = cl.on_response(c, "Produce", ProduceResponse(Errors.NONE), second, config)
+    assert (c.unresolved, c.last_acked, c.client_side_epoch_bump_required) == ((), (("p0", 1),), False)
+
+
 def test_without_coordinator_epoch_bumps_unknown_producer_id_is_fatal() -> None:
     old = cl.ClientConfig(coordinator_supports_bumping_epoch=False)
     c, _ = cl.send(in_transaction(), "p0", old)

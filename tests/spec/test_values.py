@@ -238,9 +238,11 @@ def reference_steps(system: sysm.System, state: sysm.SystemState) -> Iterator[tu
         if b.crash and p.phase is not sysm.UNINITIALIZED:
             yield Action(K.CRASH, p.address), _spent(replace(state, producers=tuple(
                 restarted(p) if q.index == p.index else q for q in state.producers)), "crash")
+        transit = {e.context for e in state.network if p.address in (e.source, e.target)}
         for batch in sorted(p.in_flight) if b.expire_batch else ():
+            gave_up = expire_batch(c, p, batch, waiting=batch not in transit)
             yield (Action(K.EXPIRE_BATCH, p.address, partition=batch[0], batch=batch),
-                   _with_dispatch(system, _spent(state, "expire_batch"), expire_batch(c, p, batch)))
+                   _with_dispatch(system, _spent(state, "expire_batch"), gave_up))
     if b.rebalance:
         yield _rebalance(system, _spent(state, "rebalance"))
     for p in state.producers:  # the client's retries
@@ -252,8 +254,9 @@ def reference_steps(system: sysm.System, state: sysm.SystemState) -> Iterator[tu
             if not any(e.context == key for e in mine) and first_in_flight(c, p, key):
                 resend = Envelope(p.address, key[0], Produce(key[0], key[1], key[2], key[3], 1, True,
                                                              p.transactional_id), key, p.tag)
+                in_retry = replace(p, retried=p.retried | {key}) if c.expires_batches else p
                 yield (Action(K.RETRY, p.address, resend),
-                       _with_dispatch(system, replace(state, network=_bag(*state.network, resend)), p))
+                       _with_dispatch(system, replace(state, network=_bag(*state.network, resend)), in_retry))
     cs = state.coordinator  # the coordinator's marker re-sends
     for tid, pending in cs.completions:
         completing = cs.metadata(tid)

@@ -7,6 +7,7 @@ import pytest
 
 from txnspec.checker import check
 from txnspec.spec.model import build_model
+from txnspec.spec.scenarios import scenario_named
 from txnspec.spec.variants import variant_named
 
 # variant -> (scenario, property violated, length of the shortest counterexample)
@@ -52,27 +53,41 @@ def test_kafka_17754_counterexample_reads_as_the_bug() -> None:
     assert actions[-1].startswith("deliver producer-0->coordinator: EndTxn(COMMIT, pid=0, epoch=0)")
 
 
-def test_transaction_version_1_has_kafka_17754_but_not_the_other_bugs() -> None:
+def test_transaction_version_1_has_kafka_17754_and_the_late_produce_of_kip_890() -> None:
     delayed_produce = check(build_model("delayed-produce", "tv1"))
-    # no hanging transaction, no late produce joining the next transaction (partition verification); only the
-    # client's wedge below
-    assert {v.name for v in delayed_produce.verdicts if v.holds is False} == {"init_producer_id_completes"}
+    # no hanging transaction (partition verification); but a produce the client gives up on while the abort is under
+    # way, on its first attempt, is no unresolved sequence (Sender.sendProducerData marks only a batch in retry) and
+    # maybeTransitionToErrorState bumps no epoch while completing: the next transaction keeps the epoch and the late
+    # produce joins it (KIP-890 part 2's motivation; TV2 bumps the epoch at every EndTxn)
+    failed = {v.name: len(v.counterexample or ()) for v in delayed_produce.verdicts if v.holds is False}
+    assert failed == {"read_committed_only_committed": 23, "atomic_outcome": 23}
+    cex = delayed_produce.verdict("atomic_outcome").counterexample
+    assert cex is not None
+    actions = cex.actions
+    assert actions.index("producer-0.abortTransaction()") < actions.index("producer-0 gives up on its produce to p0")
+    assert not any("InitProducerId(t1, pid=0" in a for a in actions)  # no epoch bump
+    assert actions[-1] == "deliver coordinator->p0: WriteTxnMarkers(p0, COMMIT, pid=0, epoch=0, coordinatorEpoch=0)"
     assert not check(build_model("delayed-end-txn", "tv1")).ok
 
 
-def test_a_tv1_client_whose_batch_expires_during_the_abort_is_wedged() -> None:
-    """TransactionManager: maybeResolveSequences requires the epoch bump while the abort is under way, but only
+def test_a_tv1_client_whose_retried_batch_expires_during_the_abort_is_wedged() -> None:
+    """TransactionManager: a batch given up on while waiting for its retry (here: its Produce was lost) leaves its
+    sequence unresolved; maybeResolveSequences requires the epoch bump while the abort is under way, but only
     beginCompletingTransaction queues the bump's InitProducerId; after EndTxn the client is INITIALIZING with
     nothing to send (beginTransaction and initTransactions are then invalid transitions)."""
-    result = check(build_model("delayed-produce", "tv1"))
-    assert result.deadlock is not None and len(result.deadlock) == 15
+    lossy = scenario_named("delayed-produce").with_(faults={"timeout": 1, "expire_batch": 1, "loss": 1})
+    result = check(build_model(lossy, "tv1"))
+    assert result.deadlock is not None and len(result.deadlock) == 14
     actions = result.deadlock.actions
-    assert actions.index("producer-0.abortTransaction()") < actions.index("producer-0 gives up on its produce to p0")
+    lost = "lose producer-0->p0: Produce(p0, pid=0, epoch=0, seq=0)"
+    assert actions.index("producer-0.abortTransaction()") < actions.index(lost) \
+        < actions.index("producer-0 gives up on its produce to p0")
     answer = "deliver coordinator->producer-0: EndTxnResponse(NONE"
     answered = [i for i, a in enumerate(actions) if a.startswith(answer)]
     assert answered and answered[0] > actions.index("producer-0 gives up on its produce to p0")
     assert not any("InitProducerId(t1, pid=0" in a for a in actions)  # the bump is never sent
-    assert check(build_model("delayed-produce", "current")).ok  # TV2 bumps the epoch at every EndTxn
+    assert not check(build_model("delayed-produce", "tv1")).deadlock_count  # no retry there: no wedge
+    assert check(build_model(lossy, "current")).ok  # TV2 bumps the epoch at every EndTxn
 
 
 def test_zombie_offsets_counterexample_reads_as_kip_447() -> None:
