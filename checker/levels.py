@@ -378,13 +378,13 @@ class _LevelSearch:
     def pending(self) -> list[str]:
         return [p.name for p in self.properties if p.name not in self.first_hits]
 
-    def _stop_if_nothing_left(self) -> int | None:
+    def _stop_if_nothing_left(self, level: int) -> int | None:
         """As explicit.py's judge: every invariant violated and every witness found ends the search. The
-        position (in the level) of the state at which that happened, or None."""
+        position (in ``level``, where the last of them was found) of the state at which that happened, or None."""
         always = [p for p in self.properties if p.expectation is Expectation.ALWAYS]
         if not always or self.pending:
             return None
-        return max(position for _, position in self.first_hits.values())
+        return max(position for found, position in self.first_hits.values() if found == level)
 
     def run(self) -> None:
         started = time.perf_counter()
@@ -426,7 +426,7 @@ class _LevelSearch:
         self.states = len(kept)
         share = -(-len(kept) // len(self.shards)) if kept else 0
         _call_all(self.shards, "load", [(kept[i * share:(i + 1) * share],) for i in range(len(self.shards))])
-        if self._stop_if_nothing_left() is not None:
+        if self._stop_if_nothing_left(0) is not None:
             self.stop_reason = "every invariant is violated (the search stopped early)"
 
     def _next_level(self, depth: int) -> None:
@@ -466,7 +466,7 @@ class _LevelSearch:
             self.deadlocks.extend((depth, offset + t) for t in expansion.terminal)
             for kind, n in expansion.kinds.items():
                 self.kinds[kind] = self.kinds.get(kind, 0) + n
-        stop_at = self._stop_if_nothing_left()
+        stop_at = self._stop_if_nothing_left(level)
         if stop_at is not None:
             self.stop_reason = "every invariant is violated (the search stopped early)"
             stop_parent = new_parents[stop_at]
@@ -542,7 +542,7 @@ class _LevelSearch:
                         sometimes = [p for p in sometimes if p.name not in self.first_hits]
                         always_conds = tuple(p.condition for p in always)
                         sometimes_conds = tuple(p.condition for p in sometimes)
-                        if self._stop_if_nothing_left() is not None:
+                        if self._stop_if_nothing_left(depth + 1) is not None:
                             self.stop_reason = "every invariant is violated (the search stopped early)"
                             return
         finally:

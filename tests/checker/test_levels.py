@@ -7,7 +7,7 @@ import random
 from typing import Any
 
 import pytest
-from toys import counter, tokens, two_phase_commit
+from toys import counter, fan, tokens, two_phase_commit
 
 from txnspec.checker import check
 from txnspec.checker.fingerprints import FingerprintSet, Spool, collision_probability
@@ -35,6 +35,7 @@ TOYS = {
     "two-phase": lambda: two_phase_commit(3),
     "two-phase-broken": lambda: two_phase_commit(3, broken=True),
     "tokens": lambda: tokens(4),
+    "fan": lambda: fan(10),  # both invariants fail, the first late in level 1: the stop is early in level 2
 }
 
 

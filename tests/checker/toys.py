@@ -13,6 +13,8 @@ What is modelled
       reply never comes (a stuttering violation, and a deadlock).
     * :func:`client_choice`: the only way on from a request is an unfair client choice.
     * :func:`tokens`: ``n`` interchangeable processes each counting to 2; symmetry keeps multisets.
+    * :func:`fan`: ``width`` branches of a line; one invariant fails late in level 1, the other first in
+      level 2 (a search that stops once both failed stops early in level 2).
 
 Left out
     Anything about Kafka: these models exist to pin the engine's behaviour.
@@ -278,4 +280,24 @@ def tokens(processes: int = 3) -> Model[tuple[int, ...]]:
         ],
         symmetry=lambda s: tuple(sorted(s)),
         is_final=lambda s: all(v == 2 for v in s),
+    )
+
+
+# --- an early stop in a later level ---------------------------------------------------------------------------
+
+
+def fan(width: int = 10, length: int = 3) -> Model[tuple[int, int]]:
+    """From ``(0, 0)``, ``width`` branches ``(1, i)``, each a line ``(d, i)`` to depth ``length``; ``last_branch``
+    fails at ``(1, width - 1)`` (the end of level 1), ``first_line`` at ``(2, 0)`` (the start of level 2)."""
+
+    def next_steps(s: tuple[int, int]) -> list[tuple[str, tuple[int, int]]]:
+        if s == (0, 0):
+            return [(f"branch({i})", (1, i)) for i in range(width)]
+        return [(f"step({s[1]})", (s[0] + 1, s[1]))] if s[0] < length else []
+
+    return Model(
+        f"fan[{width}, {length}]", lambda: [(0, 0)], next_steps,
+        properties=[Property.always("last_branch", lambda s: s != (1, width - 1)),
+                    Property.always("first_line", lambda s: s != (2, 0))],
+        is_final=lambda s: s[0] == length,
     )
