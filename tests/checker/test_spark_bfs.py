@@ -22,6 +22,7 @@ from txnspec.conformance.cli import main as cli_main
 from txnspec.conformance.cli_main import java_problem
 from txnspec.conformance.model_factory import ModelFactory
 
+
 def spark_test(test: Any) -> Any:
     """Marked ``spark`` (run with -m spark), skipped without Java."""
     test = pytest.mark.spark(test)
@@ -77,9 +78,11 @@ def test_toys_agree_with_the_exact_search(context: Any, toy: str) -> None:
 def test_caps_cut_where_the_exact_search_stops(context: Any, caps: dict[str, int], partitions: int,
                                                symmetry: bool) -> None:
     names = safety(TOYS["two-phase"]())
-    exact = check(TOYS["two-phase"](), properties=names, symmetry=symmetry, **caps)  # type: ignore[arg-type]
+    max_states, max_depth = caps.get("max_states"), caps.get("max_depth")
+    exact = check(TOYS["two-phase"](), properties=names, symmetry=symmetry, max_states=max_states,
+                  max_depth=max_depth)
     result = check_spark(TOYS["two-phase"], context, properties=names, partitions=partitions, symmetry=symmetry,
-                         **caps)
+                         max_states=max_states, max_depth=max_depth)
     assert not exact.complete and signature(result) == signature(exact)
 
 
