@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -116,6 +117,8 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--one"]:
+        # SIGTERM ends the run through SystemExit, so that a standalone cluster is stopped on the way out
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         print(json.dumps(run(sys.argv[2], sys.argv[3])))
     else:
         main(sys.argv[1:])

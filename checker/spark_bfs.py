@@ -89,10 +89,11 @@ def check_spark(factory: ModelFactory, context: Any, *, properties: Sequence[str
                          f"{', '.join(liveness)} (liveness stays local: use the exact engine)")
     # in explicit.py's order: the invariants, then the sometimes properties
     selected.sort(key=lambda p: p.expectation is not Expectation.ALWAYS)
+    partitions = partitions or max(2, context.defaultParallelism)
     plan = tasks.Plan(uuid.uuid4().hex, factory, tuple(p.name for p in selected),
-                      symmetry and model.symmetry is not None)
-    search = _SparkSearch(plan, model, selected, context, partitions or max(2, context.defaultParallelism),
-                          max_states or sys.maxsize, max_depth or sys.maxsize, progress)
+                      symmetry and model.symmetry is not None, partitions)
+    search = _SparkSearch(plan, model, selected, context, partitions, max_states or sys.maxsize,
+                          max_depth or sys.maxsize, progress)
     search.run()
     return search.result(check_deadlock)
 

@@ -5,7 +5,8 @@ What is modelled
     ``array('q')`` as bytes, tag ``VISITED``), the level's summary for it (``SUMMARY``: how many new states,
     each pending property's first hit, the counts of the expansion that made it), then its new states as
     ``(fingerprint, path key, state)`` pickled in chunks (``STATES``), in key order. :func:`expand` turns a
-    partition into candidates keyed by fingerprint (plus one ``(STATS, partition)`` record of counts), and
+    partition into candidates (the least key per fingerprint), pickled together for each partition that owns
+    them (``(CANDIDATES, target, source, start)``), and one ``(STATS, source)`` record of counts, and
     :func:`merge` turns partition ``i`` of the level and the candidates shuffled to ``i`` into partition ``i``
     of the next level.
 
@@ -36,7 +37,8 @@ ModelFactory = Callable[[], Model[Any]]
 
 INDEX = 4  # bytes of one successor index in a path key
 CHUNK = 2048  # states pickled together in a level's partition
-VISITED, SUMMARY, STATES, STATS = "visited", "summary", "states", "stats"  # tags of a partition's records
+VISITED, SUMMARY, STATES = "visited", "summary", "states"  # tags of a level's records
+CANDIDATES, STATS = "candidates", "stats"  # tags of the records shuffled between two levels
 Hit = tuple[bytes, int]  # (path key, fingerprint) of a state
 
 
@@ -48,6 +50,7 @@ class Plan:
     factory: ModelFactory
     names: tuple[str, ...]
     symmetry: bool
+    partitions: int
 
 
 @dataclass
@@ -87,7 +90,9 @@ class Loaded:
         self.model = model if model is not None else plan.factory()
         self.properties = {p.name: p for p in self.model.properties if p.name in plan.names}
         canonical = self.model.symmetry if plan.symmetry else None
-        fingerprint = Fingerprinter().fingerprint
+        # states arrive unpickled: their sub-states are shared within a chunk, never with an earlier task's
+        self.fingerprinter = Fingerprinter(by_identity=True)
+        fingerprint = self.fingerprinter.fingerprint
         self.fingerprint: Callable[[Any], int] = fingerprint if canonical is None \
             else (lambda state: fingerprint(canonical(state)))
 
@@ -104,7 +109,7 @@ def load(plan: Plan) -> Loaded:
 
 
 def owner(key: Any) -> int:
-    """The partition function: a state's fingerprint, or for a partition's counts its source partition."""
+    """The partition function: a state's fingerprint; for a shuffled record, the partition it is for."""
     return key if type(key) is int else key[1]
 
 
@@ -146,8 +151,11 @@ def pack(records: list[tuple[int, bytes, Any]]) -> Iterator[tuple[str, bytes]]:
 
 
 def expand(plan: Plan, partition: int, items: Iterable[tuple[Any, Any]]) -> Iterator[tuple[Any, Any]]:
-    """Step 1: the successors of a partition's states, the least key per fingerprint, and the counts."""
+    """Step 1: the successors of a partition's states, the least key per fingerprint, and the counts. The
+    candidates for each partition are pickled together here (C pickle; sub-states shared by siblings written
+    once), so that PySpark's serializer only moves bytes."""
     loaded = load(plan)
+    loaded.fingerprinter.clear()
     next_steps, is_final, fingerprint = loaded.model.next_steps, loaded.model.is_final, loaded.fingerprint
     best: dict[int, tuple[bytes, Any]] = {}
     labels: dict[Any, int] = {}
@@ -168,13 +176,20 @@ def expand(plan: Plan, partition: int, items: Iterable[tuple[Any, Any]]) -> Iter
             held = best.get(target)
             if held is None or path < held[0]:
                 best[target] = (path, successor)
+    loaded.fingerprinter.clear()
     kinds: dict[str, int] = {}
     for label, n in labels.items():
         kind = action_kind(label)
         kinds[kind] = kinds.get(kind, 0) + n
     counts.kinds = kinds
     yield (STATS, partition), counts
-    yield from best.items()
+    shares: list[list[tuple[int, bytes, Any]]] = [[] for _ in range(plan.partitions)]
+    for fp, (key, state) in best.items():
+        shares[owner(fp) % plan.partitions].append((fp, key, state))
+    for target, share in enumerate(shares):
+        for start in range(0, len(share), CHUNK):
+            blob = pickle.dumps(share[start:start + CHUNK], protocol=pickle.HIGHEST_PROTOCOL)
+            yield (CANDIDATES, target, partition, start), blob
 
 
 def merge(plan: Plan, pending: tuple[str, ...], items: Iterable[tuple[Any, Any]]) -> Iterator[tuple[Any, Any]]:
@@ -184,12 +199,13 @@ def merge(plan: Plan, pending: tuple[str, ...], items: Iterable[tuple[Any, Any]]
     best: dict[int, tuple[bytes, Any]] = {}
     counts = Counts()
     for tag, value in items:
-        if type(tag) is int:
-            held = best.get(tag)
-            if held is None or value[0] < held[0]:
-                best[tag] = value
-        elif tag == VISITED:
+        if tag == VISITED:
             visited = set(array("q", value))
+        elif type(tag) is tuple and tag[0] == CANDIDATES:
+            for fp, key, state in pickle.loads(value):
+                held = best.get(fp)
+                if held is None or key < held[0]:
+                    best[fp] = (key, state)
         elif type(tag) is tuple:
             counts.add(value)
     if visited is None:

@@ -121,6 +121,7 @@ def test_the_memory_changes_nothing() -> None:
     expected = [forgetting.fingerprint(v) for v in values]
     assert [remembering.fingerprint(v) for v in values] == expected
     assert [small.fingerprint(v) for v in values] == expected
+    assert [Fingerprinter(by_identity=True).fingerprint(v) for v in values] == expected
     assert [remembering.fingerprint(v) for v in values] == expected  # the second time, from the memory
 
 
