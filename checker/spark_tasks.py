@@ -4,9 +4,12 @@ What is modelled
     A partition of a level holds, in this order, the visited set of the fingerprints it owns (an
     ``array('q')`` as bytes, tag ``VISITED``), the level's summary for it (``SUMMARY``: how many new states,
     each pending property's first hit, the counts of the expansion that made it), then its new states as
-    ``(fingerprint, path key, state)`` pickled in chunks (``STATES``), in key order. :func:`expand` turns a
-    partition into candidates (the least key per fingerprint), pickled together for each partition that owns
-    them (``(CANDIDATES, target, source, start)``), and one ``(STATS, source)`` record of counts, and
+    ``(fingerprint, path key, state, parts)`` pickled in chunks (``STATES``), in key order; ``parts`` are the
+    digests of the state's components (:meth:`~txnspec.checker.stable_fingerprint.Fingerprinter.parts`), so
+    that fingerprinting its successors in the next level does not encode again what they share with it.
+    :func:`expand` turns a partition into candidates (the least key per fingerprint), pickled together for
+    each partition that owns them (``(CANDIDATES, target, source, start)``), and one ``(STATS, source)``
+    record of counts, and
     :func:`merge` turns partition ``i`` of the level and the candidates shuffled to ``i`` into partition ``i``
     of the next level.
 
@@ -136,14 +139,14 @@ def task(function: Callable[..., Iterator[Any]], *args: Any) -> Iterator[Any]:
             gc.enable()
 
 
-def states_of(items: Iterable[tuple[Any, Any]]) -> Iterator[tuple[int, bytes, Any]]:
-    """The ``(fingerprint, key, state)`` records of a level's partition (reading every record, see tagged)."""
+def states_of(items: Iterable[tuple[Any, Any]]) -> Iterator[tuple[int, bytes, Any, Any]]:
+    """The ``(fingerprint, key, state, parts)`` records of a level's partition (reading every record, see tagged)."""
     for tag, value in items:
         if tag == STATES:
             yield from pickle.loads(value)
 
 
-def pack(records: list[tuple[int, bytes, Any]]) -> Iterator[tuple[str, bytes]]:
+def pack(records: list[tuple[int, bytes, Any, Any]]) -> Iterator[tuple[str, bytes]]:
     """States as pickled chunks: sub-states shared within a chunk are written once, and a reader that wants
     only the set or the summary skips them as bytes."""
     for start in range(0, len(records), CHUNK):
@@ -157,10 +160,13 @@ def expand(plan: Plan, partition: int, items: Iterable[tuple[Any, Any]]) -> Iter
     loaded = load(plan)
     loaded.fingerprinter.clear()
     next_steps, is_final, fingerprint = loaded.model.next_steps, loaded.model.is_final, loaded.fingerprint
+    seed = loaded.fingerprinter.seed if not plan.symmetry else None
     best: dict[int, tuple[bytes, Any]] = {}
     labels: dict[Any, int] = {}
     counts = Counts()
-    for fp, key, state in states_of(items):
+    for fp, key, state, parts in states_of(items):
+        if seed is not None:
+            seed(state, parts)
         successors = next_steps(state)
         if type(successors) is not list:
             successors = list(successors)
@@ -176,6 +182,9 @@ def expand(plan: Plan, partition: int, items: Iterable[tuple[Any, Any]]) -> Iter
             held = best.get(target)
             if held is None or path < held[0]:
                 best[target] = (path, successor)
+    # the digests of each kept successor's components travel with it: its own successors share most of them
+    parts_of = loaded.fingerprinter.parts if seed is not None else (lambda _: None)
+    kept = [(fp, key, state, parts_of(state)) for fp, (key, state) in best.items()]
     loaded.fingerprinter.clear()
     kinds: dict[str, int] = {}
     for label, n in labels.items():
@@ -183,9 +192,9 @@ def expand(plan: Plan, partition: int, items: Iterable[tuple[Any, Any]]) -> Iter
         kinds[kind] = kinds.get(kind, 0) + n
     counts.kinds = kinds
     yield (STATS, partition), counts
-    shares: list[list[tuple[int, bytes, Any]]] = [[] for _ in range(plan.partitions)]
-    for fp, (key, state) in best.items():
-        shares[owner(fp) % plan.partitions].append((fp, key, state))
+    shares: list[list[tuple[int, bytes, Any, Any]]] = [[] for _ in range(plan.partitions)]
+    for record in kept:
+        shares[owner(record[0]) % plan.partitions].append(record)
     for target, share in enumerate(shares):
         for start in range(0, len(share), CHUNK):
             blob = pickle.dumps(share[start:start + CHUNK], protocol=pickle.HIGHEST_PROTOCOL)
@@ -196,38 +205,38 @@ def merge(plan: Plan, pending: tuple[str, ...], items: Iterable[tuple[Any, Any]]
     """Step 2: a partition's visited set meets its candidates; the new states, judged, make the next level."""
     loaded = load(plan)
     visited: set[int] | None = None
-    best: dict[int, tuple[bytes, Any]] = {}
+    best: dict[int, tuple[bytes, Any, Any]] = {}
     counts = Counts()
     for tag, value in items:
         if tag == VISITED:
             visited = set(array("q", value))
         elif type(tag) is tuple and tag[0] == CANDIDATES:
-            for fp, key, state in pickle.loads(value):
+            for fp, key, state, parts in pickle.loads(value):
                 held = best.get(fp)
                 if held is None or key < held[0]:
-                    best[fp] = (key, state)
+                    best[fp] = (key, state, parts)
         elif type(tag) is tuple:
             counts.add(value)
     if visited is None:
         raise RuntimeError("a partition of the candidates met no partition of the visited set: Spark did not "
                            "co-partition them")
-    new = sorted(((key, fp, state) for fp, (key, state) in best.items() if fp not in visited),
+    new = sorted(((key, fp, state, parts) for fp, (key, state, parts) in best.items() if fp not in visited),
                  key=lambda r: r[0])
     checks = [loaded.properties[name] for name in pending]
     hits: dict[str, Hit] = {}
-    for key, fp, state in new:
+    for key, fp, state, _ in new:
         visited.add(fp)
         if checks and any(hit(p, state) for p in checks):
             hits.update((p.name, (key, fp)) for p in checks if hit(p, state))
             checks = [p for p in checks if p.name not in hits]
     yield VISITED, array("q", visited).tobytes()
     yield SUMMARY, Summary(len(new), hits, counts)
-    yield from pack([(fp, key, state) for key, fp, state in new])
+    yield from pack([(fp, key, state, parts) for key, fp, state, parts in new])
 
 
 def first_level(items: Iterable[tuple[int, tuple[bytes, Any]]]) -> Iterator[tuple[Any, Any]]:
-    kept = sorted(((fp, key, state) for fp, (key, state) in items), key=lambda r: r[1])
-    yield VISITED, array("q", (fp for fp, _, _ in kept)).tobytes()
+    kept = sorted(((fp, key, state, None) for fp, (key, state) in items), key=lambda r: r[1])
+    yield VISITED, array("q", (fp for fp, _, _, _ in kept)).tobytes()
     yield SUMMARY, None
     yield from pack(kept)
 
@@ -239,12 +248,12 @@ def tagged(tag: str, items: Iterable[tuple[Any, Any]]) -> Iterator[tuple[Any, An
 
 
 def keys(items: Iterable[tuple[Any, Any]]) -> Iterator[bytes]:
-    return (key for _, key, _ in states_of(items))
+    return (key for _, key, _, _ in states_of(items))
 
 
 def successor_counts(plan: Plan, last: bytes, items: Iterable[tuple[Any, Any]]) -> Iterator[int]:
     """How many successors the states up to key ``last`` have (the transitions before a stop within a level)."""
     next_steps = load(plan).model.next_steps
-    for _, key, state in states_of(items):
+    for _, key, state, _ in states_of(items):
         if key <= last:
             yield sum(1 for _ in next_steps(state))

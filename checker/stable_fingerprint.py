@@ -94,12 +94,13 @@ class Fingerprinter:
     (True, False)
     """
 
-    __slots__ = ("_encoders", "_leaves", "_memo", "limit")
+    __slots__ = ("_encoders", "_fields", "_leaves", "_memo", "limit")
 
     def __init__(self, limit: int = _LIMIT, *, by_identity: bool = False) -> None:
         self.limit = limit
         self._memo: dict[Any, bytes] | _ByIdentity = _ByIdentity() if by_identity else {}
         self._leaves: dict[str, bytes] = {}
+        self._fields: dict[type, tuple[str, ...]] = {}
         self._encoders: dict[type, Callable[[Any], bytes]] = {
             type(None): lambda _: b"n", bool: lambda v: b"t" if v else b"f", int: self._int, str: self._str,
             bytes: lambda v: b"b" + _length(len(v)) + v, float: lambda v: b"r" + struct.pack(">d", v),
@@ -124,6 +125,36 @@ class Fingerprinter:
         if encoded[0] != _COMPOSITE:  # a leaf: digest its encoding; a composite's digest is at hand
             encoded = b"#" + blake2b(encoded, digest_size=_DIGEST).digest()
         return int.from_bytes(encoded[1:9], "big", signed=True)
+
+    def _components(self, value: Any) -> tuple[Any, ...] | None:
+        """A dataclass's compared fields or a tuple's items (ordered components; a frozenset's order is not
+        the same in two processes, so it has none here)."""
+        if type(value) is tuple:
+            return value
+        names = self._fields.get(type(value))
+        if names is None:
+            if not dataclasses.is_dataclass(value) or isinstance(value, type):
+                return None
+            names = self._fields[type(value)] = tuple(f.name for f in dataclasses.fields(value) if f.compare)
+        return tuple(getattr(value, n) for n in names)
+
+    def parts(self, value: Any) -> tuple[bytes | None, ...] | None:
+        """The remembered digests of ``value``'s direct components (after :meth:`fingerprint` of it), to be
+        handed to :meth:`seed` in another process with the same value unpickled."""
+        components = self._components(value)
+        if components is None:
+            return None
+        return tuple(self._memo.get(c) for c in components)
+
+    def seed(self, value: Any, parts: tuple[bytes | None, ...] | None) -> None:
+        """Remember the digests :meth:`parts` gave for ``value``'s components: a successor that shares them
+        is fingerprinted without encoding them again."""
+        components = self._components(value) if parts is not None else None
+        if components is None or parts is None or len(components) != len(parts):
+            return
+        for component, digest in zip(components, parts, strict=True):
+            if digest is not None:
+                self._memo[component] = digest
 
     def encode(self, value: Any) -> bytes:
         """The canonical, self-delimiting encoding of ``value`` (a composite as its tagged digest)."""

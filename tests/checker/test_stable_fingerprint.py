@@ -136,3 +136,21 @@ def test_pinned_fingerprints() -> None:
 def test_other_types_are_refused(value: object) -> None:
     with pytest.raises(TypeError, match="cannot fingerprint"):
         fingerprint((1, value))
+
+
+def test_seeded_parts_give_the_same_fingerprints_to_unpickled_values() -> None:
+    import pickle
+
+    shared = (EndTxnResponse("X"), frozenset({"a", "b"}), ("deep", (1, 2)))
+    parent = WithNote(1), shared, "leaf"
+    child = WithNote(2), shared, "leaf"
+    sender = Fingerprinter(by_identity=True)
+    expected = sender.fingerprint(child)
+    parts = sender.parts(child)
+    assert parts is not None and parts[1] is not None and parts[2] is None  # leaves have no digest
+    receiver = Fingerprinter(by_identity=True)
+    arrived = pickle.loads(pickle.dumps(child))
+    receiver.seed(arrived, parts)
+    assert receiver.fingerprint(arrived) == expected == Fingerprinter().fingerprint(child)
+    assert receiver.fingerprint(pickle.loads(pickle.dumps(parent))) == Fingerprinter().fingerprint(parent)
+    assert sender.parts(frozenset({1})) is None and sender.parts(3) is None  # no ordered components
