@@ -49,7 +49,7 @@ def context() -> Iterator[Any]:
 
 
 TOYS = {
-    "counter": functools.partial(toys.counter, 30, bad_at=17, wish=9),
+    "counter": functools.partial(toys.counter, 20, bad_at=17, wish=9),
     "two-phase": functools.partial(toys.two_phase_commit, 3),
     "two-phase-broken": functools.partial(toys.two_phase_commit, 3, broken=True),
     "tokens": functools.partial(toys.tokens, 4),  # symmetry
