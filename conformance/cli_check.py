@@ -3,6 +3,9 @@
 Exit 0 when every requested property holds on the full bounded state space, 1 on a violation (the
 shortest counterexample is printed and optionally written as JSON Lines, ITF and a Mermaid diagram),
 2 on bad arguments, 3 when a state cap stopped the run before the space was explored.
+
+``--master URL`` runs the breadth-first search on Spark (:mod:`txnspec.checker.spark_bfs`): same counts,
+verdicts and counterexamples, without the leads-to properties (liveness needs the state graph: it stays local).
 """
 
 from __future__ import annotations
@@ -39,10 +42,17 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", choices=("exact", "fingerprints"), default="exact",
                    help="exact (default): every state kept, leads-to judged; fingerprints: 64-bit fingerprints "
                         "as TLC keeps them, levels on disk, parents in files (about 100 bytes a state; the "
-                        "chance of a collision is reported; leads-to properties are skipped)")
+                        "chance of a collision is reported; leads-to properties are skipped); with --master the "
+                        "search runs on Spark and this does not apply")
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="expand each level in N processes (implies --store fingerprints; same states, "
                         "verdicts and counterexamples as one process)")
+    p.add_argument("--master", metavar="URL",
+                   help="search breadth first on Spark (local[2], spark://HOST:PORT): each level's states are "
+                        "spread over the executors by a stable 64-bit fingerprint; same states, verdicts and "
+                        "shortest counterexamples as without it. --store and --workers do not apply; leads-to "
+                        "properties are skipped (liveness stays local: run without --master), and --graph-out "
+                        "cannot be used")
     p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
     p.add_argument("--trace-out", type=Path, help="write the first counterexample as JSON Lines")
     p.add_argument("--itf-out", type=Path, help="write the first counterexample as ITF (Apalache ADR-015)")
@@ -116,10 +126,17 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise UsageError(f"--workers must be at least 1, not {args.workers}")
     fingerprints = args.store == "fingerprints" or args.workers > 1
+    if args.master is not None and args.graph_out is not None:
+        raise UsageError("--graph-out needs every state and edge, which the Spark search (--master) does not "
+                         "keep: run without --master")
+    if args.master is not None and args.workers > 1:
+        raise UsageError("--workers does not apply with --master (Spark's executors expand the levels)")
     if fingerprints and args.graph_out is not None:
         raise UsageError("--graph-out needs every state and edge: use --store exact with one worker")
     show_progress = sys.stderr.isatty() and not args.json
-    if fingerprints:
+    if args.master is not None:
+        result = _check_on_spark(args, model, _without_liveness(model, names), show_progress)
+    elif fingerprints:
         from txnspec.checker.levels import check_levels
 
         names = _without_liveness(model, names)
@@ -142,6 +159,51 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not result.complete:
         return EXIT_INCONCLUSIVE if result.ok else EXIT_VIOLATION
     return EXIT_OK if result.ok else EXIT_VIOLATION
+
+
+def _check_on_spark(args: argparse.Namespace, model: Any, names: list[str], show_progress: bool) -> Any:
+    """The search on Spark: a session on ``--master`` (refused within seconds when it cannot be reached), the
+    model shipped as its scenario and variant names (:class:`~txnspec.conformance.model_factory.ModelFactory`)."""
+    from txnspec.checker.spark_bfs import check_spark
+    from txnspec.conformance.cli import EnvironmentProblem
+    from txnspec.conformance.cli_conform import check_reachable, standalone_masters, start_standalone_session
+    from txnspec.conformance.cli_main import java_problem
+    from txnspec.conformance.model_factory import ModelFactory
+
+    standalone = standalone_masters(args.master)
+    check_reachable(args.master, standalone)
+    problem = java_problem()
+    if problem:
+        raise EnvironmentProblem(problem)
+    from pyspark.sql import SparkSession
+
+    from txnspec.conformance.spark_job import spark_session
+
+    def session_on(master: str) -> Any:
+        return spark_session(master, app_name="txnspec-check")
+
+    session = start_standalone_session(args.master, session_on) if standalone else None
+    if session is None:
+        session = SparkSession.getActiveSession()  # e.g. under spark-submit: not ours to stop
+        own = session is None
+        session = session or session_on(args.master)
+    else:
+        own = True
+    factory = ModelFactory(args.scenario, args.variant,
+                           str(args.variant_file.resolve()) if args.variant_file is not None else None)
+
+    def report(states: int, depth: int, rate: float) -> None:
+        print(f"\r  {states:,} states, depth {depth}, {rate:,.0f} states/s", end="", file=sys.stderr, flush=True)
+
+    try:
+        result = check_spark(factory, session.sparkContext, properties=names, max_states=args.max_states,
+                             max_depth=args.max_depth, progress=report if show_progress else None)
+    finally:
+        if show_progress:
+            print(file=sys.stderr)
+        if own:
+            session.stop()
+    return result
 
 
 def _without_liveness(model: Any, names: list[str] | None) -> list[str]:

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from txnspec.checker import explicit, liveness, report, traces
+from txnspec.checker import explicit, liveness, report, stable_fingerprint, traces
 
 
-@pytest.mark.parametrize("module", [explicit, liveness, report, traces], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [explicit, liveness, report, stable_fingerprint, traces], ids=lambda m: m.__name__)
 def test_doctests(module: object) -> None:
     outcome = doctest.testmod(module)  # type: ignore[arg-type]
     assert outcome.failed == 0

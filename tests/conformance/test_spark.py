@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +13,7 @@ from txnspec.conformance.adapters.spec_adapter import SpecAdapter
 from txnspec.conformance.cli import main as cli_main
 from txnspec.conformance.cli_main import java_problem
 from txnspec.conformance.replay import replay
+from txnspec.conformance.spark_cluster import standalone_cluster
 from txnspec.conformance.spark_job import JobConfig, run_job, spark_session
 from txnspec.conformance.traces import Trace
 
@@ -95,46 +91,10 @@ def test_the_implementation_on_spark(spark: Any, tmp_path: Path) -> None:
     assert result.summary["graph"]["missed_transitions"] == []
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture()
 def standalone(tmp_path: Path) -> Iterator[str]:
-    import pyspark
-
-    home = Path(pyspark.__file__).parent
-    daemon = home / "sbin" / "spark-daemon.sh"
-    port, web = _free_port(), _free_port()
-    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(tmp_path / "logs"),
-               SPARK_PID_DIR=str(tmp_path / "pids"), SPARK_IDENT_STRING="txnspec-test",
-               SPARK_NO_DAEMONIZE="", SPARK_WORKER_DIR=str(tmp_path / "work"))
-    env.pop("SPARK_NO_DAEMONIZE")
-    master = f"spark://127.0.0.1:{port}"
-    master_cls, worker_cls = "org.apache.spark.deploy.master.Master", "org.apache.spark.deploy.worker.Worker"
-    subprocess.run(["bash", str(daemon), "start", master_cls, "1", "--host", "127.0.0.1", "--port", str(port),
-                    "--webui-port", str(web)], env=env, check=True, capture_output=True)
-    try:
-        subprocess.run(["bash", str(daemon), "start", worker_cls, "1", "--host", "127.0.0.1", "--cores", "2",
-                        "--memory", "1g", "--webui-port", str(_free_port()), master], env=env, check=True,
-                       capture_output=True)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:  # the master's status page lists the registered workers
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{web}/json/", timeout=5) as response:
-                    if json.loads(response.read()).get("aliveworkers", 0) >= 1:
-                        break
-            except (OSError, ValueError):
-                pass
-            time.sleep(1)
-        else:
-            pytest.fail("the standalone worker did not register with the master within 120 s")
-        yield master
-    finally:
-        for cls in (worker_cls, master_cls):
-            subprocess.run(["bash", str(daemon), "stop", cls, "1"], env=env, capture_output=True)
+    with standalone_cluster(tmp_path, workers=1, cores=2, memory="1g") as cluster:
+        yield cluster.master
 
 
 @spark_test

@@ -1,0 +1,175 @@
+"""The breadth-first search on Spark (checker/spark_bfs.py) against the one-process engines: the same states,
+transitions, depth, verdicts and counterexamples (step for step), on toy models and on the Kafka spec, in local
+mode and on a standalone master with two workers on 127.0.0.1."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import toys
+from test_levels import signature
+
+from txnspec.checker import check
+from txnspec.checker.levels import check_levels
+from txnspec.checker.model import Model
+from txnspec.checker.spark_bfs import check_spark
+from txnspec.conformance.cli import main as cli_main
+from txnspec.conformance.cli_main import java_problem
+from txnspec.conformance.model_factory import ModelFactory
+
+
+def spark_test(test: Any) -> Any:
+    """Marked ``spark`` (run with -m spark), skipped without Java."""
+    test = pytest.mark.spark(test)
+    return pytest.mark.skipif(java_problem() is not None, reason=str(java_problem()))(test)
+
+
+def safety(model: Model[Any]) -> list[str]:
+    return [p.name for p in model.properties if p.expectation.value != "leads_to"]
+
+
+@pytest.fixture(scope="module")
+def context() -> Iterator[Any]:
+    from pyspark.sql import SparkSession
+
+    from txnspec.conformance.spark_job import spark_session
+
+    active = SparkSession.getActiveSession()
+    if active is not None:  # another module's session (e.g. one with task retries): this one is local[2]
+        active.stop()
+    session = spark_session("local[2]", app_name="txnspec-check-test")
+    session.sparkContext.addPyFile(toys.__file__)  # the executors import the toy models' states from it
+    yield session.sparkContext
+    session.stop()
+
+
+TOYS = {
+    "counter": functools.partial(toys.counter, 20, bad_at=17, wish=9),
+    "two-phase": functools.partial(toys.two_phase_commit, 3),
+    "two-phase-broken": functools.partial(toys.two_phase_commit, 3, broken=True),
+    "tokens": functools.partial(toys.tokens, 4),  # symmetry
+    "fan": functools.partial(toys.fan, 10),  # an early stop within level 2
+    "dining": toys.dining,  # a deadlock
+}
+
+
+@spark_test
+@pytest.mark.parametrize("toy", sorted(TOYS))
+def test_toys_agree_with_the_exact_search(context: Any, toy: str) -> None:
+    model = TOYS[toy]()
+    names = safety(model)
+    exact = check(model, properties=names)
+    result = check_spark(TOYS[toy], context, properties=names)
+    assert signature(result) == signature(exact)
+    assert result.symmetry == exact.symmetry and result.store == "spark (local[2], 2 partitions)"
+    if exact.complete:
+        assert result.coverage == exact.coverage
+
+
+@spark_test
+@pytest.mark.parametrize(("caps", "partitions", "symmetry"),
+                         [({"max_states": 50}, 3, True), ({"max_states": 51}, 2, True), ({"max_depth": 5}, 2, True),
+                          ({"max_states": 1}, 2, True), ({"max_states": 200}, 2, False)])
+def test_caps_cut_where_the_exact_search_stops(context: Any, caps: dict[str, int], partitions: int,
+                                               symmetry: bool) -> None:
+    names = safety(TOYS["two-phase"]())
+    max_states, max_depth = caps.get("max_states"), caps.get("max_depth")
+    exact = check(TOYS["two-phase"](), properties=names, symmetry=symmetry, max_states=max_states,
+                  max_depth=max_depth)
+    result = check_spark(TOYS["two-phase"], context, properties=names, partitions=partitions, symmetry=symmetry,
+                         max_states=max_states, max_depth=max_depth)
+    assert not exact.complete and signature(result) == signature(exact)
+
+
+# scenario, variant, (states, transitions, depth) pinned from `txnspec check`
+KAFKA = [("tiny", "current", (27, 34, 12)), ("failover", "current", (208, 358, 15)),
+         ("zombie", "current", (2276, 5130, 26))]
+
+
+@spark_test
+@pytest.mark.parametrize(("scenario", "variant", "counts"), KAFKA)
+def test_kafka_scenarios_agree_with_the_one_process_search(context: Any, scenario: str, variant: str,
+                                                          counts: tuple[int, int, int]) -> None:
+    factory = ModelFactory(scenario, variant)
+    model = factory()
+    names = safety(model)
+    local = check_levels(model, properties=names)
+    result = check_spark(factory, context, properties=names)
+    assert (result.states, result.transitions, result.depth) == counts
+    assert signature(result) == signature(local) and result.ok and result.complete
+    assert result.coverage == local.coverage
+
+
+# variant -> scenario, the property it breaks, the shortest counterexample's length (tests/spec/test_variants.py)
+BUGS = {"zombie-not-fenced": ("zombie", "fenced_producer_never_commits", 19),
+        "no-duplicate-detection": ("retry", "no_duplicate_append", 8)}
+
+
+@spark_test
+@pytest.mark.parametrize("variant", sorted(BUGS))
+def test_bug_variants_give_the_same_shortest_counterexample(context: Any, variant: str) -> None:
+    scenario, prop, length = BUGS[variant]
+    factory = ModelFactory(scenario, variant)
+    model = factory()
+    exact = check(model, properties=safety(model))
+    result = check_spark(factory, context, properties=safety(model))
+    counterexample = result.verdict(prop).counterexample
+    assert counterexample is not None and len(counterexample) == length
+    assert signature(result) == signature(exact)
+    # the invariant and its partner only: the search stops within a level once both are found
+    partner = model.property(prop).partner
+    assert partner is not None
+    exact = check(model, properties=[prop, partner])
+    early = check_spark(factory, context, properties=[prop, partner])
+    assert not early.complete and signature(early) == signature(exact)
+
+
+@spark_test
+def test_leads_to_is_refused(context: Any) -> None:
+    model = ModelFactory("tiny")()
+    liveness = next(p.name for p in model.properties if p.expectation.value == "leads_to")
+    with pytest.raises(ValueError, match="liveness stays local"):
+        check_spark(ModelFactory("tiny"), context, properties=[liveness])
+
+
+@spark_test
+def test_the_command_line(context: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    # the module's session is active: `txnspec check --master` uses it and leaves it running
+    assert cli_main(["check", "--scenario", "failover", "--master", "local[2]", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert (answer["states"], answer["transitions"], answer["depth"]) == (208, 358, 15)
+    assert answer["store"] == "spark (local[2], 2 partitions)" and answer["verdict"] == "holds"
+    assert all(p["expectation"] != "leads_to" for p in answer["properties"])
+    assert context.master == "local[2]"
+    assert cli_main(["check", "--scenario", "zombie", "--variant", "zombie-not-fenced", "--master", "local[2]",
+                     "--property", "fenced_producer_never_commits"]) == 1
+    assert "shortest counterexample (19 steps)" in capsys.readouterr().out
+
+
+@spark_test
+def test_standalone_master_with_two_workers(context: Any, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from txnspec.conformance.spark_cluster import standalone_cluster
+
+    context.stop()  # the command starts its own session on the cluster
+    with standalone_cluster(tmp_path, workers=2, cores=1, memory="1g") as cluster:
+        assert cluster.alive_workers() == 2
+        status = cli_main(["check", "--scenario", "failover", "--master", cluster.master, "--json"])
+    assert status == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert (answer["states"], answer["transitions"], answer["depth"]) == (208, 358, 15)
+    assert answer["store"] == f"spark ({cluster.master}, 2 partitions)"
+
+
+@pytest.mark.parametrize("argv", [["--graph-out", "g.graphml"], ["--workers", "2"], ["--master", "nonsense"]])
+def test_master_refuses_what_it_cannot_do(argv: list[str], capsys: pytest.CaptureFixture[str],
+                                          tmp_path: Path) -> None:
+    argv = [str(tmp_path / a) if a.endswith(".graphml") else a for a in argv]
+    master = [] if "--master" in argv else ["--master", "local[2]"]
+    assert cli_main(["check", "--scenario", "tiny", *master, *argv]) == 2
+    assert "txnspec check: error:" in capsys.readouterr().err
