@@ -127,3 +127,15 @@ def test_full_is_checked_to_depth_13_on_a_pinned_number_of_states() -> None:
     assert (by_workers.states, by_workers.transitions) == (258_433, 738_188)
     exact = check(model, properties=safety, max_depth=13)
     assert (exact.states, exact.transitions, exact.verdict_text) == (258_433, 738_188, by_workers.verdict_text)
+
+
+@pytest.mark.slow
+def test_large_is_checked_exhaustively_by_two_workers() -> None:
+    """About 4 to 8 minutes: default with a coordinator failover as well, every safety property holding."""
+    from txnspec.checker.levels import check_levels
+
+    model = build_model("large")
+    safety = [p.name for p in model.properties if p.expectation.value != "leads_to"]
+    result = check_levels(model, properties=safety, workers=2)
+    assert result.complete and result.ok, result.render()
+    assert (result.states, result.transitions) == (5_176_988, 20_342_089)
