@@ -22,6 +22,7 @@ from txnspec.spec.errors import Errors
 from txnspec.spec.projection import KNOWN_DIFFERENCES, agreement
 from txnspec.spec.scenarios import scenario_named
 from txnspec.spec.system_state import System
+from txnspec.spec.values import clear_caches
 
 OOO_RETRY = ("Produce answered OUT_OF_ORDER_SEQUENCE_NUMBER", "retrying")
 LOSSY = "+loss"  # the scenario with a lost message as well: a batch given up on while waiting for its retry
@@ -100,9 +101,9 @@ def test_the_lift_of_a_new_producer_is_a_new_client() -> None:
 @pytest.fixture
 def fresh_caches() -> object:
     """The model memoises its client's steps: a patched rule must not meet results of the real one."""
-    sysm._receive.cache_clear()
+    clear_caches()
     yield None
-    sysm._receive.cache_clear()
+    clear_caches()
 
 
 def test_a_producer_that_breaks_a_rule_is_caught(monkeypatch: pytest.MonkeyPatch, fresh_caches: object) -> None:
