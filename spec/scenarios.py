@@ -95,7 +95,7 @@ class Scenario:
     def producer_transactional_ids(self) -> tuple[str, ...]:
         """The transactional id of each producer instance, in the order of their indexes."""
         counts = self.instances_per_id or (self.producers_per_id,) * len(self.transactional_ids)
-        return tuple(tid for tid, n in zip(self.transactional_ids, counts) for _ in range(n))
+        return tuple(tid for tid, n in zip(self.transactional_ids, counts, strict=True) for _ in range(n))
 
     @property
     def has_zombies(self) -> bool:

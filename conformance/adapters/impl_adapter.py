@@ -11,9 +11,9 @@ How steps map onto :class:`txnspec.impl.cluster.Cluster`
       producer does (``batch.size`` and ``max.in.flight.requests.per.connection``, both Kafka-legal);
     * ``FindCoordinator``, which the spec abstracts away, is delivered as soon as it is queued;
     * faults: ``duplicate`` re-sends the request, ``timeout`` (and ``abandoned timeout``) advances the clock
-      past the transaction timeout and aborts the named id's transaction only (without running the network), ``failover`` crashes and restarts the
-      coordinators (markers already sent stay in flight), ``expire batch`` expires the in-flight batch
-      (``Producer.expire_batch``); an action names what it does by its fields
+      past the transaction timeout and aborts the named id's transaction only (without running the network),
+      ``failover`` crashes and restarts the coordinators (markers already sent stay in flight), ``expire batch``
+      expires the in-flight batch (``Producer.expire_batch``); an action names what it does by its fields
       (:class:`txnspec.spec.actions.Action`), so no step can say one thing and be read as another;
     * ``lose`` takes the message off the implementation's network (``Network.lose``) and nobody is told:
       the spec's ``retry`` (the client's request timeout) and ``resend marker`` (the coordinator's) then
