@@ -39,7 +39,7 @@ from txnspec.impl.coordinator import (
 )
 from txnspec.impl.errors import Errors, KafkaStorageException
 from txnspec.impl.group import GroupCoordinator
-from txnspec.impl.log import ControlType
+from txnspec.impl.log import SHORT_MAX, ControlType
 from txnspec.impl.membership import Membership
 from txnspec.impl.messages import (
     AddOffsetsToTxn,
@@ -72,6 +72,8 @@ class BrokerConfig:
     partition_verification: bool = True
     max_message_bytes: int = 1_048_588
     snapshot_every_appends: int = 50
+    # Short.MAX_VALUE, as in Kafka; smaller, epoch exhaustion comes within reach of a test (CoordinatorConfig)
+    max_producer_epoch: int = SHORT_MAX
 
 
 class Broker:
@@ -80,6 +82,9 @@ class Broker:
     def __init__(self, config: BrokerConfig | None = None, *, data_dir: str | None = None, now_ms: int = 0,
                  coordinator_epoch: int = 0, fsync: bool = False, recover_corruption: bool = False) -> None:
         self.config = config or BrokerConfig()
+        if not 2 <= self.config.max_producer_epoch <= SHORT_MAX:
+            raise ValueError(f"max_producer_epoch must be 2 to {SHORT_MAX} (Short.MAX_VALUE), "
+                             f"got {self.config.max_producer_epoch!r}")
         self.data_dir = data_dir
         self.fsync = fsync
         self.partitions: dict[str, Partition] = {}
@@ -113,7 +118,8 @@ class Broker:
             transactional_id_expiration_ms=self.config.transactional_id_expiration_ms,
             transaction_version=self.config.transaction_version,
             num_txn_log_partitions=self.config.num_txn_log_partitions,
-            num_offsets_partitions=self.config.num_offsets_partitions)
+            num_offsets_partitions=self.config.num_offsets_partitions,
+            max_producer_epoch=self.config.max_producer_epoch)
         self.producer_ids = ProducerIdManager(next_pid, persist)
         self.txn_coordinator = TransactionCoordinator(txn_parts, self.producer_ids, self.coordinator_config,
                                                       coordinator_epoch=coordinator_epoch, now_ms=now_ms)
@@ -151,7 +157,8 @@ class Broker:
 
     def _partition_kwargs(self) -> dict[str, int]:
         return {"producer_id_expiration_ms": self.config.producer_id_expiration_ms,
-                "max_message_bytes": self.config.max_message_bytes}
+                "max_message_bytes": self.config.max_message_bytes,
+                "max_producer_epoch": self.config.max_producer_epoch}
 
     def partition(self, name: str) -> Partition:
         """The partition called ``name`` (created empty on first use)."""

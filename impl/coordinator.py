@@ -110,6 +110,10 @@ class CoordinatorConfig:
     num_txn_log_partitions: int = 1
     num_offsets_partitions: int = 50
     manual_marker_completion: bool = False
+    # Short.MAX_VALUE in Kafka (RecordBatch.NO_PRODUCER_EPOCH aside, epochs are shorts); a smaller bound lets a
+    # test reach epoch exhaustion and the producer-id rotation after it in a few transactions, as the spec's
+    # bounded scenarios do
+    max_producer_epoch: int = SHORT_MAX
 
 
 class ProducerIdManager:
@@ -157,14 +161,14 @@ def value_to_json(t: TxnTransitMetadata, server_tv: int) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-def metadata_from_json(transactional_id: str, raw: str) -> TransactionMetadata:
+def metadata_from_json(transactional_id: str, raw: str, max_epoch: int = SHORT_MAX) -> TransactionMetadata:
     """``TransactionLog.readTxnRecordValue``: ``last_producer_epoch`` is not stored, so it loads as -1."""
     v = json.loads(raw)
     return TransactionMetadata(
         transactional_id, v["producer_id"], v.get("prev_producer_id", NO_PRODUCER_ID),
         v.get("next_producer_id", NO_PRODUCER_ID), v["producer_epoch"], NO_PRODUCER_EPOCH, v["timeout_ms"],
         TransactionState.from_id(v["status"]), set(v["partitions"] or ()), v["start_ms"], v["last_update_ms"],
-        v["client_tv"])
+        v["client_tv"], max_epoch=max_epoch)
 
 
 AppendListener = Callable[[str, "TxnTransitMetadata | None"], None]
@@ -283,7 +287,7 @@ class TransactionStateManager:
                         loaded.pop(rec.key, None)
                     else:
                         try:
-                            loaded[rec.key] = metadata_from_json(rec.key, str(rec.value))
+                            loaded[rec.key] = metadata_from_json(rec.key, str(rec.value), self.config.max_producer_epoch)
                         except (ValueError, KeyError):
                             continue  # unknown value version: skipped (TRUNK)
         self.cache = loaded
@@ -386,7 +390,8 @@ class TransactionCoordinator:
             except _AllocationError as exc:
                 return InitProducerIdResult(exc.error)
             md = TransactionMetadata(transactional_id, pid, txn_timeout_ms=txn_timeout_ms,
-                                     txn_last_update_timestamp=now_ms, client_transaction_version=TV_0)
+                                     txn_last_update_timestamp=now_ms, client_transaction_version=TV_0,
+                                     max_epoch=self.config.max_producer_epoch)
             self.txn_manager.cache[transactional_id] = md
         coordinator_epoch = self.txn_manager.coordinator_epoch
         prepared = self._prepare_init_producer_id_transit(md, txn_timeout_ms, expected, now_ms)
@@ -405,7 +410,7 @@ class TransactionCoordinator:
                                           expected: tuple[int, int] | None, now_ms: int) -> TxnTransitMetadata | Errors:
         def is_valid_producer_id(e: tuple[int, int]) -> bool:
             return md.producer_epoch == NO_PRODUCER_EPOCH or e[0] == md.producer_id \
-                or (e[0] == md.prev_producer_id and is_epoch_exhausted(e[1]))
+                or (e[0] == md.prev_producer_id and is_epoch_exhausted(e[1], md.max_epoch))
 
         if md.pending_transition_in_progress:
             return Errors.CONCURRENT_TRANSACTIONS
@@ -543,7 +548,7 @@ class TransactionCoordinator:
                              now_ms: int) -> tuple[TxnTransitMetadata, bool] | EndTxnResult:
         pid_copy, epoch_copy = md.producer_id, md.producer_epoch
         is_epoch_fence = md.pending_state is S.PREPARE_EPOCH_FENCE
-        retry_on_overflow = not is_epoch_fence and md.prev_producer_id == pid and epoch == SHORT_MAX - 1 \
+        retry_on_overflow = not is_epoch_fence and md.prev_producer_id == pid and epoch == md.max_epoch - 1 \
             and md.producer_epoch == 0
         retry_on_epoch_bump = not is_epoch_fence and md.producer_epoch == epoch + 1
         if not is_epoch_fence:

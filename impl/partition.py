@@ -133,10 +133,11 @@ class Partition:
 
     def __init__(self, name: str, *, log_start_offset: int = 0, store: BatchStore | None = None,
                  producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, max_producer_epoch: int = SHORT_MAX) -> None:
         self.name = name
         self.log = Log(name, log_start_offset, store)
-        self.producer_state = ProducerStateManager(name, producer_id_expiration_ms, log_start_offset)
+        self.producer_state = ProducerStateManager(name, producer_id_expiration_ms, log_start_offset,
+                                                   max_producer_epoch)
         self.txn_index = TransactionIndex()
         self.max_message_bytes = max_message_bytes
         self.hw_follows_leo = True

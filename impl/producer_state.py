@@ -189,8 +189,9 @@ class ProducerAppendInfo:
     """Validation and staged update for one producer within one append (``ProducerAppendInfo``)."""
 
     def __init__(self, producer_id: int, current: ProducerStateEntry, origin: AppendOrigin,
-                 verification: VerificationStateEntry | None = None) -> None:
+                 verification: VerificationStateEntry | None = None, max_epoch: int = SHORT_MAX) -> None:
         self.producer_id = producer_id
+        self.max_epoch = max_epoch  # Short.MAX_VALUE, or the broker's bound (BrokerConfig.max_producer_epoch)
         self.current = current
         self.origin = origin
         self.verification = verification
@@ -202,7 +203,7 @@ class ProducerAppendInfo:
         if transaction_version >= 2:
             invalid = producer_epoch <= current
             if invalid and producer_epoch == current and (
-                    self.updated.current_txn_first_offset is None or producer_epoch == SHORT_MAX):
+                    self.updated.current_txn_first_offset is None or producer_epoch == self.max_epoch):
                 return  # KAFKA-19999: an idempotent retry of a marker already written
         else:
             invalid = producer_epoch < current
@@ -282,8 +283,9 @@ class ProducerStateManager:
     """The producer state of one partition (``ProducerStateManager``)."""
 
     def __init__(self, partition: str = "", producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-                 log_start_offset: int = 0) -> None:
+                 log_start_offset: int = 0, max_epoch: int = SHORT_MAX) -> None:
         self.partition = partition
+        self.max_epoch = max_epoch
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
         self.ongoing_txns: dict[int, TxnMetadata] = {}
@@ -299,7 +301,8 @@ class ProducerStateManager:
 
     def prepare_update(self, producer_id: int, origin: AppendOrigin) -> ProducerAppendInfo:
         current = self.producers.get(producer_id) or ProducerStateEntry(producer_id)
-        return ProducerAppendInfo(producer_id, current, origin, self.verification_states.get(producer_id))
+        return ProducerAppendInfo(producer_id, current, origin, self.verification_states.get(producer_id),
+                                  self.max_epoch)
 
     def maybe_create_verification_state_entry(self, producer_id: int, sequence: int, epoch: int,
                                               supports_epoch_bump: bool, now_ms: int = 0) -> VerificationStateEntry:

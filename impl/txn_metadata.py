@@ -88,9 +88,10 @@ VALID_PREVIOUS_STATES: dict[TransactionState, frozenset[TransactionState]] = {
 }
 
 
-def is_epoch_exhausted(epoch: int) -> bool:
-    """``TransactionMetadata.isEpochExhausted``: ``epoch >= Short.MAX_VALUE - 1``."""
-    return epoch >= SHORT_MAX - 1
+def is_epoch_exhausted(epoch: int, max_epoch: int = SHORT_MAX) -> bool:
+    """``TransactionMetadata.isEpochExhausted``: ``epoch >= Short.MAX_VALUE - 1`` (``max_epoch`` stands for
+    ``Short.MAX_VALUE``: see ``CoordinatorConfig.max_producer_epoch``)."""
+    return epoch >= max_epoch - 1
 
 
 def supports_epoch_bump(transaction_version: int) -> bool:
@@ -132,12 +133,13 @@ class TransactionMetadata:
     client_transaction_version: int = TV_0
     pending_state: TransactionState | None = None
     has_failed_epoch_fence: bool = False
+    max_epoch: int = field(default=SHORT_MAX, compare=False)  # Short.MAX_VALUE, or the coordinator's bound
 
     # --- predicates ---
 
     @property
     def is_producer_epoch_exhausted(self) -> bool:
-        return is_epoch_exhausted(self.producer_epoch)
+        return is_epoch_exhausted(self.producer_epoch, self.max_epoch)
 
     @property
     def pending_transition_in_progress(self) -> bool:
@@ -194,7 +196,7 @@ class TransactionMetadata:
                                   self.txn_last_update_timestamp, self.client_transaction_version)
 
     def prepare_fence_producer_epoch(self) -> TxnTransitMetadata:
-        bumped = self.producer_epoch if self.has_failed_epoch_fence or self.producer_epoch == SHORT_MAX \
+        bumped = self.producer_epoch if self.has_failed_epoch_fence or self.producer_epoch == self.max_epoch \
             else self.producer_epoch + 1
         return self._transit(S.PREPARE_EPOCH_FENCE, producer_epoch=bumped)
 
@@ -238,8 +240,8 @@ class TransactionMetadata:
                                 next_producer_id: int, update_timestamp: int,
                                 no_partition_added: bool) -> TxnTransitMetadata:
         if supports_epoch_bump(client_transaction_version):
-            if self.producer_epoch == SHORT_MAX and new_state is S.PREPARE_ABORT:
-                epoch = SHORT_MAX
+            if self.producer_epoch == self.max_epoch and new_state is S.PREPARE_ABORT:
+                epoch = self.max_epoch
             else:
                 epoch = self.producer_epoch + 1
             last = self.producer_epoch

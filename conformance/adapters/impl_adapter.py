@@ -98,6 +98,7 @@ class ImplAdapter:
 
     def reset(self, scenario: str, variant: str = "current") -> None:
         from txnspec.impl import _mutants
+        from txnspec.impl.broker import BrokerConfig
         from txnspec.impl.cluster import Cluster
         from txnspec.spec.model import build_system
         from txnspec.spec.system import initial_state
@@ -105,7 +106,10 @@ class ImplAdapter:
         _mutants.activate(getattr(self, "mutant", None))  # a reused worker process may have had one on
         system = build_system(scenario, variant)
         s = system.scenario
-        self.cluster = Cluster(transaction_version=s.transaction_version)
+        # the scenario's epoch bound stands for Short.MAX_VALUE in the spec: the broker gets the same bound, so
+        # epoch exhaustion (and the producer-id rotation after it) comes at the same step in both
+        self.cluster = Cluster(transaction_version=s.transaction_version,
+                               config=BrokerConfig(max_producer_epoch=s.max_epoch))
         self.partitions, self.group = s.partitions, s.group_id
         self.producers, self.txn_no, self.results, self.marker_answers = {}, {}, [], []
         self.handles, self.instances, self.lost, self.lost_markers = {}, {}, [], []

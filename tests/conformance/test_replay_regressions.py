@@ -26,6 +26,8 @@ REGRESSIONS = [
     ("faults", 46, "InitProducerId copies of a crashed and a new instance: the adapter matched the other one"),
     ("full", 207, "a transaction timeout of t2 aborted t1's open transaction too (the adapter timed out every id)"),
     ("full", 19, "the same, seen by t1's next Produce (NOT_ENOUGH_REPLICAS: its transaction was being aborted)"),
+    ("full", 608, "the broker's epoch bound was Short.MAX_VALUE while the scenario's is 4: no producer-id rotation"),
+    ("full", 906, "the same, seen by the other instance's TxnOffsetCommit (INVALID_PRODUCER_EPOCH, not _ID_MAPPING)"),
 ]
 # transaction version 1: the client's queue of AddPartitionsToTxn / AddOffsetsToTxn / TxnOffsetCommit
 TV1_REGRESSIONS = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from txnspec.impl.broker import BrokerConfig
 from txnspec.impl.client import State
 from txnspec.impl.cluster import Cluster, named
 from txnspec.impl.errors import Errors, KafkaException, ProducerFencedException, TimeoutException
@@ -188,3 +189,40 @@ def test_a_failed_transaction_log_append_answers_coordinator_not_available_and_k
     c.run()
     assert c.transaction_state("t1") == "CompleteCommit" and log.log_end_offset > end
     assert values(c, "out-0") == ["v"]
+
+
+@pytest.mark.parametrize(("max_producer_epoch", "rotated_after"), [(4, 3), (6, 5)])
+def test_an_exhausted_epoch_rotates_the_producer_id_at_the_configured_bound(max_producer_epoch: int,
+                                                                            rotated_after: int) -> None:
+    """TV2 bumps the epoch at every EndTxn; at ``max - 1`` (Kafka: Short.MAX_VALUE - 1) the coordinator hands
+    out a new producer id at epoch 0 instead (TransactionCoordinator.handleEndTransaction, KIP-890)."""
+    c = Cluster(transaction_version=2, config=BrokerConfig(max_producer_epoch=max_producer_epoch))
+    p = c.producer("app")
+    p.init_transactions()
+    first = p.producer_id
+    seen = []
+    for i in range(rotated_after + 1):
+        p.begin_transaction()
+        p.send("out-0", f"r{i}")
+        p.commit_transaction()
+        seen.append((p.producer_id == first, p.producer_epoch))
+    assert seen[-2:] == [(True, rotated_after), (False, 0)]
+    assert values(c, "out-0") == [f"r{i}" for i in range(rotated_after + 1)]
+
+
+def test_the_default_epoch_bound_is_short_max() -> None:
+    c = Cluster(transaction_version=2)
+    p = c.producer("app")
+    p.init_transactions()
+    first = p.producer_id
+    for _ in range(6):
+        p.begin_transaction()
+        p.send("out-0", "r")
+        p.commit_transaction()
+    assert (p.producer_id, p.producer_epoch) == (first, 6)
+
+
+@pytest.mark.parametrize("bound", [1, 0, -3, 32_768])
+def test_an_impossible_epoch_bound_is_refused_by_name(bound: int) -> None:
+    with pytest.raises(ValueError, match="max_producer_epoch must be 2 to 32767"):
+        Cluster(config=BrokerConfig(max_producer_epoch=bound))
