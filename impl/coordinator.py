@@ -287,7 +287,8 @@ class TransactionStateManager:
                         loaded.pop(rec.key, None)
                     else:
                         try:
-                            loaded[rec.key] = metadata_from_json(rec.key, str(rec.value), self.config.max_producer_epoch)
+                            loaded[rec.key] = metadata_from_json(rec.key, str(rec.value),
+                                                             self.config.max_producer_epoch)
                         except (ValueError, KeyError):
                             continue  # unknown value version: skipped (TRUNK)
         self.cache = loaded
