@@ -98,7 +98,8 @@ register(Variant(
 
 
 def _append_without_duplicate_detection(state: Any, *args: Any, **kw: Any) -> Any:
-    return partition_mod.append_data(state, *args, detect_duplicates=False, validate_sequence=False, **kw)
+    # the offsets append of a TxnOffsetCommit already passes both flags (an offsets batch has no sequence)
+    return partition_mod.append_data(state, *args, **{**kw, "detect_duplicates": False, "validate_sequence": False})
 
 
 register(Variant(
