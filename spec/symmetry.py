@@ -73,13 +73,14 @@ class Renaming:
     """One element of the group: a map of names (partitions, transactional ids, producer addresses and member
     ids) and of producer indexes. Hashed by identity: each is made once per model, and memoises its own work."""
 
-    __slots__ = ("indexes", "memo", "names", "order")
+    __slots__ = ("indexes", "memo", "names", "order", "tables")
 
     def __init__(self, names: dict[str, str], indexes: tuple[int, ...], order: dict[str, int]) -> None:
         self.names = names  # every renamed string, to its image
         self.indexes = indexes  # producer index i -> indexes[i]
         self.order = order  # partition name -> its position in SystemState.partitions
-        self.memo: dict[Any, Any] = {}
+        self.memo: dict[Any, Any] = {}  # value -> its image
+        self.tables: dict[str, dict[Any, Any]] = {}  # part of the state -> its tuples' images
 
     def __repr__(self) -> str:
         moved = {k: v for k, v in self.names.items() if k != v}
@@ -98,18 +99,38 @@ class Renaming:
             return v if all(a is b for a, b in zip(renamed, v, strict=True)) else renamed
         if t is frozenset:
             return frozenset(self(x) for x in v)
-        if t is SystemState:
-            return _state(self, v)  # not memoised: a state is met once, its parts many times
-        if isinstance(v, type) or not dataclasses.is_dataclass(v):
+        if not _is_value(t):
             return v  # ints, bools, None, enums, the request types of Producer.awaiting
         memo = self.memo
         got = memo.get(v)
         if got is None:
             if len(memo) >= _MEMO_LIMIT:
                 memo.clear()
-            handler = _HANDLERS.get(t, _fields)
-            got = memo[v] = intern(handler(self, v))
+            got = memo[v] = intern(_HANDLERS.get(t, _fields)(self, v))
         return got
+
+    def part(self, kind: str, v: Any, rename: Callable[[Renaming, Any], Any]) -> Any:
+        """``rename(self, v)`` memoised in the table of ``kind`` (a part of the state that is a plain tuple)."""
+        table = self.tables.get(kind)
+        if table is None:
+            table = self.tables[kind] = {}
+        got = table.get(v)
+        if got is None:
+            if len(table) >= _MEMO_LIMIT:
+                table.clear()
+            got = table[v] = rename(self, v)
+        return got
+
+
+_VALUE_TYPES: dict[type, bool] = {}
+
+
+def _is_value(t: type) -> bool:
+    """Instances of ``t`` are dataclass values (walked field by field)."""
+    got = _VALUE_TYPES.get(t)
+    if got is None:
+        got = _VALUE_TYPES[t] = dataclasses.is_dataclass(t)
+    return got
 
 
 def _fields(r: Renaming, v: Any, **special: Any) -> Any:
@@ -142,24 +163,25 @@ def _by_repr_of_key(pairs: Any) -> tuple[Any, ...]:
 
 
 def _state(r: Renaming, s: SystemState) -> SystemState:
-    partitions = tuple(sorted(((r(name), r(p)) for name, p in s.partitions), key=lambda np: r.order[np[0]]))
-    return SystemState._make(
-        r(s.coordinator),
-        intern(tuple(intern(np) for np in partitions)),
-        r(s.group),
-        intern(tuple(sorted((r(p) for p in s.producers), key=lambda p: p.index))),
-        _network(r, s.network),
-        s.budget,
-        r(s.ghost))
+    return SystemState._make(r(s.coordinator), r.part("partitions", s.partitions, _partitions), r(s.group),
+                             r.part("producers", s.producers, _producers), r.part("network", s.network, _network),
+                             s.budget, r(s.ghost))
+
+
+def _partitions(r: Renaming, partitions: tuple[tuple[str, Any], ...]) -> tuple[tuple[str, Any], ...]:
+    """Renamed, back in the order of ``SystemState.partitions`` (the scenario's, as ``initial_state`` made it)."""
+    renamed = sorted(((r(name), r(p)) for name, p in partitions), key=lambda np: r.order[np[0]])
+    return intern(tuple(intern(np) for np in renamed))
+
+
+def _producers(r: Renaming, producers: tuple[Producer, ...]) -> tuple[Producer, ...]:
+    """Renamed, back in the order of their indexes (``system_state.with_producer`` keeps them positional)."""
+    return intern(tuple(sorted((r(p) for p in producers), key=lambda p: p.index)))
 
 
 def _network(r: Renaming, network: tuple[Envelope, ...]) -> tuple[Envelope, ...]:
-    memo = r.memo
-    key = ("network", network)
-    got = memo.get(key)
-    if got is None:
-        got = memo[key] = bag(tuple(r(e) for e in network))
-    return got  # type: ignore[no-any-return]
+    """Renamed, sorted again as the model keeps its bag."""
+    return bag(tuple(r(e) for e in network))
 
 
 def _producer(r: Renaming, p: Producer) -> Producer:
@@ -307,7 +329,7 @@ def order_key(v: Any) -> Any:
         return (4, t.__module__, t.__qualname__, v.name)
     if isinstance(v, type):
         return (5, v.__module__, v.__qualname__)
-    if dataclasses.is_dataclass(v):
+    if _is_value(t):
         got = _KEYS.get(v)
         if got is None:
             if len(_KEYS) >= _MEMO_LIMIT:
@@ -318,13 +340,20 @@ def order_key(v: Any) -> Any:
     raise TypeError(f"no order key for {t.__name__}")
 
 
-def _component_key(name: str, v: Any) -> Any:
-    if name == "network":  # a bag: its key is that of the multiset, whatever order repr gave it here
-        return (9, tuple(sorted(order_key(e) for e in v)))
-    return order_key(v)
-
-
 _COMPONENTS = _field_names(SystemState)
+_COMPONENT_KEYS: dict[str, dict[Any, Any]] = {name: {} for name in _COMPONENTS}
+
+
+def _component_key(name: str, v: Any) -> Any:
+    """:func:`order_key` of a part of the state, memoised per part (the network as a multiset: its key does not
+    depend on the order ``repr`` gave its bag in this process)."""
+    table = _COMPONENT_KEYS[name]
+    got = table.get(v)
+    if got is None:
+        if len(table) >= _MEMO_LIMIT:
+            table.clear()
+        got = table[v] = (9, tuple(sorted(order_key(e) for e in v))) if name == "network" else order_key(v)
+    return got
 
 
 def _less(a: SystemState, b: SystemState) -> bool:
@@ -344,7 +373,7 @@ def canonicaliser(group: Group) -> Callable[[SystemState], SystemState]:
     def representative(state: SystemState) -> SystemState:
         best = state
         for r in renamings:
-            image = r(state)
+            image = _state(r, state)
             if _less(image, best):
                 best = image
         return best
