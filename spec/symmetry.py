@@ -80,7 +80,8 @@ class Renaming:
         self.indexes = indexes  # producer index i -> indexes[i]
         self.order = order  # partition name -> its position in SystemState.partitions
         self.memo: dict[Any, Any] = {}  # value -> its image
-        self.tables: dict[str, dict[Any, Any]] = {}  # part of the state -> its tuples' images
+        # part of the state that is a plain tuple -> its images
+        self.tables: dict[str, dict[Any, Any]] = {"partitions": {}, "producers": {}, "network": {}}
 
     def __repr__(self) -> str:
         moved = {k: v for k, v in self.names.items() if k != v}
@@ -110,16 +111,15 @@ class Renaming:
         return got
 
     def part(self, kind: str, v: Any, rename: Callable[[Renaming, Any], Any]) -> Any:
-        """``rename(self, v)`` memoised in the table of ``kind`` (a part of the state that is a plain tuple)."""
-        table = self.tables.get(kind)
-        if table is None:
-            table = self.tables[kind] = {}
-        got = table.get(v)
-        if got is None:
+        """``rename(self, v)`` memoised in the table of ``kind``, a part of the state that is a plain tuple (whose
+        hash is not cached): keyed by identity (the model interns them), the entry keeping ``v`` alive."""
+        table = self.tables[kind]
+        got = table.get(id(v))
+        if got is None or got[0] is not v:
             if len(table) >= _MEMO_LIMIT:
                 table.clear()
-            got = table[v] = rename(self, v)
-        return got
+            got = table[id(v)] = (v, rename(self, v))
+        return got[1]
 
 
 _VALUE_TYPES: dict[type, bool] = {}
@@ -163,9 +163,17 @@ def _by_repr_of_key(pairs: Any) -> tuple[Any, ...]:
 
 
 def _state(r: Renaming, s: SystemState) -> SystemState:
-    return SystemState._make(r(s.coordinator), r.part("partitions", s.partitions, _partitions), r(s.group),
-                             r.part("producers", s.producers, _producers), r.part("network", s.network, _network),
-                             s.budget, r(s.ghost))
+    # the hot path (once per successor and renaming): the tables looked up inline, misses go through r
+    memo, tables = r.memo, r.tables
+    cs, group, ghost = memo.get(s.coordinator), memo.get(s.group), memo.get(s.ghost)
+    return SystemState._make(
+        r(s.coordinator) if cs is None else cs,
+        r.part("partitions", s.partitions, _partitions),
+        r(s.group) if group is None else group,
+        r.part("producers", s.producers, _producers),
+        r.part("network", s.network, _network),
+        s.budget,
+        r(s.ghost) if ghost is None else ghost)
 
 
 def _partitions(r: Renaming, partitions: tuple[tuple[str, Any], ...]) -> tuple[tuple[str, Any], ...]:
@@ -345,15 +353,16 @@ _COMPONENT_KEYS: dict[str, dict[Any, Any]] = {name: {} for name in _COMPONENTS}
 
 
 def _component_key(name: str, v: Any) -> Any:
-    """:func:`order_key` of a part of the state, memoised per part (the network as a multiset: its key does not
-    depend on the order ``repr`` gave its bag in this process)."""
+    """:func:`order_key` of a part of the state, memoised per part (by identity, as :meth:`Renaming.part`); the
+    network's as a multiset: its key does not depend on the order ``repr`` gave its bag in this process."""
     table = _COMPONENT_KEYS[name]
-    got = table.get(v)
-    if got is None:
+    got = table.get(id(v))
+    if got is None or got[0] is not v:
         if len(table) >= _MEMO_LIMIT:
             table.clear()
-        got = table[v] = (9, tuple(sorted(order_key(e) for e in v))) if name == "network" else order_key(v)
-    return got
+        key = (9, tuple(sorted(order_key(e) for e in v))) if name == "network" else order_key(v)
+        got = table[id(v)] = (v, key)
+    return got[1]
 
 
 def _less(a: SystemState, b: SystemState) -> bool:
