@@ -185,10 +185,13 @@ def test_a_bug_is_found_as_short_and_as_real_under_symmetry() -> None:
 
 @pytest.mark.parametrize(("name", "variant"), [("multi-partition", "current"), ("zombie", "current"),
                                                ("failover", "hanging-transaction"), ("two-ids", "current"),
-                                               ("zombie", "zombie-not-fenced"), ("crash", "tv1")])
+                                               ("zombie", "zombie-not-fenced"), ("crash", "tv1"),
+                                               ("failover", "failover-without-markers")])
 def test_leads_to_verdicts_agree_on_the_quotient_graph(name: str, variant: str) -> None:
-    """Fairness classes are action kinds, which name no actor: the quotient graph gives the same verdicts."""
-    _agree(name, variant, properties=[p.name for p in _model(name, variant).properties])
+    """Fairness classes are action kinds, which name no actor: the quotient graph gives the same verdicts (a lasso
+    found on it closes up to a renaming; failover-without-markers leaves a prepared transaction for ever)."""
+    reduced = _agree(name, variant, properties=[p.name for p in _model(name, variant).properties])
+    assert reduced.verdict("prepared_transactions_complete").holds is (variant != "failover-without-markers")
 
 
 @pytest.mark.slow
