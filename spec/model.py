@@ -14,9 +14,9 @@ from txnspec.checker.model import Model
 from txnspec.spec import partition as partition_mod
 from txnspec.spec import properties as props
 from txnspec.spec import system as sysm
-from txnspec.spec.symmetry import canonicaliser, group_of
 from txnspec.spec.actions import ACTION_KINDS, FAIR_KINDS, Action
 from txnspec.spec.scenarios import Scenario, scenario_named
+from txnspec.spec.symmetry import canonicaliser, group_of
 from txnspec.spec.variants import variant_named
 
 

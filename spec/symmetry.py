@@ -48,7 +48,7 @@ import enum
 import itertools
 import math
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from txnspec.spec import coordinator as coord
 from txnspec.spec import group as group_mod
@@ -60,6 +60,7 @@ from txnspec.spec.scenarios import Scenario
 from txnspec.spec.system_state import SystemState
 from txnspec.spec.values import intern
 
+T = TypeVar("T")
 MAX_GROUP = 720  # the canonicaliser builds every image: beyond this, a search is better off without symmetry
 _MEMO_LIMIT = 1 << 18  # entries per renaming's table before it starts afresh (forgetting is always safe)
 
@@ -133,7 +134,7 @@ def _is_value(t: type) -> bool:
     return got
 
 
-def _fields(r: Renaming, v: Any, **special: Any) -> Any:
+def _fields(r: Renaming, v: T, **special: Any) -> T:
     """``v`` with every field renamed (``special``: fields already computed), ``v`` itself if nothing moved."""
     changed = dict(special)
     for f in _field_names(type(v)):
@@ -144,7 +145,7 @@ def _fields(r: Renaming, v: Any, **special: Any) -> Any:
                 changed[f] = y
     if all(getattr(v, k) == x for k, x in changed.items()):
         return v
-    return type(v).__replace__(v, **changed)
+    return type(v).__replace__(v, **changed)  # type: ignore[attr-defined,no-any-return]
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
@@ -163,8 +164,8 @@ def _by_repr_of_key(pairs: Any) -> tuple[Any, ...]:
 
 
 def _state(r: Renaming, s: SystemState) -> SystemState:
-    # the hot path (once per successor and renaming): the tables looked up inline, misses go through r
-    memo, tables = r.memo, r.tables
+    # the hot path (once per successor and renaming): the value memo looked up inline, misses go through r
+    memo = r.memo
     cs, group, ghost = memo.get(s.coordinator), memo.get(s.group), memo.get(s.ghost)
     return SystemState._make(
         r(s.coordinator) if cs is None else cs,
@@ -198,11 +199,11 @@ def _producer(r: Renaming, p: Producer) -> Producer:
 
 
 def _envelope(r: Renaming, e: Envelope) -> Envelope:
-    return _fields(r, e, tag=r.tag(e.tag))  # type: ignore[no-any-return]
+    return _fields(r, e, tag=r.tag(e.tag))
 
 
 def _appended(r: Renaming, b: AppendedBatch) -> AppendedBatch:
-    return _fields(r, b, tag=r.tag(b.tag))  # type: ignore[no-any-return]
+    return _fields(r, b, tag=r.tag(b.tag))
 
 
 def _ghost(r: Renaming, g: Ghost) -> Ghost:
@@ -224,7 +225,7 @@ def _coordinator(r: Renaming, cs: coord.CoordinatorState) -> coord.CoordinatorSt
 
 
 def _classic_group(r: Renaming, g: group_mod.ClassicGroup) -> group_mod.ClassicGroup:
-    return _fields(r, g, members=tuple(sorted(r(m) for m in g.members)))  # type: ignore[no-any-return]
+    return _fields(r, g, members=tuple(sorted(r(m) for m in g.members)))
 
 
 _HANDLERS: dict[type, Callable[[Renaming, Any], Any]] = {
