@@ -366,14 +366,34 @@ def _component_key(name: str, v: Any) -> Any:
     return got[1]
 
 
-def _less(a: SystemState, b: SystemState) -> bool:
-    """``a`` before ``b``: the first component that differs decides, by its :func:`order_key`."""
-    for name in _COMPONENTS:
-        x, y = getattr(a, name), getattr(b, name)
+# the parts of a state in the order the representative compares them (any fixed order makes a total order): those
+# a renaming of partitions or of producers changes, cheap to rename and to tell apart, first
+_ORDER = ("producers", "partitions", "coordinator", "network", "ghost", "group", "budget")
+_PARTS: dict[str, Callable[[Renaming, Any], Any]] = {
+    "producers": lambda r, v: r.part("producers", v, _producers),
+    "partitions": lambda r, v: r.part("partitions", v, _partitions),
+    "network": lambda r, v: r.part("network", v, _network),
+    "coordinator": Renaming.__call__, "ghost": Renaming.__call__, "group": Renaming.__call__,
+    "budget": lambda r, v: v,
+}
+
+
+def _image_if_less(r: Renaming, state: SystemState, best: SystemState) -> SystemState | None:
+    """``r``'s image of ``state`` if it comes before ``best`` (the first part that differs decides, by its
+    :func:`order_key`), else None; an image that loses is not built further than the part that decides."""
+    parts: dict[str, Any] = {}
+    for name in _ORDER:
+        x, y = _PARTS[name](r, getattr(state, name)), getattr(best, name)
+        parts[name] = x
         if x is y or x == y:
             continue
-        return bool(_component_key(name, x) < _component_key(name, y))
-    return False
+        if _component_key(name, x) < _component_key(name, y):
+            for rest in _ORDER:
+                if rest not in parts:
+                    parts[rest] = _PARTS[rest](r, getattr(state, rest))
+            return SystemState._make(*(parts[n] for n in _COMPONENTS))
+        return None
+    return None  # equal to best
 
 
 def canonicaliser(group: Group) -> Callable[[SystemState], SystemState]:
@@ -383,8 +403,8 @@ def canonicaliser(group: Group) -> Callable[[SystemState], SystemState]:
     def representative(state: SystemState) -> SystemState:
         best = state
         for r in renamings:
-            image = _state(r, state)
-            if _less(image, best):
+            image = _image_if_less(r, state, best)
+            if image is not None:
                 best = image
         return best
 
