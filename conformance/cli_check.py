@@ -42,7 +42,8 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-symmetry", action="store_true",
                    help="explore every state, not one per class of states that differ only by a renaming of "
                         "interchangeable partitions, producer instances or transactional ids (spec/symmetry.py; "
-                        "on by default where the scenario has such names: the report says 'symmetry reduced')")
+                        "on by default where the scenario has such names: the report says 'symmetry reduced'; off with "
+                        "--graph-out, which writes every state)")
     p.add_argument("--store", choices=("exact", "fingerprints"), default="exact",
                    help="exact (default): every state kept, leads-to judged; fingerprints: 64-bit fingerprints "
                         "as TLC keeps them, levels on disk, parents in files (about 100 bytes a state; the "
@@ -149,7 +150,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     else:
         result = check(model, properties=names, max_states=args.max_states, max_depth=args.max_depth,
                        progress=show_progress, build_graph=args.graph_out is not None,
-                       symmetry=not args.no_symmetry)
+                       symmetry=not args.no_symmetry and args.graph_out is None)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:

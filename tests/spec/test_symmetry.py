@@ -157,8 +157,8 @@ def _agree(name: str, variant: str, properties: list[str] | None = None) -> Chec
     reduced = check(model, properties=names)
     assert reduced.symmetry and not full.symmetry
     assert _outcome(reduced) == _outcome(full)
-    for verdict in reduced.verdicts:
-        if verdict.counterexample is not None and verdict.counterexample.loop_start is None:
+    for verdict in reduced.verdicts:  # a lasso's steps past its prefix follow the quotient graph (up to renaming)
+        if verdict.counterexample is not None and verdict.expectation != "leads_to":
             assert _replays(model, verdict.counterexample.steps), verdict.name
     return reduced
 
