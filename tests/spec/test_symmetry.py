@@ -198,7 +198,7 @@ def test_leads_to_verdicts_agree_on_the_quotient_graph(name: str, variant: str) 
 @pytest.mark.parametrize(("name", "variant"), [*_cases(["two-ids-timeout"]), *(
     ("default", v) for v in ("current", "failover-without-markers", "zombie-not-fenced", "zombie-offsets-not-fenced"))])
 def test_verdicts_agree_on_the_bigger_scenarios(name: str, variant: str) -> None:
-    """About 2 minutes. The other variants explore a million states or more on default (8 minutes in all, the
+    """About 40 s. The other variants explore a million states or more on default (8 minutes in all, the
     same verdicts and lengths: docs/spec.md, Symmetry)."""
     _agree(name, variant)
 
@@ -224,7 +224,7 @@ def test_check_turns_symmetry_off_on_request(capsys: pytest.CaptureFixture[str])
 
 @pytest.mark.slow
 def test_full_is_pinned_with_symmetry_to_depth_13() -> None:
-    """About 20 s: 77,512 classes of the 258,433 states to depth 13 (tests/spec/test_scenarios.py), the exact
+    """About 10 s: 77,512 classes of the 258,433 states to depth 13 (tests/spec/test_scenarios.py), the exact
     engine and the fingerprint workers agreeing."""
     from txnspec.checker.levels import check_levels
 
