@@ -39,6 +39,11 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-states", type=int, default=None, help="stop after this many distinct states")
     p.add_argument("--max-depth", type=int, default=None, help="stop exploring below this depth")
     p.add_argument("--no-liveness", action="store_true", help="skip the leads-to properties (no state graph)")
+    p.add_argument("--no-symmetry", action="store_true",
+                   help="explore every state, not one per class of states that differ only by a renaming of "
+                        "interchangeable partitions, producer instances or transactional ids (spec/symmetry.py; "
+                        "on by default where the scenario has such names: the report says 'symmetry reduced'; off with "
+                        "--graph-out, which writes every state)")
     p.add_argument("--store", choices=("exact", "fingerprints"), default="exact",
                    help="exact (default): every state kept, leads-to judged; fingerprints: 64-bit fingerprints "
                         "as TLC keeps them, levels on disk, parents in files (about 100 bytes a state; the "
@@ -141,10 +146,11 @@ def cmd_check(args: argparse.Namespace) -> int:
 
         names = _without_liveness(model, names)
         result = check_levels(model, properties=names, max_states=args.max_states, max_depth=args.max_depth,
-                              workers=args.workers, progress=show_progress)
+                              workers=args.workers, progress=show_progress, symmetry=not args.no_symmetry)
     else:
         result = check(model, properties=names, max_states=args.max_states, max_depth=args.max_depth,
-                       progress=show_progress, build_graph=args.graph_out is not None)
+                       progress=show_progress, build_graph=args.graph_out is not None,
+                       symmetry=not args.no_symmetry and args.graph_out is None)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
@@ -197,7 +203,8 @@ def _check_on_spark(args: argparse.Namespace, model: Any, names: list[str], show
 
     try:
         result = check_spark(factory, session.sparkContext, properties=names, max_states=args.max_states,
-                             max_depth=args.max_depth, progress=report if show_progress else None)
+                             max_depth=args.max_depth, progress=report if show_progress else None,
+                             symmetry=not args.no_symmetry)
     finally:
         if show_progress:
             print(file=sys.stderr)

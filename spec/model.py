@@ -16,6 +16,7 @@ from txnspec.spec import properties as props
 from txnspec.spec import system as sysm
 from txnspec.spec.actions import ACTION_KINDS, FAIR_KINDS, Action
 from txnspec.spec.scenarios import Scenario, scenario_named
+from txnspec.spec.symmetry import canonicaliser, group_of
 from txnspec.spec.variants import variant_named
 
 
@@ -50,15 +51,17 @@ def build_system(scenario: Scenario | str, variant: str = "current") -> sysm.Sys
 def build_model(scenario: Scenario | str, variant: str = "current") -> Model[sysm.SystemState]:
     """The model of ``scenario`` under protocol ``variant`` (see ``spec/variants``)."""
     system = build_system(scenario, variant)
+    group = group_of(system.scenario)
     return Model(
         name=f"kafka-eos[scenario={system.scenario.name}, variant={variant}]",
         init_states=lambda: (sysm.initial_state(system),),
         next_steps=lambda state: sysm.next_steps(system, state),
         properties=props.properties(system),
+        symmetry=None if group is None else canonicaliser(group),
         is_final=props.is_final(system),
         fairness=fairness,
         describe_state=describe_state,
         metadata={"action_kinds": ACTION_KINDS,
                   "lifelines": ["producer-0", "producer-1", "coordinator", *system.scenario.partitions, "group"],
-                  "system": system},
+                  "system": system, "symmetry_group": group},
     )

@@ -135,6 +135,12 @@ def send(network: Network, *envelopes: Envelope) -> Network:
     return intern(tuple(bag))
 
 
+def bag(envelopes: tuple[Envelope, ...]) -> Network:
+    """The bag of ``envelopes`` as every state keeps it: sorted as :func:`send` inserts (equal keys are equal
+    envelopes, so the order among them does not matter), interned."""
+    return intern(tuple(sorted((intern(e) for e in envelopes), key=_sort_key)))
+
+
 def remove_one(network: Network, envelope: Envelope) -> Network:
     """The bag with one copy of ``envelope`` taken out."""
     i = network.index(envelope)
