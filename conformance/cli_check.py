@@ -43,7 +43,10 @@ def _arguments(p: argparse.ArgumentParser) -> None:
                    help="explore every state, not one per class of states that differ only by a renaming of "
                         "interchangeable partitions, producer instances or transactional ids (spec/symmetry.py; "
                         "on by default where the scenario has such names: the report says 'symmetry reduced'; off with "
-                        "--graph-out, which writes every state)")
+                        "--graph-out, which writes every state, and with --variant-file unless --symmetry)")
+    p.add_argument("--symmetry", action="store_true",
+                   help="keep the symmetry reduction with --variant-file: only sound if the variant treats every "
+                        "partition, producer instance and transactional id alike (none by its name)")
     p.add_argument("--store", choices=("exact", "fingerprints"), default="exact",
                    help="exact (default): every state kept, leads-to judged; fingerprints: 64-bit fingerprints "
                         "as TLC keeps them, levels on disk, parents in files (about 100 bytes a state; the "
@@ -104,6 +107,10 @@ def cmd_check(args: argparse.Namespace) -> int:
 
         (loaded,) = load_variant_files([args.variant_file])
         args.variant = args.variant or loaded
+        # a user's variant may single out a name ("p0"): the renamings would then not be symmetries
+        args.no_symmetry = args.no_symmetry or not args.symmetry
+    if args.symmetry and args.no_symmetry and args.variant_file is None:
+        raise UsageError("--symmetry and --no-symmetry exclude each other")
     args.variant = args.variant or "current"
     if args.max_depth is not None and args.max_depth <= 0:
         raise UsageError("--max-depth must be a positive number")

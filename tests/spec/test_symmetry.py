@@ -173,14 +173,8 @@ def _agree(name: str, variant: str, properties: list[str] | None = None) -> Chec
     return reduced
 
 
-# no-duplicate-detection's append passes detect_duplicates twice to partition.append_data when the group
-# coordinator appends offsets: any scenario that commits offsets fails with it, with and without symmetry
-_BROKEN = {(n, "no-duplicate-detection") for n in ("loss", "append-failure", "default", "large", "two-ids-group")}
-
-
 def _cases(names: Iterable[str]) -> list[Any]:
-    return [pytest.param(n, v, marks=pytest.mark.xfail(raises=TypeError, strict=True)) if (n, v) in _BROKEN
-            else (n, v) for n in names for v in ALL_VARIANTS]
+    return [(n, v) for n in names for v in ALL_VARIANTS]
 
 
 @pytest.mark.parametrize(("name", "variant"), _cases(n for n in SMALL if n != "two-ids-timeout"))

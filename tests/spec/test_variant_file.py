@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,17 @@ def test_the_example_is_registered_and_checked(capsys: pytest.CaptureFixture[str
     assert "variant=end-txn-keeps-epoch" in out
     assert "VIOLATED  always    end_txn_applies_to_its_transaction" in out
     assert main(["check", "--scenario", "delayed-end-txn", "--no-liveness"]) == 0  # current holds
+
+
+def test_a_user_variant_is_checked_without_symmetry_unless_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    """A user's variant may single out a name; the reduction is kept only on request (--symmetry)."""
+    command = ["check", "--scenario", "failover", "--variant-file", str(EXAMPLE), "--no-liveness", "--json"]
+    states = {}
+    for extra in ([], ["--symmetry"], ["--no-symmetry"]):
+        assert main([*command, *extra]) in (0, 1)
+        states[tuple(extra)] = json.loads(capsys.readouterr().out)["states"]
+    assert states[()] == states[("--no-symmetry",)] == 192 and states[("--symmetry",)] == 102
+    assert main(["check", "--scenario", "failover", "--symmetry", "--no-symmetry"]) == 2
 
 
 @pytest.mark.parametrize(("name", "text", "problem"), [
