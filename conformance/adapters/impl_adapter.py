@@ -393,10 +393,12 @@ class ImplAdapter:
 
     def _take_marker_answer(self, step: Any) -> tuple[Any, Any]:
         """The (marker, error) answered by the partition the step's WriteTxnMarkersResponse comes from."""
-        tid, _, source = step.action.message.context  # the marker's partition (the group's: __consumer_offsets)
-        # two transactional ids may send markers to one partition (the group's): match both
+        tid, coordinator_epoch, source = step.action.message.context  # the marker's partition and sender's epoch
+        # two transactional ids may send markers to one partition (the group's), and after a failover the old and
+        # the new coordinator's markers of one transaction may both be answered: match all three
         answered = next((a for a in self.marker_answers
-                         if _same_partition(a[0].partition, source) and a[0].transactional_id == tid), None)
+                         if _same_partition(a[0].partition, source) and a[0].transactional_id == tid
+                         and a[0].coordinator_epoch == coordinator_epoch), None)
         if answered is None:
             raise self._not_enabled(step, "no marker answer from that partition")
         self.marker_answers.remove(answered)
