@@ -6,6 +6,8 @@ Each row runs ``txnspec check`` in a fresh process, one after the other, and rea
 * ``exact``: this tree, exact store, one process (the new successor function);
 * ``fingerprints``: ``--store fingerprints``, one process;
 * ``workers N``: ``--workers N``;
+* ``symmetry``: ``--workers N`` with the symmetry reduction (one state per class of renamings: fewer states,
+  so its counts are its own; every other row of this tree runs with ``--no-symmetry``);
 * ``spark local[N]`` and ``spark standalone, E executors`` (``--master``), when ``--spark`` is given; the
   standalone cluster (a master and E workers of one core on 127.0.0.1) is started here and stopped by PID.
 
@@ -37,7 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
-ROWS = ("before", "exact", "fingerprints", "workers", "spark-local", "spark-standalone")
+SYMMETRY = "symmetry reduced,"
+ROWS = ("before", "exact", "fingerprints", "workers", "symmetry", "spark-local", "spark-standalone")
 
 
 @dataclass
@@ -114,25 +117,29 @@ def main(argv: list[str] | None = None) -> int:
             plan.append(("fingerprints, 1 process", HERE, ["--store", "fingerprints"]))
         if "workers" in rows:
             plan.append((f"fingerprints, {args.workers} workers", HERE, ["--workers", str(args.workers)]))
+        if "symmetry" in rows:
+            plan.append((f"{SYMMETRY} {args.workers} workers", HERE, ["--workers", str(args.workers)]))
         if "spark-local" in rows:
             plan.append((f"Spark local[{args.workers}]", HERE, ["--master", f"local[{args.workers}]"]))
         for engine, tree, extra in plan:
-            runs.append(_row(scenario, engine, tree, [*extra, *depth], idle[tree]))
+            every_state = ["--no-symmetry"] if tree == HERE and not engine.startswith(SYMMETRY) else []
+            runs.append(_row(scenario, engine, tree, [*extra, *every_state, *depth], idle[tree]))
             print(_line(runs[-1], runs), flush=True)
         if "spark-standalone" in rows:
             for executors in (1, 2):
                 with _standalone(executors) as master:
                     runs.append(_row(scenario, f"Spark standalone, {executors} executor(s)", HERE,
-                                     ["--master", master, *depth], idle[HERE]))
+                                     ["--master", master, "--no-symmetry", *depth], idle[HERE]))
                 print(_line(runs[-1], runs), flush=True)
     print()
-    print("| scenario | engine | states | transitions | seconds | states/s | vs first | bytes/state |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| scenario | engine | states | transitions | seconds | states/s | states/s vs first | time vs first "
+          "| bytes/state |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for run in runs:
         print(_line(run, runs))
     first: dict[str, Run] = {}
     for run in runs:
-        if run.engine.startswith("before"):
+        if run.engine.startswith(("before", SYMMETRY)):
             continue
         reference = first.setdefault(run.scenario, run)
         if (run.states, run.transitions) != (reference.states, reference.transitions):
@@ -145,10 +152,11 @@ def _line(run: Run, runs: list[Run]) -> str:
     reference = next(r for r in runs if r.scenario == run.scenario)
     rate = run.states / run.seconds
     ratio = rate / (reference.states / reference.seconds)
+    speedup = reference.seconds / run.seconds
     memory = f"{run.bytes_per_state:,.0f}" if run.bytes_per_state is not None else "–"
     partial = "" if run.complete else " (to the depth bound)"
     return (f"| {run.scenario}{partial} | {run.engine} | {run.states:,} | {run.transitions:,} | {run.seconds:.1f} | "
-            f"{rate:,.0f} | {ratio:.2f}x | {memory} |")
+            f"{rate:,.0f} | {ratio:.2f}x | {speedup:.2f}x | {memory} |")
 
 
 if __name__ == "__main__":
