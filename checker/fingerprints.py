@@ -2,8 +2,8 @@
 
 What is modelled
     What TLC keeps for a state it has seen: a 64-bit fingerprint in a hash table, not the state
-    (:class:`FingerprintSet`: open addressing over an ``array('q')``, 8 bytes a slot, at most half full, so
-    16 to 32 bytes a state), and what it keeps of a breadth-first queue: states on disk, read back in order
+    (:class:`FingerprintSet`: open addressing over an ``array('q')``, 8 bytes a slot, at most three quarters
+    full, so 11 to 21 bytes a state, and half as much again for a moment while the table grows), and what it keeps of a breadth-first queue: states on disk, read back in order
     (:class:`Spool`: pickled in chunks, so that sub-states shared by neighbouring states are written once).
 
 Assumptions
@@ -43,7 +43,7 @@ class FingerprintSet:
     __slots__ = ("_bits", "_count", "_has_zero", "_slots")
 
     def __init__(self, capacity: int = 1 << 16) -> None:
-        bits = max(4, (max(capacity, 8) * 2 - 1).bit_length())
+        bits = max(4, (max(capacity, 8) * 4 // 3).bit_length())
         self._bits = bits
         self._slots = array("q", bytes(8 << bits))
         self._count = 0
@@ -77,7 +77,7 @@ class FingerprintSet:
             return False
         self._slots[i] = fingerprint
         self._count += 1
-        if self._count * 2 > len(self._slots):
+        if self._count * 4 > len(self._slots) * 3:  # linear probing stays short up to 3/4 full (Knuth 6.4)
             self._grow()
         return True
 
