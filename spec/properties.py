@@ -265,7 +265,7 @@ def judged_on(predicate: Predicate, *parts: str) -> Predicate:
     only those (any other part fails loudly), once per distinct combination."""
     read = operator.attrgetter(*parts)
 
-    @memoised(1 << 16)
+    @memoised()
     def judge(*values: Any) -> bool:
         return predicate(projection(network=UNREAD, **dict(zip(parts, values, strict=True))))
 
