@@ -42,7 +42,7 @@ import sys
 import tempfile
 import time
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
@@ -80,6 +80,14 @@ class _InMemory(list[Any]):
     def close(self) -> None:
         self.clear()
 
+    def drain(self) -> Iterator[Any]:
+        """The states in order, each let go as it is handed out: a level expanded is not read again, and its
+        states' memory goes to their successors (the level and the next one are not both held whole)."""
+        for position in range(len(self)):
+            state, self[position] = self[position], None
+            yield state
+        self.clear()
+
 
 class _Shard:
     """A contiguous part of the current level, and what it expands into (on disk with ``spill``)."""
@@ -113,7 +121,8 @@ class _Shard:
         terminal: list[int] = []
         local: set[int] = set()
         candidates = self._queue()
-        for position, state in enumerate(self.level):
+        level = self.level
+        for position, state in enumerate(level.drain() if isinstance(level, _InMemory) else level):
             successors = list(next_steps(state))
             counts.append(len(successors))
             if not successors and (is_final is None or not is_final(state)):
