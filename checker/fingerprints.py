@@ -3,8 +3,9 @@
 What is modelled
     What TLC keeps for a state it has seen: a 64-bit fingerprint in a hash table, not the state
     (:class:`FingerprintSet`: open addressing over an ``array('q')``, 8 bytes a slot, at most three quarters
-    full, so 11 to 21 bytes a state, and half as much again for a moment while the table grows), and what it keeps of a breadth-first queue: states on disk, read back in order
-    (:class:`Spool`: pickled in chunks, so that sub-states shared by neighbouring states are written once).
+    full, so 11 to 21 bytes a state, and half as much again for a moment while the table grows), and what it
+    keeps of a breadth-first queue: states on disk, read back in order (:class:`Spool`: pickled in chunks, so
+    that sub-states shared by neighbouring states are written once).
 
 Assumptions
     A fingerprint is the state's ``hash()``: 64 bits on the platforms we run on, equal for equal states in
