@@ -47,7 +47,7 @@ from txnspec.spec.producer import (
 )
 from txnspec.spec.system_state import System, SystemState, dispatched, projection, spend, with_producer
 from txnspec.spec.txn_state import ONGOING
-from txnspec.spec.values import intern, memoised, replace
+from txnspec.spec.values import SMALL_TABLE_SIZE, intern, memoised, replace
 
 K = ActionKind
 
@@ -202,7 +202,7 @@ def marker_resends(system: System, cs: coord.CoordinatorState) -> tuple[Envelope
     return tuple(resends)
 
 
-@memoised()
+@memoised(SMALL_TABLE_SIZE)
 def _answered_markers(network: tuple[Envelope, ...]) -> frozenset[Any]:
     """The contexts of the marker answers in flight."""
     return frozenset(e.context for e in network if isinstance(e.body, WriteTxnMarkersResponse))

@@ -178,6 +178,10 @@ most recent thousand calls answers nearly as often as an unbounded one (5% more 
 than tables of 65,536), and every process that expands states holds its own tables: the fingerprint search's
 bytes a state count them (issue 16: tables of 65,536 cost about 110 bytes a state on ``default``)."""
 
+SMALL_TABLE_SIZE = 1 << 7
+"""The bound of a table whose function is cheap to run again (a scan of the network): most of a table's memory is
+the parts of states that its keys hold on to, so such a table is kept small (no time lost on ``default``)."""
+
 
 def memoised(maxsize: int = TABLE_SIZE) -> Callable[[F], F]:
     """``functools.lru_cache(maxsize)`` for a pure function of values, registered for :func:`clear_caches`.
