@@ -68,15 +68,22 @@ class FingerprintSet:
         return self._slots[self._probe(fingerprint)] == fingerprint
 
     def add(self, fingerprint: int) -> bool:
-        """Add ``fingerprint``; True when it was new."""
+        """Add ``fingerprint``; True when it was new (one probe: the searches call this, not ``in``, per
+        successor)."""
         if fingerprint == _EMPTY:
             new, self._has_zero = not self._has_zero, True
             self._count += new
             return new
-        i = self._probe(fingerprint)
-        if self._slots[i] == fingerprint:
-            return False
-        self._slots[i] = fingerprint
+        slots, mask = self._slots, (1 << self._bits) - 1
+        i = ((fingerprint * _MIX) & _MASK64) >> (64 - self._bits)
+        while True:  # _probe, inlined: this is the search's innermost loop
+            held = slots[i]
+            if held == fingerprint:
+                return False
+            if held == _EMPTY:
+                break
+            i = (i + 1) & mask
+        slots[i] = fingerprint
         self._count += 1
         if self._count * 4 > len(self._slots) * 3:  # linear probing stays short up to 3/4 full (Knuth 6.4)
             self._grow()
