@@ -274,7 +274,7 @@ class Judges:
         if parts not in self._groups:
             group: list[Predicate] = []
 
-            @memoised()
+            @memoised(1 << 9)  # (values.TABLE_SIZE / 2: a verdict costs less to compute again than a step)
             def judge(*values: Any) -> tuple[bool, ...]:
                 seen = projection(network=UNREAD, **dict(zip(parts, values, strict=True)))
                 return tuple(bool(p(seen)) for p in group)
