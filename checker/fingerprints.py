@@ -2,9 +2,10 @@
 
 What is modelled
     What TLC keeps for a state it has seen: a 64-bit fingerprint in a hash table, not the state
-    (:class:`FingerprintSet`: open addressing over an ``array('q')``, 8 bytes a slot, at most half full, so
-    16 to 32 bytes a state), and what it keeps of a breadth-first queue: states on disk, read back in order
-    (:class:`Spool`: pickled in chunks, so that sub-states shared by neighbouring states are written once).
+    (:class:`FingerprintSet`: open addressing over an ``array('q')``, 8 bytes a slot, at most three quarters
+    full, so 11 to 21 bytes a state, and half as much again for a moment while the table grows), and what it
+    keeps of a breadth-first queue: states on disk, read back in order (:class:`Spool`: pickled in chunks, so
+    that sub-states shared by neighbouring states are written once).
 
 Assumptions
     A fingerprint is the state's ``hash()``: 64 bits on the platforms we run on, equal for equal states in
@@ -43,7 +44,7 @@ class FingerprintSet:
     __slots__ = ("_bits", "_count", "_has_zero", "_slots")
 
     def __init__(self, capacity: int = 1 << 16) -> None:
-        bits = max(4, (max(capacity, 8) * 2 - 1).bit_length())
+        bits = max(4, (max(capacity, 8) * 4 // 3).bit_length())
         self._bits = bits
         self._slots = array("q", bytes(8 << bits))
         self._count = 0
@@ -67,17 +68,24 @@ class FingerprintSet:
         return self._slots[self._probe(fingerprint)] == fingerprint
 
     def add(self, fingerprint: int) -> bool:
-        """Add ``fingerprint``; True when it was new."""
+        """Add ``fingerprint``; True when it was new (one probe: the searches call this, not ``in``, per
+        successor)."""
         if fingerprint == _EMPTY:
             new, self._has_zero = not self._has_zero, True
             self._count += new
             return new
-        i = self._probe(fingerprint)
-        if self._slots[i] == fingerprint:
-            return False
-        self._slots[i] = fingerprint
+        slots, mask = self._slots, (1 << self._bits) - 1
+        i = ((fingerprint * _MIX) & _MASK64) >> (64 - self._bits)
+        while True:  # _probe, inlined: this is the search's innermost loop
+            held = slots[i]
+            if held == fingerprint:
+                return False
+            if held == _EMPTY:
+                break
+            i = (i + 1) & mask
+        slots[i] = fingerprint
         self._count += 1
-        if self._count * 2 > len(self._slots):
+        if self._count * 4 > len(self._slots) * 3:  # linear probing stays short up to 3/4 full (Knuth 6.4)
             self._grow()
         return True
 

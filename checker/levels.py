@@ -42,7 +42,7 @@ import sys
 import tempfile
 import time
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
@@ -80,6 +80,14 @@ class _InMemory(list[Any]):
     def close(self) -> None:
         self.clear()
 
+    def drain(self) -> Iterator[Any]:
+        """The states in order, each let go as it is handed out: a level expanded is not read again, and its
+        states' memory goes to their successors (the level and the next one are not both held whole)."""
+        for position in range(len(self)):
+            state, self[position] = self[position], None
+            yield state
+        self.clear()
+
 
 class _Shard:
     """A contiguous part of the current level, and what it expands into (on disk with ``spill``)."""
@@ -113,7 +121,8 @@ class _Shard:
         terminal: list[int] = []
         local: set[int] = set()
         candidates = self._queue()
-        for position, state in enumerate(self.level):
+        level = self.level
+        for position, state in enumerate(level.drain() if isinstance(level, _InMemory) else level):
             successors = list(next_steps(state))
             counts.append(len(successors))
             if not successors and (is_final is None or not is_final(state)):
@@ -441,12 +450,11 @@ class _LevelSearch:
         for expansion, offset in zip(expansions, offsets, strict=True):
             mark = bytearray(len(expansion.fingerprints))
             for i, (fingerprint, parent) in enumerate(zip(expansion.fingerprints, expansion.parents, strict=True)):
-                if capped_at is not None or fingerprint in self.seen:
+                if capped_at is not None or not add(fingerprint):  # once capped, what is added no longer matters
                     continue
                 if len(new_fingerprints) >= cap_left:
                     capped_at = offset + parent
                     continue
-                add(fingerprint)
                 mark[i] = 1
                 new_fingerprints.append(fingerprint)
                 new_parents.append(offset + parent)
@@ -492,7 +500,7 @@ class _LevelSearch:
         and with the stops of explicit.py's loop."""
         shard = self.shards[0].shard  # type: ignore[union-attr]
         next_steps, canonical, is_final = self.model.next_steps, self.canonical, self.model.is_final
-        seen, add, kinds = self.seen, self.seen.add, self.kinds
+        add, kinds = self.seen.add, self.kinds
         fingerprints, parents = array("q"), array("i")
         kept = shard._queue()
         always = [p for p in self.properties
@@ -514,12 +522,11 @@ class _LevelSearch:
                 for action, successor in successors:
                     labels[action] = count_of(action, 0) + 1
                     fingerprint = hash(canonical(successor) if canonical is not None else successor)
-                    if fingerprint in seen:
+                    if not add(fingerprint):  # seen before
                         continue
-                    if len(fingerprints) >= room:
+                    if len(fingerprints) >= room:  # (the search stops: the set's last addition no longer matters)
                         self.stop_reason = f"the state cap ({self.state_cap:,}) was reached"
                         return
-                    add(fingerprint)
                     fingerprints.append(fingerprint)
                     parents.append(position)
                     kept.append(successor)

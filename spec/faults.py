@@ -47,7 +47,7 @@ from txnspec.spec.producer import (
 )
 from txnspec.spec.system_state import System, SystemState, dispatched, projection, spend, with_producer
 from txnspec.spec.txn_state import ONGOING
-from txnspec.spec.values import intern, memoised, replace
+from txnspec.spec.values import SMALL_TABLE_SIZE, intern, memoised, replace
 
 K = ActionKind
 
@@ -152,7 +152,7 @@ def client_retry_steps(system: System, state: SystemState) -> Iterator[tuple[Act
                                             state.ghost)
 
 
-@memoised(1 << 14)
+@memoised()
 def _client_retries(c: ClientConfig, p: Producer, used: frozenset[object]
                     ) -> tuple[tuple[Action, Producer, tuple[Envelope, ...]], ...]:
     """``p``'s retries given ``used``, the contexts of its messages in flight: each action, the producer after
@@ -202,7 +202,7 @@ def marker_resends(system: System, cs: coord.CoordinatorState) -> tuple[Envelope
     return tuple(resends)
 
 
-@memoised(1 << 15)
+@memoised(SMALL_TABLE_SIZE)
 def _answered_markers(network: tuple[Envelope, ...]) -> frozenset[Any]:
     """The contexts of the marker answers in flight."""
     return frozenset(e.context for e in network if isinstance(e.body, WriteTxnMarkersResponse))

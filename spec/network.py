@@ -42,7 +42,7 @@ from txnspec.spec.messages import (
     WriteTxnMarkers,
     WriteTxnMarkersResponse,
 )
-from txnspec.spec.values import intern, memoised, value
+from txnspec.spec.values import SMALL_TABLE_SIZE, intern, memoised, value
 
 COORDINATOR, GROUP = "coordinator", "group"
 NETWORK = "network"  # the actor of a loss
@@ -124,7 +124,7 @@ def _sort_key(envelope: Envelope) -> str:
 Network = tuple[Envelope, ...]
 
 
-@memoised(1 << 16)
+@memoised(SMALL_TABLE_SIZE)
 def send(network: Network, *envelopes: Envelope) -> Network:
     """The bag with ``envelopes`` added (``network`` is sorted, as every state's is)."""
     if not envelopes:
@@ -147,7 +147,7 @@ def remove_one(network: Network, envelope: Envelope) -> Network:
     return intern(network[:i] + network[i + 1:])
 
 
-@memoised(1 << 15)
+@memoised(SMALL_TABLE_SIZE)
 def deliveries(network: Network) -> tuple[tuple[Envelope, Network], ...]:
     """Each distinct envelope of the bag, in the bag's order, with the bag without one copy of it."""
     seen: set[Envelope] = set()
@@ -159,7 +159,7 @@ def deliveries(network: Network) -> tuple[tuple[Envelope, Network], ...]:
     return tuple(out)
 
 
-@memoised(1 << 15)
+@memoised(SMALL_TABLE_SIZE)
 def contexts(network: Network, address: str) -> frozenset[Any]:
     """The contexts of the messages in flight from or to ``address`` (correlation ids, batches)."""
     return frozenset(e.context for e in network if e.source == address or e.target == address)

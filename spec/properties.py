@@ -14,7 +14,7 @@ Ghost state: the properties read the tags the system model attaches to batches a
 
 Cost: the checker judges every property on every new state, and most states share their ghost, partitions or
 coordinator with many others. So :func:`properties` hands the checker each predicate memoised on the parts of the
-state it reads (:func:`judged_on`): each distinct combination of those parts is judged once.
+state it reads (:class:`Judges`): each distinct combination of those parts is judged once.
 """
 
 from __future__ import annotations
@@ -260,19 +260,34 @@ def no_producer_initializing(state: SystemState) -> bool:
 Predicate = Callable[[SystemState], bool]
 
 
-def judged_on(predicate: Predicate, *parts: str) -> Predicate:
-    """``predicate`` memoised on ``parts``, the fields of the state it reads: it is run on a projection holding
-    only those (any other part fails loudly), once per distinct combination."""
-    read = operator.attrgetter(*parts)
+class Judges:
+    """Predicates memoised on ``parts``, the fields of the state they read: each is run on a projection holding
+    only those (any other part fails loudly), once per distinct combination. Predicates that read the same parts
+    share one table, whose entry holds every one's verdict: a table's memory is mostly the parts of past states
+    that its keys keep alive, so a key is held once, not once per predicate (issue 16's bytes a state)."""
 
-    @memoised(1 << 16)
-    def judge(*values: Any) -> bool:
-        return predicate(projection(network=UNREAD, **dict(zip(parts, values, strict=True))))
+    def __init__(self) -> None:
+        self._groups: dict[tuple[str, ...], tuple[list[Predicate], Callable[..., tuple[bool, ...]]]] = {}
 
-    judge.__qualname__ = f"judged_on({predicate.__name__})"
-    if len(parts) == 1:
-        return functools.wraps(predicate)(lambda state: judge(read(state)))
-    return functools.wraps(predicate)(lambda state: judge(*read(state)))
+    def on(self, predicate: Predicate, *parts: str) -> Predicate:
+        """``predicate`` judged on ``parts``: call every ``on`` before judging any state."""
+        if parts not in self._groups:
+            group: list[Predicate] = []
+
+            @memoised(1 << 9)  # (values.TABLE_SIZE / 2: a verdict costs less to compute again than a step)
+            def judge(*values: Any) -> tuple[bool, ...]:
+                seen = projection(network=UNREAD, **dict(zip(parts, values, strict=True)))
+                return tuple(bool(p(seen)) for p in group)
+
+            judge.__qualname__ = f"judged_on({', '.join(parts)})"
+            self._groups[parts] = (group, judge)
+        group, judge = self._groups[parts]
+        index = len(group)
+        group.append(predicate)
+        read = operator.attrgetter(*parts)
+        if len(parts) == 1:
+            return functools.wraps(predicate)(lambda state: judge(read(state))[index])
+        return functools.wraps(predicate)(lambda state: judge(*read(state))[index])
 
 
 def properties(system: System) -> tuple[Property[Any], ...]:
@@ -288,7 +303,7 @@ def properties(system: System) -> tuple[Property[Any], ...]:
 
     read_committed.__doc__ = read_committed_only_committed.__doc__
 
-    on = judged_on
+    on = Judges().on
     gp = ("ghost", "partitions")  # the parts most invariants read
     # a scenario whose transactions write only offsets (KIP-447's rebalance) has no batch to reach: the data
     # properties then hold vacuously, and their partner is a committed transaction instead

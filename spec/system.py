@@ -145,7 +145,7 @@ def application_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
                                send(network, *sent), state.budget, state.ghost)
 
 
-@memoised(1 << 15)
+@memoised()
 def _application_calls(c: ClientConfig, p: Producer, used: frozenset[object]
                        ) -> tuple[tuple[Action, Producer, tuple[Envelope, ...]], ...]:
     """The calls ``p``'s application can make, each with the producer after it and what its Sender then sent
@@ -219,7 +219,7 @@ def _delivers_awaited(state: SystemState, envelope: Envelope) -> bool | None:
     return p.awaiting is not None and p.awaiting[1] == envelope.context
 
 
-_deliver = memoised(1 << 14)(deliver)  # one shared label per (envelope, awaited)
+_deliver = memoised()(deliver)  # one shared label per (envelope, awaited)
 
 
 def delivery_steps(system: System, state: SystemState) -> Iterator[tuple[Action, SystemState]]:
@@ -264,7 +264,7 @@ def delivery_steps(system: System, state: SystemState) -> Iterator[tuple[Action,
                                       send(rest, *sent), budget, ghost2)
 
 
-@memoised(1 << 16)
+@memoised()
 def _producer_receives(c: ClientConfig, p: Producer, env: Envelope, used: frozenset[object]
                        ) -> tuple[Producer, tuple[Tag, str] | None, tuple[Envelope, ...]] | None:
     """The client handles ``env`` (:func:`~txnspec.spec.producer.receive`), then its Sender runs (``used``: the
@@ -279,7 +279,7 @@ def _producer_receives(c: ClientConfig, p: Producer, env: Envelope, used: frozen
     return intern(p), outcome, sent
 
 
-@memoised(1 << 12)
+@memoised()
 def _told(ghost: Ghost, tag: Tag, outcome: str) -> Ghost:
     return intern(ghost.tell(tag, outcome))
 

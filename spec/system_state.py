@@ -32,7 +32,7 @@ from txnspec.spec.network import Envelope, contexts, producer_address, send
 from txnspec.spec.producer import ClientConfig, Producer, dispatch
 from txnspec.spec.protocol import CURRENT, Protocol
 from txnspec.spec.scenarios import Scenario
-from txnspec.spec.values import intern, memoised, replace, value
+from txnspec.spec.values import TABLE_SIZE, intern, memoised, replace, value
 
 
 @value
@@ -102,7 +102,7 @@ class System:
     def tv2(self) -> bool:
         return self.scenario.transaction_version >= 2
 
-    def memo(self, function: Callable[..., Any], maxsize: int = 1 << 16) -> Callable[..., Any]:
+    def memo(self, function: Callable[..., Any], maxsize: int = TABLE_SIZE) -> Callable[..., Any]:
         """``function(self, *args)`` memoised on ``args``: one table per system and function (the system's
         handlers and configuration are fixed, and a ``System`` itself is not hashable)."""
         tables = self.__dict__.get("_tables")
@@ -172,7 +172,7 @@ def projection(*, coordinator: Any = UNREAD, partitions: Any = UNREAD, group: An
     return SystemState._make(coordinator, partitions, group, producers, network, budget, ghost)
 
 
-@memoised(1 << 16)
+@memoised()
 def with_producer(producers: tuple[Producer, ...], producer: Producer) -> tuple[Producer, ...]:
     """``producers`` with ``producer`` in its place (interned)."""
     changed = list(producers)
@@ -184,7 +184,7 @@ def replace_producer(state: SystemState, producer: Producer) -> SystemState:
     return replace(state, producers=with_producer(state.producers, producer))
 
 
-@memoised(1 << 16)
+@memoised()
 def with_partition(partitions: tuple[tuple[str, Any], ...], name: str, partition_state: Any
                    ) -> tuple[tuple[str, Any], ...]:
     """``partitions`` with ``name``'s state replaced (interned)."""
@@ -203,7 +203,7 @@ def correlations_in_flight(state: SystemState, p: Producer) -> frozenset[Any]:
 
 
 # the client's Sender is a pure function of small shared values, met again and again across states
-dispatched = memoised(1 << 16)(dispatch)
+dispatched = memoised()(dispatch)
 
 
 def with_dispatch(system: System, state: SystemState, p: Producer) -> SystemState:
