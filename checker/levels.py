@@ -326,12 +326,7 @@ def check_levels(model: Model[Any], *, properties: Sequence[str] | None = None, 
     for name, value in (("max_states", max_states), ("max_depth", max_depth)):
         if value is not None and value <= 0:
             raise ValueError(f"{name} must be positive, got {value}")
-    selected = [model.property(n) for n in dict.fromkeys(properties)] if properties is not None \
-        else list(model.properties)
-    liveness = [p.name for p in selected if p.expectation is Expectation.LEADS_TO]
-    if liveness:
-        raise ValueError("leads-to properties need the whole state graph, which the fingerprint search does not "
-                         f"keep: {', '.join(liveness)} (use the exact engine for them)")
+    selected = model.safety_properties(properties, "the fingerprint search")
     report = progress if callable(progress) else (_print_progress if progress else None)
     with tempfile.TemporaryDirectory(prefix="txnspec-check-", dir=directory) as scratch:
         search = _LevelSearch(model, selected, model.symmetry if symmetry else None, workers, scratch,

@@ -131,3 +131,13 @@ class Model(Generic[S]):
                 return prop
         known = ", ".join(p.name for p in self.properties)
         raise KeyError(f"unknown property {name!r}; this model has: {known}")
+
+    def safety_properties(self, names: Sequence[str] | None, engine: str) -> list[Property[S]]:
+        """The properties ``names`` (every one of the model's without), for an engine that keeps no state graph:
+        a ``ValueError`` names the ``leads_to`` ones among them, which need every edge."""
+        selected = [self.property(n) for n in dict.fromkeys(names)] if names is not None else list(self.properties)
+        liveness = [p.name for p in selected if p.expectation is Expectation.LEADS_TO]
+        if liveness:
+            raise ValueError(f"leads-to properties need the whole state graph, which {engine} does not keep: "
+                             f"{', '.join(liveness)} (liveness stays local: use the exact engine for them)")
+        return selected

@@ -81,12 +81,7 @@ def check_spark(factory: ModelFactory, context: Any, *, properties: Sequence[str
         if value is not None and value <= 0:
             raise ValueError(f"{name} must be positive, got {value}")
     model = factory()
-    selected = [model.property(n) for n in dict.fromkeys(properties)] if properties is not None \
-        else list(model.properties)
-    liveness = [p.name for p in selected if p.expectation is Expectation.LEADS_TO]
-    if liveness:
-        raise ValueError("leads-to properties need the whole state graph, which the Spark search does not keep: "
-                         f"{', '.join(liveness)} (liveness stays local: use the exact engine)")
+    selected = model.safety_properties(properties, "the Spark search")
     # in explicit.py's order: the invariants, then the sometimes properties
     selected.sort(key=lambda p: p.expectation is not Expectation.ALWAYS)
     partitions = partitions or max(2, context.defaultParallelism)
