@@ -352,9 +352,10 @@ class Broker:
                                                                m.result, m.transaction_version, now_ms=now_ms).error
         return err
 
-    def tick(self, now_ms: int) -> None:
-        """Periodic work: abort timed-out transactions, expire ids and producers, retry completions."""
-        self.txn_coordinator.abort_timed_out_transactions(now_ms)
+    def tick(self, now_ms: int, timed_out: str | None = None) -> None:
+        """Periodic work: abort timed-out transactions (only ``timed_out``'s, when a test names one id whose
+        timeout fires), expire ids and producers, retry completions."""
+        self.txn_coordinator.abort_timed_out_transactions(now_ms, timed_out)
         self.txn_coordinator.expire_transactional_ids(now_ms)
         self.txn_coordinator.retry_completions(now_ms)
         for p in self.partitions.values():

@@ -349,10 +349,7 @@ class ImplAdapter:
             # for the action's transactional id only: the spec's time is abstract, so another id's open
             # transaction has not necessarily timed out too
             self.cluster.now_ms += 60_001
-            coordinator = self.cluster.broker.txn_coordinator
-            coordinator.abort_timed_out_transactions(self.cluster.now_ms, action.transactional_id)
-            coordinator.expire_transactional_ids(self.cluster.now_ms)  # the rest of Broker.tick
-            coordinator.retry_completions(self.cluster.now_ms)
+            self.cluster.broker.tick(self.cluster.now_ms, timed_out=action.transactional_id)
             self.cluster._queue_markers()
         elif kind is K.EXPIRE_BATCH:
             _, producer = self.producers[action.actor]
