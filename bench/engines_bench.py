@@ -8,6 +8,7 @@ Each row runs ``txnspec check`` in a fresh process, one after the other, and rea
 * ``workers N``: ``--workers N``;
 * ``symmetry``: ``--workers N`` with the symmetry reduction (one state per class of renamings: fewer states,
   so its counts are its own; every other row of this tree runs with ``--no-symmetry``);
+* ``partial-order``: the same with ``--partial-order`` as well (spec/reduction.py: fewer states again);
 * ``spark local[N]`` and ``spark standalone, E executors`` (``--master``), when ``--spark`` is given; the
   standalone cluster (a master and E workers of one core on 127.0.0.1) is started here and stopped by PID.
 
@@ -40,7 +41,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
 SYMMETRY = "symmetry reduced,"
-ROWS = ("before", "exact", "fingerprints", "workers", "symmetry", "spark-local", "spark-standalone")
+ROWS = ("before", "exact", "fingerprints", "workers", "symmetry", "partial-order", "spark-local", "spark-standalone")
 
 
 @dataclass
@@ -119,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
             plan.append((f"fingerprints, {args.workers} workers", HERE, ["--workers", str(args.workers)]))
         if "symmetry" in rows:
             plan.append((f"{SYMMETRY} {args.workers} workers", HERE, ["--workers", str(args.workers)]))
+        if "partial-order" in rows:
+            plan.append((f"{SYMMETRY} partial order, {args.workers} workers", HERE,
+                         ["--workers", str(args.workers), "--partial-order"]))
         if "spark-local" in rows:
             plan.append((f"Spark local[{args.workers}]", HERE, ["--master", f"local[{args.workers}]"]))
         for engine, tree, extra in plan:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 S = TypeVar("S", bound=Hashable)
@@ -112,6 +112,11 @@ class Model(Generic[S]):
         are weakly fair for every class.
     describe_state:
         Optional: a short, human-readable rendering of a state for counterexample reports.
+    ample:
+        Optional partial-order reduction: given a state and all its enabled steps (in ``next_steps``' order),
+        the steps to explore from it, a subset the model promises is an ample set (nonempty, persistent,
+        invisible to every ``always`` and ``sometimes`` property unless it is every step, and every cycle of
+        the reduced graph passes through a state where it is every step). See :meth:`partial_order`.
     """
 
     name: str
@@ -123,6 +128,22 @@ class Model(Generic[S]):
     fairness: Callable[[Action], Hashable | None] | None = None
     describe_state: Callable[[S], str] | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    ample: Callable[[S, list[tuple[Action, S]]], list[tuple[Action, S]]] | None = None
+
+    def partial_order(self) -> Model[S]:
+        """This model with its ample sets as its successor function: every engine then explores the reduced
+        graph, with the same verdicts on ``always`` and ``sometimes`` properties (not the same counts, nor the
+        same counterexample lengths). ``leads_to`` properties are left out: weak fairness needs every
+        interleaving. A ``ValueError`` if the model offers no reduction."""
+        if self.ample is None:
+            raise ValueError(f"{self.name} offers no partial-order reduction")
+        ample, next_steps = self.ample, self.next_steps
+
+        def reduced(state: S) -> list[tuple[Action, S]]:
+            return ample(state, list(next_steps(state)))
+
+        return replace(self, name=f"{self.name} (partial-order reduced)", next_steps=reduced, ample=None,
+                       properties=tuple(p for p in self.properties if p.expectation is not Expectation.LEADS_TO))
 
     def property(self, name: str) -> Property[S]:
         """The property called ``name``; ``KeyError`` naming the known ones otherwise."""

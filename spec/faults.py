@@ -135,9 +135,11 @@ def _abort_timed_out(system: System, state: SystemState, tid: str) -> SystemStat
 
 
 def _abandoned(state: SystemState, tid: str) -> bool:
-    """No live producer instance can still end ``tid``'s transaction: Kafka's timeout will abort it."""
-    return all(p.phase in (FATAL_ERROR, UNINITIALIZED, READY) for p in state.producers if p.transactional_id == tid) \
-        and not any(producer_index(e.source) is not None for e in state.network)
+    """No live instance of ``tid`` can still end its transaction, and no message of one is in flight: Kafka's
+    timeout will abort it. (Another id's messages cannot end it.)"""
+    instances = {p.index for p in state.producers if p.transactional_id == tid}
+    return all(state.producers[i].phase in (FATAL_ERROR, UNINITIALIZED, READY) for i in instances) \
+        and not any(producer_index(e.source) in instances for e in state.network)
 
 
 def client_retry_steps(system: System, state: SystemState) -> Iterator[tuple[Action, SystemState]]:

@@ -9,10 +9,16 @@ System
 Assumptions
     Ghost fields never influence a guard or an effect of the protocol: removing them would not change which
     actions are enabled (they only split states that the properties must tell apart).
+
+    No property reads the order in which batches were appended to *different* partitions, in which
+    different transactions were decided, or in which different applications were told their outcomes: the
+    histories are kept in a canonical order (batches by partition and offset, decisions and outcomes sorted),
+    so runs that differ only in that order are one state. (Three producers: 828,940 states become 398,620.)
 """
 
 from __future__ import annotations
 
+from bisect import insort
 from typing import Any
 
 from txnspec.spec import coordinator as coord
@@ -39,16 +45,34 @@ class AppendedBatch:
 
 
 Decision = tuple[str, Tag | None, TransactionResult, Tag | None]
+NO_TAG: Tag = (-1, -1, -1)  # sorts a missing tag first
+
+
+def batch_order(b: AppendedBatch) -> tuple[str, int]:
+    """Batches in log order per partition, partitions by name."""
+    return b.partition, b.base_offset
+
+
+def decision_order(d: Decision) -> tuple[str, Tag, str, Tag]:
+    tid, opened, result, by = d
+    return tid, opened or NO_TAG, result.value, by or NO_TAG
+
+
+def in_order(history: tuple[Any, ...], entry: Any, key: Any = None) -> tuple[Any, ...]:
+    """``history`` (sorted by ``key``) with ``entry`` inserted where it sorts (after equal entries)."""
+    entries = list(history)
+    insort(entries, entry, key=key)
+    return tuple(entries)
 
 
 @value
 class Ghost:
-    batches: tuple[AppendedBatch, ...] = ()
+    batches: tuple[AppendedBatch, ...] = ()  # sorted by batch_order
     open_txn: tuple[tuple[str, Tag], ...] = ()  # tid -> the transaction the coordinator has Ongoing
     # (tid, the transaction the coordinator had open, the result, the transaction of the request that decided
-    # it: None when the coordinator decided by itself, on a timeout or when fencing), in decision order
+    # it: None when the coordinator decided by itself, on a timeout or when fencing), sorted by decision_order
     decisions: tuple[Decision, ...] = ()
-    told: tuple[tuple[Tag, str], ...] = ()  # what the application was told: "committed" / "aborted" / "fatal"
+    told: tuple[tuple[Tag, str], ...] = ()  # what the application was told ("committed", "aborted", "fatal"), sorted
     owner: tuple[tuple[str, tuple[int, int]], ...] = ()  # tid -> (producer, incarnation) last initialised
     fenced_commit: bool = False  # a commit was decided for a request from a fenced instance
     # KIP-447: producers whose pending offsets the group took from a member fenced by a rebalance; whether such
@@ -58,10 +82,10 @@ class Ghost:
     committed_after_rebalance: bool = False
 
     def tell(self, tag: Tag, outcome: str) -> Ghost:
-        return replace(self, told=(*self.told, (tag, outcome)))
+        return replace(self, told=in_order(self.told, (tag, outcome)))
 
     def appended(self, batch: AppendedBatch) -> Ghost:
-        return replace(self, batches=(*self.batches, batch))
+        return replace(self, batches=in_order(self.batches, batch, batch_order))
 
     def offsets_accepted(self, producer_id: int, fenced: bool) -> Ghost:
         """The group took pending offsets from ``producer_id`` (``fenced``: its member was not current)."""
@@ -105,7 +129,8 @@ def after_coordinator_step(ghost: Ghost, before: coord.CoordinatorState, result:
             opened = get_pair(ghost.open_txn, tid)
             decided = TransactionResult.COMMIT if record.state is PREPARE_COMMIT else TransactionResult.ABORT
             decided_by = env.tag if isinstance(env.body, EndTxn) else None
-            ghost = replace(ghost, decisions=(*ghost.decisions, (tid, opened, decided, decided_by)),
+            decision = (tid, opened, decided, decided_by)
+            ghost = replace(ghost, decisions=in_order(ghost.decisions, decision, decision_order),
                             open_txn=tuple((t, g) for t, g in ghost.open_txn if t != tid))
             if decided is TransactionResult.COMMIT and isinstance(env.body, EndTxn) and env.tag is not None:
                 owner = get_pair(ghost.owner, tid)

@@ -15,6 +15,7 @@ from txnspec.spec import partition as partition_mod
 from txnspec.spec import properties as props
 from txnspec.spec import system as sysm
 from txnspec.spec.actions import ACTION_KINDS, FAIR_KINDS, Action
+from txnspec.spec.reduction import ample_steps
 from txnspec.spec.scenarios import Scenario, scenario_named
 from txnspec.spec.symmetry import canonicaliser, group_of
 from txnspec.spec.variants import variant_named
@@ -64,4 +65,5 @@ def build_model(scenario: Scenario | str, variant: str = "current") -> Model[sys
         metadata={"action_kinds": ACTION_KINDS,
                   "lifelines": ["producer-0", "producer-1", "coordinator", *system.scenario.partitions, "group"],
                   "system": system, "symmetry_group": group},
+        ample=ample_steps,
     )

@@ -19,10 +19,11 @@ Models
     then restores what the model keeps sorted or positional: ``SystemState.partitions`` in the scenario's
     order, ``producers`` by index, the network as the bag :func:`txnspec.spec.network.bag` sorts, the
     coordinator's maps (``cache``, ``txn_log``, ``completions``) by transactional id, a producer's ``sequences``
-    and the ghost's ``open_txn`` and ``owner`` by ``repr`` of their key, a group's members sorted. Positional
-    histories (the log, ``txn_log``'s values, ``ghost.batches``, ``decisions``, ``told``, ``unsent``) keep
-    their order. Producer ids, epochs, offsets and correlation ids are data the protocol hands out in the
-    order things happen: a renamed run hands them out alike, so they are not renamed.
+    and the ghost's ``open_txn`` and ``owner`` by ``repr`` of their key, the ghost's histories (``batches``,
+    ``decisions``, ``told``) in their canonical order, a group's members sorted. Positional histories (the
+    log, ``txn_log``'s values, ``unsent``) keep their order. Producer ids, epochs, offsets and correlation ids
+    are data the protocol hands out in the order things happen: a renamed run hands them out alike, so they are
+    not renamed.
 
 Assumes
     The protocol's handlers (and a variant's) treat names uniformly: nothing compares a partition name or a
@@ -53,7 +54,7 @@ from typing import Any, TypeVar
 from txnspec.spec import coordinator as coord
 from txnspec.spec import group as group_mod
 from txnspec.spec.constants import group_offsets_partition
-from txnspec.spec.ghost import AppendedBatch, Ghost
+from txnspec.spec.ghost import AppendedBatch, Ghost, batch_order, decision_order
 from txnspec.spec.network import COORDINATOR, GROUP, NETWORK, Envelope, bag, producer_address
 from txnspec.spec.producer import Producer
 from txnspec.spec.scenarios import Scenario
@@ -208,9 +209,11 @@ def _appended(r: Renaming, b: AppendedBatch) -> AppendedBatch:
 
 def _ghost(r: Renaming, g: Ghost) -> Ghost:
     return _fields(r, g,
+                   batches=tuple(sorted((r(b) for b in g.batches), key=batch_order)),
                    open_txn=_by_repr_of_key((r(t), r.tag(tag)) for t, tag in g.open_txn),
-                   decisions=tuple((r(t), r.tag(opened), result, r.tag(by)) for t, opened, result, by in g.decisions),
-                   told=tuple((r.tag(tag), outcome) for tag, outcome in g.told),
+                   decisions=tuple(sorted(((r(t), r.tag(opened), result, r.tag(by))
+                                           for t, opened, result, by in g.decisions), key=decision_order)),
+                   told=tuple(sorted((r.tag(tag), outcome) for tag, outcome in g.told)),
                    owner=_by_repr_of_key((r(t), (r.indexes[i], incarnation)) for t, (i, incarnation) in g.owner))
 
 

@@ -103,8 +103,8 @@ def test_the_result_reports_the_store_and_the_chance_of_a_collision() -> None:
     model = build_model("zombie", "current")
     result = check_levels(model, properties=safety(model), workers=2, symmetry=False)
     assert result.store == "fingerprints, 2 workers"
-    assert result.collision_probability == collision_probability(2_276) == pytest.approx(1.4e-13, rel=0.01)
-    assert "chance that a collision hid a state: 1.4e-13" in result.render()
+    assert result.collision_probability == collision_probability(2_196) == pytest.approx(1.3e-13, rel=0.01)
+    assert "chance that a collision hid a state: 1.3e-13" in result.render()
     assert result.to_json()["store"] == "fingerprints, 2 workers"
 
 

@@ -87,9 +87,9 @@ def test_caps_cut_where_the_exact_search_stops(context: Any, caps: dict[str, int
 
 
 # scenario, variant, (states, transitions, depth) pinned from `txnspec check`: failover and zombie symmetry reduced
-# (208 and 2,276 states without), the executors, whose string hashes differ, agreeing on each class's representative
+# (208 and 2,196 states without), the executors, whose string hashes differ, agreeing on each class's representative
 KAFKA = [("tiny", "current", (27, 34, 12)), ("failover", "current", (110, 189, 15)),
-         ("zombie", "current", (1139, 2567, 26))]
+         ("zombie", "current", (1_099, 2_541, 26))]
 
 
 @spark_test

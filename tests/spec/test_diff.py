@@ -25,7 +25,7 @@ FAST: dict[tuple[str, str, str], tuple[Direction, Direction, int]] = {
     ("tiny", "current", "tv1"): (None, None, 58),
     ("offsets", "current", "tv1"): (None, None, 220),
     ("offsets", "current", "kafka-3.9"): (None, None, 220),
-    ("multi-partition", "current", "tv1"): (None, None, 458),
+    ("multi-partition", "current", "tv1"): (None, None, 362),
     ("zombie", "current", "tv1"): ((7, "producer-0 is ABORTABLE_ERROR"), (6, "producer-0 is FATAL_ERROR"), 1139),
     # a fenced zombie's abort fails; without the epoch check on EndTxn it succeeds
     ("zombie", "current", "zombie-not-fenced"): ((7, "producer-0 is FATAL_ERROR; P0t1 told fatal"),

@@ -43,9 +43,9 @@ BIGGER = {s.name: s for s in (
 SMALL = ("multi-partition", "failover", "zombie", "loss", "crash", "append-failure", *CUSTOM)
 
 # the orbits of each small scenario's reachable states under the current protocol (the reduced count)
-PINNED_REDUCED = {"multi-partition": 106, "failover": 110, "zombie": 1_139, "loss": 2_299, "crash": 3_606,
-                  "append-failure": 2_075, "two-ids": 2_090, "two-ids-timeout": 8_546, "two-ids-group": 1_939,
-                  "mp-duplicate": 2_107, "mp-expire": 279}
+PINNED_REDUCED = {"multi-partition": 91, "failover": 110, "zombie": 1_099, "loss": 2_299, "crash": 3_606,
+                  "append-failure": 2_075, "two-ids": 1_418, "two-ids-timeout": 5_690, "two-ids-group": 1_267,
+                  "mp-duplicate": 1_688, "mp-expire": 231}
 
 
 def _model(name: str, variant: str = "current") -> Model[Any]:
@@ -223,23 +223,23 @@ def test_check_turns_symmetry_off_on_request(capsys: pytest.CaptureFixture[str])
     on = json.loads(capsys.readouterr().out)
     assert main(["check", "--scenario", "multi-partition", "--json", "--no-liveness", "--no-symmetry"]) == 0
     off = json.loads(capsys.readouterr().out)
-    assert (on["symmetry"], on["states"]) == (True, 106) and (off["symmetry"], off["states"]) == (False, 203)
+    assert (on["symmetry"], on["states"]) == (True, 91) and (off["symmetry"], off["states"]) == (False, 155)
 
 
 @pytest.mark.slow
 def test_full_is_pinned_with_symmetry_to_depth_13_and_16() -> None:
-    """About a minute: 77,512 classes of the 258,433 states to depth 13 (tests/spec/test_scenarios.py), the exact
-    engine and the fingerprint workers agreeing; then the workers alone to depth 16 (684,009 classes of 2,485,350
-    states: the deepest the suite affords of a scenario whose states grow about 2x a level)."""
+    """About a minute: 77,482 classes of the 258,313 states to depth 13 (tests/spec/test_scenarios.py), the exact
+    engine and the fingerprint workers agreeing; then the workers alone to depth 16 (678,109
+    classes: the deepest the suite affords of a scenario whose states grow about 2x a level)."""
     from txnspec.checker.levels import check_levels
 
     model = build_model("full")
     exact = check(model, properties=_safety(model), max_depth=13)
     by_workers = check_levels(model, properties=_safety(model), max_depth=13, workers=2)
-    assert (exact.states, exact.transitions) == (by_workers.states, by_workers.transitions) == (77_512, 230_010)
+    assert (exact.states, exact.transitions) == (by_workers.states, by_workers.transitions) == (77_482, 229_990)
     assert exact.ok and by_workers.ok and exact.symmetry and by_workers.symmetry
     deeper = check_levels(model, properties=_safety(model), max_depth=16, workers=2)
-    assert deeper.ok and not deeper.complete and (deeper.states, deeper.transitions) == (684_009, 2_267_337)
+    assert deeper.ok and not deeper.complete and (deeper.states, deeper.transitions) == (678_109, 2_255_469)
 
 
 @pytest.mark.slow
