@@ -8,7 +8,8 @@ System
 
 Assumptions
     The network is a bag (any order of delivery covers delay and reordering). It is a tuple kept sorted by
-    the envelopes' ``repr`` so that equal bags are equal tuples (states stay canonical and hashable).
+    the envelopes' ``repr`` (with sets' elements sorted: :func:`stable_repr`, the same in every process) so
+    that equal bags are equal tuples (states stay canonical and hashable).
 
 Cost
     The model checker meets the same few hundred envelopes and some ten thousand bags again and again, so
@@ -24,6 +25,7 @@ Left out
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from bisect import insort
 from typing import Any
@@ -118,7 +120,23 @@ def is_request(body: Any) -> bool:
 
 @functools.cache  # envelopes are few and shared across states: render each one's key once
 def _sort_key(envelope: Envelope) -> str:
-    return repr(envelope)
+    return stable_repr(envelope)
+
+
+def stable_repr(x: Any) -> str:
+    """``repr(x)`` with every set's elements in sorted order. A frozenset's own ``repr`` follows the process's
+    string-hash salt (``PYTHONHASHSEED``), and the bag's order must not: processes with different salts (a
+    Spark driver and its executors) must keep one state as one tuple."""
+    if isinstance(x, frozenset | set):
+        elements = ", ".join(sorted(stable_repr(e) for e in x))
+        return f"{type(x).__name__}({{{elements}}})" if x else f"{type(x).__name__}()"
+    if type(x) is tuple:
+        elements = ", ".join(stable_repr(e) for e in x)
+        return f"({elements},)" if len(x) == 1 else f"({elements})"
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        shown = ", ".join(f"{f.name}={stable_repr(getattr(x, f.name))}" for f in dataclasses.fields(x) if f.repr)
+        return f"{type(x).__qualname__}({shown})"
+    return repr(x)
 
 
 Network = tuple[Envelope, ...]
