@@ -51,7 +51,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
                    help="explore a producer's own steps alone where nothing else can touch them (partial-order "
                         "reduction, spec/reduction.py): fewer states, the same verdicts on invariants and "
                         "'sometimes' properties, but other counts and possibly longer counterexamples; leads-to "
-                        "properties are skipped; not with --master, --graph-out or --variant-file")
+                        "properties are skipped; not with --graph-out or --variant-file")
     p.add_argument("--store", choices=("exact", "fingerprints"), default="exact",
                    help="exact (default): every state kept, leads-to judged; fingerprints: 64-bit fingerprints "
                         "as TLC keeps them, levels on disk, parents in files (about 100 bytes a state; the "
@@ -138,8 +138,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         partners = [p.partner for p in model.properties if p.name in names and p.partner]
         names = list(dict.fromkeys([*names, *partners]))
     if args.partial_order:
-        for option, given in (("--master", args.master), ("--graph-out", args.graph_out),
-                              ("--variant-file", args.variant_file)):
+        for option, given in (("--graph-out", args.graph_out), ("--variant-file", args.variant_file)):
             if given is not None:
                 raise UsageError(f"--partial-order cannot be used with {option}" + (
                     ": a user's variant may add properties that read what the reduction assumes no property "
@@ -223,7 +222,8 @@ def _check_on_spark(args: argparse.Namespace, model: Any, names: list[str], show
     else:
         own = True
     factory = ModelFactory(args.scenario, args.variant,
-                           str(args.variant_file.resolve()) if args.variant_file is not None else None)
+                           str(args.variant_file.resolve()) if args.variant_file is not None else None,
+                           partial_order=args.partial_order)
 
     def report(states: int, depth: int, rate: float) -> None:
         print(f"\r  {states:,} states, depth {depth}, {rate:,.0f} states/s", end="", file=sys.stderr, flush=True)

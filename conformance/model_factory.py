@@ -25,11 +25,13 @@ from txnspec.checker.model import Model
 
 @dataclass(frozen=True)
 class ModelFactory:
-    """``ModelFactory("zombie", "tv1")()`` is ``build_model("zombie", "tv1")``, in any process."""
+    """``ModelFactory("zombie", "tv1")()`` is ``build_model("zombie", "tv1")``, in any process (with
+    ``partial_order``, its :meth:`~txnspec.checker.model.Model.partial_order`)."""
 
     scenario: str
     variant: str = "current"
     variant_file: str | None = None  # loaded before the model is built, so that its variant is known
+    partial_order: bool = False  # the model's partial-order reduction (``Model.partial_order``)
 
     def __call__(self) -> Model[Any]:
         if self.variant_file is not None:
@@ -38,4 +40,5 @@ class ModelFactory:
             load_variant_file(self.variant_file)
         from txnspec.spec.catalog import build_model
 
-        return build_model(self.scenario, self.variant)
+        model = build_model(self.scenario, self.variant)
+        return model.partial_order() if self.partial_order else model

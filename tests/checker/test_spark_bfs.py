@@ -106,6 +106,16 @@ def test_kafka_scenarios_agree_with_the_one_process_search(context: Any, scenari
     assert result.coverage == local.coverage
 
 
+@spark_test
+def test_the_partial_order_reduction_gives_the_same_counts_on_spark(context: Any) -> None:
+    """``txnspec check --partial-order --master``: the executors build the reduced model from its recipe."""
+    factory = ModelFactory("zombie", partial_order=True)
+    local = check_levels(factory())
+    result = check_spark(factory, context)
+    assert (result.states, result.transitions, result.depth) == (local.states, local.transitions, local.depth)
+    assert result.states == 767 and signature(result) == signature(local) and result.ok
+
+
 # variant -> scenario, the property it breaks, the shortest counterexample's length (tests/spec/test_variants.py)
 BUGS = {"zombie-not-fenced": ("zombie", "fenced_producer_never_commits", 19),
         "no-duplicate-detection": ("retry", "no_duplicate_append", 8)}

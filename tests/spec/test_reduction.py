@@ -219,7 +219,7 @@ def test_check_partial_order_on_the_command_line(capsys: pytest.CaptureFixture[s
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--master", "local[2]"], "--partial-order cannot be used with --master"),
+    (["--graph-out", "g.dot"], "--partial-order cannot be used with --graph-out"),
     (["--property", "init_producer_id_completes"], "leads-to properties need: init_producer_id_completes"),
 ])
 def test_check_partial_order_refuses_what_it_cannot_do(extra: list[str], message: str,
