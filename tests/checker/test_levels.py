@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from toys import counter, fan, tokens, two_phase_commit
 
-from txnspec.checker import check
+from txnspec.checker import check, levels
 from txnspec.checker.fingerprints import FingerprintSet, Spool, collision_probability
 from txnspec.checker.levels import _InMemory, check_levels
 from txnspec.checker.model import Model, Property
@@ -130,11 +130,26 @@ def test_a_spool_gives_back_its_states_in_order(tmp_path: Any) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_worker_lets_go_of_its_level_as_it_expands_it() -> None:
+def test_a_worker_lets_go_of_its_level_as_it_expands_it(tmp_path: Any) -> None:
     states = [frozenset({i}) for i in range(5)]
-    level = _InMemory(states)
+    level = _InMemory(str(tmp_path), limit=3)
+    level.extend(states)
+    assert len(level) == 5 and level.tail is not None and len(level.tail) == 2  # the rest on disk
     drained = level.drain()
     assert next(drained) is states[0]
-    assert level[0] is None and level[1] is states[1]  # the first state is no longer held by the level
+    assert level.head[0] is None and level.head[1] is states[1]  # the first state is no longer held by the level
     assert list(drained) == states[1:]
-    assert len(level) == 0
+    level.close()
+    assert len(level) == 0 and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("scenario", "variant"), [("zombie", "current"), ("zombie", "zombie-not-fenced"),
+                                                   ("delayed-end-txn", "kafka-17754")])
+def test_workers_agree_when_their_levels_overflow_to_disk(scenario: str, variant: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker holds at most ``IN_MEMORY`` states a queue, the rest on disk: the same search (here 7)."""
+    model = build_model(scenario, variant)
+    names = safety(model)
+    exact = signature(check(model, properties=names))
+    monkeypatch.setattr(levels, "IN_MEMORY", 7)
+    assert signature(check_levels(model, properties=names, workers=2)) == exact
