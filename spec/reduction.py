@@ -44,8 +44,9 @@ Assumptions
 
 Left out
     ``leads_to`` properties (weak fairness needs every interleaving kept: the reduction drops them) and
-    reductions among broker steps (two deliveries to one broker never commute, and any producer can still
-    send to it).
+    reductions among broker steps: each changes what an invariant reads (the coordinator, a partition, the
+    ghost), so none may be taken alone (C2); and two deliveries to one broker never commute, while any
+    producer can still send to it. That is where the states of ``full`` still grow (docs/spec.md).
 """
 
 from __future__ import annotations
