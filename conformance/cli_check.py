@@ -186,7 +186,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.html_out is not None:
         from txnspec.conformance.html_report import check_page, write_page
 
-        command = f"txnspec check --scenario {args.scenario} --variant {args.variant}"
+        command = f"txnspec check --scenario {args.scenario} --variant {args.variant}" + (
+            " --partial-order" if args.partial_order else "")
         write_output(args.html_out, "--html-out", lambda p: write_page(p, check_page(model, result, command)))
     if not result.complete:
         return EXIT_INCONCLUSIVE if result.ok else EXIT_VIOLATION
