@@ -136,7 +136,7 @@ class Model(Generic[S]):
         same counterexample lengths). ``leads_to`` properties are left out: weak fairness needs every
         interleaving. A ``ValueError`` if the model offers no reduction."""
         if self.ample is None:
-            raise ValueError(f"{self.name} offers no partial-order reduction")
+            raise ValueError(f"{self.name} offers no partial-order reduction (or has it applied already)")
         ample, next_steps = self.ample, self.next_steps
 
         def reduced(state: S) -> list[tuple[Action, S]]:
