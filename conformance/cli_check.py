@@ -70,6 +70,10 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace-out", type=Path, help="write the first counterexample as JSON Lines")
     p.add_argument("--itf-out", type=Path, help="write the first counterexample as ITF (Apalache ADR-015)")
     p.add_argument("--mermaid-out", type=Path, help="write the first counterexample as a Mermaid sequence diagram")
+    p.add_argument("--replay-out", type=Path,
+                   help="write the first counterexample as a conformance trace (JSON Lines) that `txnspec replay "
+                        "FILE --adapter impl` (or any adapter) replays: does the implementation follow it? "
+                        "(Kafka scenarios)")
     p.add_argument("--graph-out", type=Path, help="write the state graph (.graphml or .dot)")
     p.add_argument("--html-out", type=Path, help="write a self-contained HTML report with sequence diagrams")
     p.add_argument("--progress", action="store_true",
@@ -120,13 +124,20 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.max_depth is not None and args.max_depth <= 0:
         raise UsageError("--max-depth must be a positive number")
     for path, option in ((args.trace_out, "--trace-out"), (args.itf_out, "--itf-out"),
-                         (args.mermaid_out, "--mermaid-out"), (args.graph_out, "--graph-out"),
+                         (args.mermaid_out, "--mermaid-out"), (args.replay_out, "--replay-out"),
+                         (args.graph_out, "--graph-out"),
                          (args.html_out, "--html-out")):
         check_output_path(path, option)
     try:
         model = build_model(args.scenario, args.variant)
     except (KeyError, ValueError) as exc:
         raise UsageError(str(exc).strip("'\"")) from None
+    if args.replay_out is not None:
+        from txnspec.spec.catalog import system_of
+
+        owner = system_of(args.scenario)
+        if owner.name != "kafka":
+            raise UsageError(f"--replay-out writes Kafka conformance traces; {args.scenario!r} is {owner.title}'s")
     names = args.properties
     if names:
         for name in names:
@@ -255,6 +266,18 @@ def _write_trace(writer: Any, counterexample: object, model: object, path: Path)
     writer(counterexample, path, model)
 
 
+def _write_replay(args: argparse.Namespace, counterexample: Any, path: Path) -> None:
+    """The counterexample's actions run again in the spec (:func:`~txnspec.conformance.generate.realize`), with
+    what each step lets the clients observe: a trace any adapter replays."""
+    from txnspec.conformance import traces
+    from txnspec.conformance.generate import realize
+
+    actions = [action for action, _ in counterexample.steps[1:]]
+    trace = realize(args.scenario, args.variant, actions, strategy="counterexample",
+                    trace_id=f"{args.scenario}/{args.variant}/{counterexample.property}")
+    traces.write_jsonl([trace], path)
+
+
 def _write_outputs(args: argparse.Namespace, model: object, result: object) -> None:
     from txnspec.checker import traces
 
@@ -268,6 +291,11 @@ def _write_outputs(args: argparse.Namespace, model: object, result: object) -> N
             print(f"txnspec check: no counterexample to write to {path}", file=sys.stderr)
             continue
         write_output(path, option, functools.partial(_write_trace, writer, counterexample, model))
+    if args.replay_out is not None:
+        if counterexample is None:
+            print(f"txnspec check: no counterexample to write to {args.replay_out}", file=sys.stderr)
+        else:
+            write_output(args.replay_out, "--replay-out", functools.partial(_write_replay, args, counterexample))
     if args.graph_out is not None:
         from txnspec.checker import graph
 
