@@ -128,7 +128,7 @@ class Model(Generic[S]):
     fairness: Callable[[Action], Hashable | None] | None = None
     describe_state: Callable[[S], str] | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
-    ample: Callable[[S, list[tuple[Action, S]]], list[tuple[Action, S]]] | None = None
+    ample: Callable[[S, list[tuple[Any, S]]], list[tuple[Any, S]]] | None = None  # (action, state) steps
 
     def partial_order(self) -> Model[S]:
         """This model with its ample sets as its successor function: every engine then explores the reduced

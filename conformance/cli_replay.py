@@ -63,7 +63,7 @@ class _Strict:
 
 def read_traces(path: Path, fmt: str) -> Iterator[Any]:
     """Each trace of the file, or the TraceError of a part that is not one (the others still come)."""
-    from txnspec.conformance.traces import Trace, TraceError, from_itf
+    from txnspec.conformance.traces import CounterexampleDump, Trace, TraceError, from_itf
 
     try:
         raw = path.read_bytes()
@@ -103,6 +103,9 @@ def read_traces(path: Path, fmt: str) -> Iterator[Any]:
             continue
         try:
             yield Trace.from_line(text, where)
+        except CounterexampleDump as exc:
+            yield exc
+            return  # every line of it is a state: one error says it
         except TraceError as exc:
             yield exc
         except RecursionError:

@@ -144,6 +144,8 @@ class Trace:
             raise TraceError(where, f"a trace must be a JSON object, not {type(data).__name__}")
         trace_id = data.get("id")
         if not isinstance(trace_id, str) or not trace_id:
+            if {"step", "state"} <= data.keys():
+                raise CounterexampleDump(where, COUNTEREXAMPLE_DUMP)
             raise TraceError(where, "missing or empty 'id'")
         _check_format(data.get("format"), trace_id)
         missing = [k for k in ("scenario", "steps") if k not in data]
@@ -167,6 +169,15 @@ class Trace:
         except json.JSONDecodeError as exc:
             raise TraceError(where, f"bad JSON: {exc}") from None
         return Trace.from_json(data, where)
+
+
+COUNTEREXAMPLE_DUMP = ("a counterexample as `txnspec check --trace-out` or `--itf-out` writes it (every state of the "
+                       "spec, for reading), not a conformance trace: `txnspec check ... --replay-out FILE` writes "
+                       "one that replays")
+
+
+class CounterexampleDump(TraceError):
+    """The input is a model checker's counterexample (checker/traces.py), not a trace: said once per file."""
 
 
 def _check_format(version: Any, trace_id: str) -> None:
@@ -209,6 +220,9 @@ def iter_jsonl(lines: Iterable[str], source: str = "<input>") -> Iterator[Trace 
         where = f"{source}:{number}"
         try:
             yield Trace.from_line(line, where)
+        except CounterexampleDump as exc:
+            yield exc
+            return  # every line of it is a state: one error says it
         except TraceError as exc:
             yield exc
 
@@ -261,6 +275,8 @@ def from_itf(document: JSON, where: str = "<itf>") -> Trace:
         raise TraceError(where, "an ITF document must be an object with a 'states' array")
     meta = document.get("#meta") or {}
     trace_id = meta.get("id") or where
+    if "txnspec-format" not in meta and meta.get("format") == "ITF" and "description" in meta:
+        raise CounterexampleDump(where, COUNTEREXAMPLE_DUMP)
     _check_format(meta.get("txnspec-format"), trace_id)
     states = document["states"]
     if not states or not isinstance(states[0], dict) or states[0].get("mbt::actionTaken") != "init":

@@ -111,7 +111,7 @@ class System:
         cached = tables.get(function)
         if cached is None:
             cached = tables[function] = memoised(maxsize)(functools.partial(function, self))
-            cached.__qualname__ = function.__qualname__  # what values.cache_stats reports it as
+            cached.__qualname__ = function.__qualname__  # type: ignore[attr-defined]  # values.cache_stats shows it
         return cached
 
 

@@ -84,3 +84,17 @@ def test_replay_out_needs_a_counterexample_and_a_kafka_scenario(tmp_path: Path,
     assert "no counterexample to write" in capsys.readouterr().err and not trace.exists()
     assert main(["check", "--scenario", "rocketmq-default", "--replay-out", str(trace)]) == 2
     assert "--replay-out writes Kafka conformance traces" in capsys.readouterr().err
+
+
+def test_replay_names_a_counterexample_dump_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The files of ``--trace-out`` and ``--itf-out`` are for reading: replay says so, once a file, and points to
+    ``--replay-out``."""
+    dump, itf = tmp_path / "cex.jsonl", tmp_path / "cex.itf.json"
+    assert main(["check", "--scenario", "zombie", "--variant", "zombie-not-fenced", "--trace-out", str(dump),
+                 "--itf-out", str(itf)]) == 1
+    capsys.readouterr()
+    for path in (dump, itf):
+        assert main(["replay", str(path), "--adapter", "spec"]) == 2
+        captured = capsys.readouterr()
+        said = captured.err + captured.out
+        assert said.count("a counterexample as `txnspec check --trace-out`") == 1 and "--replay-out" in said
