@@ -42,12 +42,12 @@ import sys
 import tempfile
 import time
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
-from txnspec.checker.fingerprints import FingerprintSet, Spool, collision_probability
+from txnspec.checker.fingerprints import FingerprintSet, Level, Spool, collision_probability
 from txnspec.checker.model import Expectation, Model, Property
 from txnspec.checker.report import CheckResult, Counterexample, PropertyVerdict, action_kind
 
@@ -74,61 +74,6 @@ class _Judgement:
     first_hits: dict[str, int]  # property name -> position among the shard's kept states
 
 
-IN_MEMORY = 1_000_000
-"""States a worker holds in memory per queue (its part of a level, or of the successors it found); the rest go to
-a :class:`Spool` on disk, so a search far wider than the benchmarks' does not run out of memory (a state held is
-some hundreds of bytes, shared parts aside). A state spooled costs its pickling: `full` to depth 16 with two
-workers and a limit of 100,000 took 70 s instead of 41 for 191 bytes a state instead of 285, so the limit is
-kept well above the levels of the runs that fit anyway."""
-
-
-class _InMemory:
-    """A level in memory (workers trade memory for speed) up to ``limit`` states, the rest spooled to disk;
-    it closes like a :class:`Spool`."""
-
-    def __init__(self, directory: str | None = None, limit: int | None = None) -> None:
-        self.directory, self.limit = directory, IN_MEMORY if limit is None else limit
-        self.head: list[Any] = []
-        self.tail: Spool | None = None
-
-    def __len__(self) -> int:
-        return len(self.head) + (len(self.tail) if self.tail is not None else 0)
-
-    def append(self, state: Any) -> None:
-        if len(self.head) < self.limit:
-            self.head.append(state)
-            return
-        if self.tail is None:
-            self.tail = Spool(self.directory)
-        self.tail.append(state)
-
-    def extend(self, states: Iterable[Any]) -> None:
-        for state in states:
-            self.append(state)
-
-    def __iter__(self) -> Iterator[Any]:
-        yield from self.head
-        if self.tail is not None:
-            yield from self.tail
-
-    def drain(self) -> Iterator[Any]:
-        """The states in order, each let go as it is handed out: a level expanded is not read again, and its
-        states' memory goes to their successors (the level and the next one are not both held whole)."""
-        head = self.head
-        for position in range(len(head)):
-            state, head[position] = head[position], None
-            yield state
-        head.clear()
-        if self.tail is not None:
-            yield from self.tail
-
-    def close(self) -> None:
-        self.head.clear()
-        if self.tail is not None:
-            self.tail.close()
-            self.tail = None
-
-
 class _Shard:
     """A contiguous part of the current level, and what it expands into (on disk with ``spill``)."""
 
@@ -140,11 +85,11 @@ class _Shard:
         self.directory = directory
         self.spill = spill
         self.started_with = _resident_bytes()
-        self.level: Spool | _InMemory = self._queue()
-        self.candidates: Spool | _InMemory | None = None
+        self.level: Spool | Level = self._queue()
+        self.candidates: Spool | Level | None = None
 
-    def _queue(self) -> Spool | _InMemory:
-        return Spool(self.directory) if self.spill else _InMemory(self.directory)
+    def _queue(self) -> Spool | Level:
+        return Spool(self.directory) if self.spill else Level(self.directory)
 
     def load(self, states: list[Any]) -> None:
         self.level.close()
@@ -162,7 +107,7 @@ class _Shard:
         local: set[int] = set()
         candidates = self._queue()
         level = self.level
-        for position, state in enumerate(level.drain() if isinstance(level, _InMemory) else level):
+        for position, state in enumerate(level.drain() if isinstance(level, Level) else level):
             successors = list(next_steps(state))
             counts.append(len(successors))
             if not successors and (is_final is None or not is_final(state)):

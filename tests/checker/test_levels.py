@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from toys import counter, fan, tokens, two_phase_commit
 
-from txnspec.checker import check, levels
-from txnspec.checker.fingerprints import FingerprintSet, Spool, collision_probability
-from txnspec.checker.levels import _InMemory, check_levels
+from txnspec.checker import check, fingerprints
+from txnspec.checker.fingerprints import FingerprintSet, Level, Spool, collision_probability
+from txnspec.checker.levels import check_levels
 from txnspec.checker.model import Model, Property
 from txnspec.checker.report import CheckResult
 from txnspec.spec.model import build_model
@@ -132,7 +132,7 @@ def test_a_spool_gives_back_its_states_in_order(tmp_path: Any) -> None:
 
 def test_a_worker_lets_go_of_its_level_as_it_expands_it(tmp_path: Any) -> None:
     states = [frozenset({i}) for i in range(5)]
-    level = _InMemory(str(tmp_path), limit=3)
+    level = Level(str(tmp_path), limit=3)
     level.extend(states)
     assert len(level) == 5 and level.tail is not None and len(level.tail) == 2  # the rest on disk
     drained = level.drain()
@@ -151,5 +151,5 @@ def test_workers_agree_when_their_levels_overflow_to_disk(scenario: str, variant
     model = build_model(scenario, variant)
     names = safety(model)
     exact = signature(check(model, properties=names))
-    monkeypatch.setattr(levels, "IN_MEMORY", 7)
+    monkeypatch.setattr(fingerprints, "IN_MEMORY", 7)
     assert signature(check_levels(model, properties=names, workers=2)) == exact
