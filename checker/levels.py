@@ -16,6 +16,10 @@ What is modelled
        the one-process search would give it, so the first violation found is the same shortest one;
     4. if the shards' next levels are uneven, states move between neighbours, keeping their order.
 
+    The last level a depth bound lets the search reach is never expanded, so it is never kept: the shards judge
+    its candidates as they expand the level before (step 3 moves into step 1) and drop them. A depth-bounded
+    run of a state space still growing, whose last level is its widest, holds only fingerprints of it.
+
     A counterexample is rebuilt from the parent pointers: the fingerprints back to an initial state, then
     the path re-executed forward, taking at each step the first successor with the next fingerprint (the
     one-process search's step, since it records the first discovery).
@@ -64,6 +68,9 @@ class _Expansion:
     successor_counts: array[int]
     kinds: dict[str, int]
     terminal: list[int]  # positions of expanded states without successors that are not final
+    # on the last level a depth bound lets the search reach (nothing is kept): property name -> the first
+    # candidate, by its index among ``fingerprints``, where that property is hit
+    hits: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -99,13 +106,18 @@ class _Shard:
     def size(self) -> int:
         return len(self.level)
 
-    def expand(self) -> _Expansion:
+    def expand(self, last: Sequence[str] | None = None) -> _Expansion:
+        """Expand the level into candidates; with ``last`` (the pending properties) the new level is the last one
+        the search reaches, so its candidates are judged here on ``last`` and not kept (a depth-bounded run
+        never holds its widest level)."""
         next_steps, canonical, is_final = self.model.next_steps, self.canonical, self.model.is_final
         fingerprints, parents, counts = array("q"), array("i"), array("i")
         kinds: dict[str, int] = {}
         terminal: list[int] = []
         local: set[int] = set()
         candidates = self._queue()
+        judged = [self.properties[name] for name in last or ()]
+        hits: dict[str, int] = {}
         level = self.level
         for position, state in enumerate(level.drain() if isinstance(level, Level) else level):
             successors = list(next_steps(state))
@@ -121,9 +133,17 @@ class _Shard:
                 local.add(fingerprint)
                 fingerprints.append(fingerprint)
                 parents.append(position)
-                candidates.append(successor)
-        self.candidates = candidates
-        return _Expansion(fingerprints, parents, counts, kinds, terminal)
+                if last is None:
+                    candidates.append(successor)
+                    continue
+                for prop in judged:
+                    if prop.name not in hits and _hit(prop, successor):
+                        hits[prop.name] = len(fingerprints) - 1
+        if last is None:
+            self.candidates = candidates
+        else:
+            candidates.close()
+        return _Expansion(fingerprints, parents, counts, kinds, terminal, hits)
 
     def accept(self, new: bytes, pending: Sequence[str]) -> _Judgement:
         """Keep the candidates marked in ``new`` as the next level; judge the pending properties on them."""
@@ -179,6 +199,17 @@ class _Shard:
         self.level.close()
         if self.candidates is not None:
             self.candidates.close()
+
+
+def _judged_in_expansion(expansions: Sequence[_Expansion], marks: Sequence[bytes]) -> list[_Judgement]:
+    """The judgements of a last level, from the hits its shards found while expanding. A shard's first hit that
+    is not new (not marked) was kept first by an earlier shard, which then has a hit at or before it; or it is
+    past the state cap. Either way it is not the level's first."""
+    judgements = []
+    for expansion, mark in zip(expansions, marks, strict=True):
+        hits = {name: mark[:candidate].count(1) for name, candidate in expansion.hits.items() if mark[candidate]}
+        judgements.append(_Judgement(mark.count(1), hits))
+    return judgements
 
 
 def _hit(prop: Property[Any], state: Any) -> bool:
@@ -419,8 +450,10 @@ class _LevelSearch:
             self.stop_reason = "every invariant is violated (the search stopped early)"
 
     def _next_level(self, depth: int) -> None:
+        last = depth + 1 >= self.depth_cap  # the new level is not expanded: its states are judged, not kept
         sizes = _call_all(self.shards, "size", [()] * len(self.shards))
-        expansions: list[_Expansion] = _call_all(self.shards, "expand", [()] * len(self.shards))
+        expansions: list[_Expansion] = _call_all(self.shards, "expand",
+                                                 [(self.pending if last else None,)] * len(self.shards))
         offsets = [sum(sizes[:i]) for i in range(len(sizes))]
         new_fingerprints, new_parents = array("q"), array("i")
         marks: list[bytes] = []
@@ -440,7 +473,8 @@ class _LevelSearch:
                 new_parents.append(offset + parent)
             marks.append(bytes(mark))
         pending = self.pending
-        judgements: list[_Judgement] = _call_all(self.shards, "accept", [(m, pending) for m in marks])
+        judgements: list[_Judgement] = _judged_in_expansion(expansions, marks) if last else \
+            _call_all(self.shards, "accept", [(m, pending) for m in marks])
         kept_offsets = [sum(j.kept for j in judgements[:i]) for i in range(len(judgements))]
         level = depth + 1
         for judgement, offset in zip(judgements, kept_offsets, strict=True):
@@ -472,7 +506,7 @@ class _LevelSearch:
         if len(self.shards) > 1:  # the workers' peaks beyond what they inherited at the fork
             peaks = _call_all(self.shards, "memory", [()] * len(self.shards))
             self.worker_memory = sum(peaks)
-        if self.stop_reason is None and len(self.shards) > 1:
+        if self.stop_reason is None and len(self.shards) > 1 and not last:
             self._rebalance([j.kept for j in judgements])
 
     def _next_level_alone(self, depth: int) -> None:
@@ -483,6 +517,7 @@ class _LevelSearch:
         add, kinds = self.seen.add, self.kinds
         fingerprints, parents = array("q"), array("i")
         kept = shard._queue()
+        keep = depth + 1 < self.depth_cap  # the last level a depth bound lets the search reach is judged, not kept
         always = [p for p in self.properties
                   if p.name not in self.first_hits and p.expectation is Expectation.ALWAYS]
         sometimes = [p for p in self.properties
@@ -509,7 +544,8 @@ class _LevelSearch:
                         return
                     fingerprints.append(fingerprint)
                     parents.append(position)
-                    kept.append(successor)
+                    if keep:
+                        kept.append(successor)
                     hit = False
                     for cond in always_conds:
                         if not cond(successor):

@@ -93,6 +93,32 @@ def test_an_early_stop_cuts_the_level_where_the_exact_search_stops(workers: int)
     assert signature(check_levels(model, workers=workers)) == signature(exact)
 
 
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.parametrize(("toy", "depth"), [("counter", 9), ("counter", 17), ("two-phase-broken", 5), ("fan", 1),
+                                            ("fan", 2), ("tokens", 5)])
+def test_the_last_level_of_a_depth_bound_is_judged_as_any_other(toy: str, depth: int, workers: int) -> None:
+    """That level is not kept (nothing expands it), but its violations and witnesses are found where the
+    exact search finds them: ``counter`` fails at 17 and wishes at 9, ``fan`` fails in levels 1 and 2."""
+    model = TOYS[toy]()
+    exact = check(model, properties=safety(model), symmetry=False, max_depth=depth)
+    assert exact.depth == depth
+    assert signature(check_levels(model, properties=safety(model), workers=workers, symmetry=False,
+                                  max_depth=depth)) == signature(exact)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize(("scenario", "variant"), [("zombie", "zombie-not-fenced"), ("delayed-end-txn", "kafka-17754"),
+                                                   ("rebalance", "zombie-offsets-not-fenced")])
+def test_a_bug_found_on_the_last_level_of_a_depth_bound(scenario: str, variant: str, workers: int) -> None:
+    model = build_model(scenario, variant)
+    names = safety(model)
+    shortest = min(len(v.counterexample.steps) - 1 for v in check(model, properties=names).verdicts
+                   if v.holds is False and v.counterexample is not None)
+    exact = check(model, properties=names, max_depth=shortest)
+    assert any(v.holds is False for v in exact.verdicts)
+    assert signature(check_levels(model, properties=names, workers=workers, max_depth=shortest)) == signature(exact)
+
+
 def test_leads_to_properties_are_refused_by_name() -> None:
     model = build_model("tiny", "current")
     with pytest.raises(ValueError, match="init_producer_id_completes"):
