@@ -115,7 +115,7 @@ class _Shard:
         kinds: dict[str, int] = {}
         terminal: list[int] = []
         local: set[int] = set()
-        candidates = self._queue()
+        candidates = self._queue() if last is None else None
         judged = [self.properties[name] for name in last or ()]
         hits: dict[str, int] = {}
         level = self.level
@@ -133,16 +133,13 @@ class _Shard:
                 local.add(fingerprint)
                 fingerprints.append(fingerprint)
                 parents.append(position)
-                if last is None:
+                if candidates is not None:
                     candidates.append(successor)
                     continue
                 for prop in judged:
                     if prop.name not in hits and _hit(prop, successor):
                         hits[prop.name] = len(fingerprints) - 1
-        if last is None:
-            self.candidates = candidates
-        else:
-            candidates.close()
+        self.candidates = candidates
         return _Expansion(fingerprints, parents, counts, kinds, terminal, hits)
 
     def accept(self, new: bytes, pending: Sequence[str]) -> _Judgement:
