@@ -37,6 +37,7 @@ Left out
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import sys
 import time
@@ -195,6 +196,7 @@ class _Search:
         self.transitions = 0
         self.expanded = 0
         self.level = 0
+        self.level_ends: list[int] = []  # where each whole level ends among ``states``
         self.stop_reason: str | None = None
         self.seconds = 0.0
 
@@ -242,11 +244,13 @@ class _Search:
         """Expand the stored states in order, one chunk at a time (the list of states is the queue)."""
         states = self.states
         level_end = len(states)
+        self.level_ends.append(level_end)
         next_look = started + 1.0
         while self.expanded < len(states):
             if self.expanded == level_end:
                 self.level += 1
                 level_end = len(states)
+                self.level_ends.append(level_end)  # the level before is expanded: this one is whole
             if self.level >= self.depth_cap:
                 raise _Stop(f"the depth cap ({self.depth_cap}) was reached")
             stop = min(level_end, self.expanded + _CHUNK)
@@ -441,7 +445,8 @@ def _result(model: Model[Any], search: _Search, judge: _Judge, leads_to: tuple[P
         deadlock=Counterexample("deadlock", tuple(search.path_to(deadlocks[0]))) if deadlocks else None,
         deadlock_count=len(deadlocks), coverage=dict(sorted(kinds.items())), never_taken=never, graph=graph,
         describe_state=model.describe_state, stop_reason=search.stop_reason,
-        symmetry=search.canonical is not None, liveness_seconds=liveness_seconds)
+        symmetry=search.canonical is not None, liveness_seconds=liveness_seconds,
+        level_sizes=tuple(end - start for start, end in itertools.pairwise([0, *search.level_ends])))
 
 
 def _select(model: Model[Any], names: Iterable[str] | None) -> list[Property[Any]]:

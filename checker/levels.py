@@ -53,7 +53,7 @@ from typing import Any
 
 from txnspec.checker.fingerprints import FingerprintSet, Level, Spool, collision_probability
 from txnspec.checker.model import Expectation, Model, Property
-from txnspec.checker.report import CheckResult, Counterexample, PropertyVerdict, action_kind
+from txnspec.checker.report import CheckResult, Counterexample, PropertyVerdict, action_kind, finished_levels
 
 MemoryProgress = Callable[[int, int, float, int], None]
 """Called about once a second with ``(distinct states, depth, states per second, resident bytes)``."""
@@ -373,6 +373,7 @@ class _LevelSearch:
         self.states = 0
         self.transitions = 0
         self.stop_reason: str | None = None
+        self.depth_capped = False  # the depth bound stopped the search: its last level is whole
         self.seconds = 0.0
         self.workers = workers
         self.memory_before = _resident_bytes()
@@ -412,6 +413,7 @@ class _LevelSearch:
             while self.levels.sizes[-1] and self.stop_reason is None:
                 if depth >= self.depth_cap:
                     self.stop_reason = f"the depth cap ({self.depth_cap}) was reached"
+                    self.depth_capped = True
                     break
                 if len(self.shards) == 1:
                     self._next_level_alone(depth)
@@ -648,7 +650,8 @@ class _LevelSearch:
             stop_reason=self.stop_reason, symmetry=self.canonical is not None,
             store="fingerprints" + (f", {self.workers} workers" if self.workers > 1 else ""),
             collision_probability=collision_probability(self.states),
-            memory_bytes=max(0, self.peak_memory - self.memory_before) + self.worker_memory)
+            memory_bytes=max(0, self.peak_memory - self.memory_before) + self.worker_memory,
+            level_sizes=finished_levels(self.levels.sizes, self.stop_reason is None or self.depth_capped))
 
 
 def _resident_bytes() -> int:

@@ -19,7 +19,7 @@ Left out
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,6 +133,15 @@ class PropertyVerdict:
 _EXPECTATION_NOUNS = {"always": "invariant", "sometimes": "sometimes", "leads_to": "leads-to"}
 
 
+def finished_levels(sizes: Sequence[int], last_is_whole: bool) -> tuple[int, ...]:
+    """``CheckResult.level_sizes`` from an engine's sizes of every level it wrote (the last one cut unless
+    ``last_is_whole``; an empty level ends a complete search)."""
+    finished = list(sizes if last_is_whole else sizes[:-1])
+    while finished and not finished[-1]:
+        finished.pop()
+    return tuple(finished)
+
+
 @dataclass(frozen=True)
 class CheckResult:
     """Everything a check found; see :func:`txnspec.checker.explicit.check`.
@@ -171,6 +180,9 @@ class CheckResult:
     store: str = "exact"  # how visited states were kept: "exact", "fingerprints" (and workers), "spark ..."
     collision_probability: float | None = None  # with fingerprints: the chance a collision hid a state
     memory_bytes: int | None = None  # peak memory the search added (engines that measure it)
+    # states first found at each distance from an initial state, for the levels the search finished (a level a
+    # state cap or an early stop cut is left out; the level a depth bound reached is finished)
+    level_sizes: tuple[int, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -203,6 +215,13 @@ class CheckResult:
         raise KeyError(f"no verdict for {name!r}; judged: {', '.join(v.name for v in self.verdicts)}")
 
     @property
+    def growth(self) -> float | None:
+        """The last finished level's size over the one before: above 1, a search cut by a bound had not yet
+        passed its widest level."""
+        sizes = self.level_sizes
+        return sizes[-1] / sizes[-2] if len(sizes) >= 2 and sizes[-2] else None
+
+    @property
     def rate(self) -> float:
         """Distinct states per second."""
         return self.states / self.seconds if self.seconds > 0 else float("inf")
@@ -222,7 +241,10 @@ class CheckResult:
             tail = "" if self.complete else f"; stopped early: {self.stop_reason}"
             return f"VIOLATED: {broken} of {what} fail on {self._where()}{tail}"
         if not self.complete:
-            return f"INCOMPLETE: {self.stop_reason} after {self._where()}; nothing is claimed to hold"
+            growth = self.growth
+            level = "" if growth is None else \
+                f"; the last level was {growth:.2f}x the one before" + (" (still growing)" if growth > 1 else "")
+            return f"INCOMPLETE: {self.stop_reason} after {self._where()}{level}; nothing is claimed to hold"
         if set(counts) <= {"always"}:
             return f"all {len(self.verdicts)} invariants hold on {self._where()}"
         kinds = ", ".join(f"{n} {_EXPECTATION_NOUNS.get(k, k)}" for k, n in counts.items())
@@ -271,6 +293,7 @@ class CheckResult:
             "stop_reason": self.stop_reason, "symmetry": self.symmetry, "store": self.store,
             "collision_probability": self.collision_probability, "memory_bytes": self.memory_bytes,
             "states": self.states, "transitions": self.transitions, "depth": self.depth,
+            "level_sizes": list(self.level_sizes),
             "seconds": round(self.seconds, 3), "liveness_seconds": round(self.liveness_seconds, 3),
             "states_per_second": round(self.rate) if self.seconds > 0 else None,
             "properties": [{

@@ -58,7 +58,7 @@ from typing import Any
 from txnspec.checker import spark_tasks as tasks
 from txnspec.checker.fingerprints import collision_probability
 from txnspec.checker.model import Expectation, Model, Property
-from txnspec.checker.report import CheckResult, Counterexample, PropertyVerdict
+from txnspec.checker.report import CheckResult, Counterexample, PropertyVerdict, finished_levels
 from txnspec.checker.spark_tasks import ModelFactory
 
 ProgressCallback = Callable[[int, int, float], None]
@@ -103,6 +103,7 @@ class _SparkSearch:
         self.counts = tasks.Counts(kinds={})
         self.first_deadlock: tuple[int, bytes, int] | None = None
         self.sizes: list[int] = []
+        self.depth_capped = False  # the depth bound stopped the search: its last level is whole
         self.states = 0
         self.stop_reason: str | None = None
         self.seconds = 0.0
@@ -127,6 +128,7 @@ class _SparkSearch:
             while self.sizes[-1] and self.stop_reason is None:
                 if depth >= self.depth_cap:
                     self.stop_reason = f"the depth cap ({self.depth_cap}) was reached"
+                    self.depth_capped = True
                     break
                 level = self._next_level(frontier, depth).persist(StorageLevel.MEMORY_AND_DISK)
                 self._judge_level(frontier, level, depth)
@@ -254,4 +256,5 @@ class _SparkSearch:
             never_taken=tuple(k for k in declared if kinds[k] == 0), describe_state=self.model.describe_state,
             stop_reason=self.stop_reason, symmetry=self.plan.symmetry,
             store=f"spark ({self.context.master}, {self.partitions} partitions)",
-            collision_probability=collision_probability(self.states))
+            collision_probability=collision_probability(self.states),
+            level_sizes=finished_levels(self.sizes, self.stop_reason is None or self.depth_capped))

@@ -23,7 +23,7 @@ def signature(result: CheckResult) -> tuple[Any, ...]:
                   for v in result.verdicts)
     deadlock = None if result.deadlock is None else result.deadlock.steps
     return (result.states, result.transitions, result.depth, result.complete, result.stop_reason, paths,
-            result.deadlock_count, deadlock)
+            result.deadlock_count, deadlock, result.level_sizes)
 
 
 def safety(model: Model[Any]) -> list[str]:
@@ -117,6 +117,23 @@ def test_a_bug_found_on_the_last_level_of_a_depth_bound(scenario: str, variant: 
     exact = check(model, properties=names, max_depth=shortest)
     assert any(v.holds is False for v in exact.verdicts)
     assert signature(check_levels(model, properties=names, workers=workers, max_depth=shortest)) == signature(exact)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_bounded_run_says_how_its_last_level_grew(workers: int) -> None:
+    """The levels a search finished, and the last one's growth, in the summary of a run a bound stopped."""
+    model = build_model("zombie", "current")
+    names = safety(model)
+    complete = check_levels(model, properties=names, workers=workers)
+    assert sum(complete.level_sizes) == complete.states == 1_099 and len(complete.level_sizes) == complete.depth + 1
+    bounded = check_levels(model, properties=names, workers=workers, max_depth=9)
+    assert bounded.level_sizes == complete.level_sizes[:10] and sum(bounded.level_sizes) == bounded.states == 76
+    assert bounded.growth == 25 / 17 and "the last level was 1.47x the one before (still growing)" in bounded.summary()
+    cut = check_levels(model, properties=names, workers=workers, max_states=700)  # the level it cut is left out
+    assert cut.level_sizes == complete.level_sizes[:19] and cut.states == 700 > sum(cut.level_sizes) == 683
+    assert bounded.to_json()["level_sizes"] == list(bounded.level_sizes)
+    shrinking = check_levels(model, properties=names, workers=workers, max_depth=24)
+    assert shrinking.growth is not None and shrinking.growth < 1 and "still growing" not in shrinking.summary()
 
 
 def test_leads_to_properties_are_refused_by_name() -> None:
