@@ -1,5 +1,6 @@
-"""The dependency direction is a rule of the project: checker imports nothing of ours, impl imports
-neither spec nor checker, spec imports only checker's model contract (and its symbolic twin). And no import
+"""The dependency direction is a rule of the project (ARCHITECTURE.md draws it): checker and impl import
+nothing of ours, spec imports only checker's model contract (and its symbolic twin), serve imports only impl,
+conformance joins spec, checker and impl, cli may import everything and nothing imports cli. And no import
 cycles among txnspec's modules, counting imports inside functions too (a lazy import that closes a cycle is
 still a cycle: the two modules cannot be understood apart)."""
 
@@ -11,14 +12,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("spec", "checker", "impl", "conformance")
+PACKAGES = ("spec", "checker", "impl", "serve", "conformance", "cli")
 
 # package -> the packages of ours it may import (modules of checker allowed to spec are listed below)
 ALLOWED = {
     "checker": set(),
     "impl": set(),
     "spec": {"checker"},
-    "conformance": {"spec", "checker", "impl", "conformance"},
+    "serve": {"impl"},
+    "conformance": {"spec", "checker", "impl"},
+    "cli": {"spec", "checker", "impl", "serve", "conformance"},
 }
 SPEC_MAY_IMPORT_FROM_CHECKER = ("txnspec.checker.model", "txnspec.checker.symbolic")
 
