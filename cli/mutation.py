@@ -1,7 +1,7 @@
 """``txnspec mutation-score``: does the conformance suite catch each seeded bug of the implementation?
 
 Replays the spec's random walks (kept only when the unmutated implementation replays them) against the
-implementation with each mutant of :mod:`txnspec.impl._mutants` switched on, and reports after how many
+implementation built with each mutant of :mod:`txnspec.impl.mutants`, and reports after how many
 traces each was detected. Exit 0 when every mutant was detected, 1 otherwise, 2 on bad arguments.
 """
 
@@ -25,7 +25,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_mutation_score(args: argparse.Namespace) -> int:
     from txnspec.conformance.mutation import SCENARIOS, MutantResult, mutation_score, summary, trace_pool
-    from txnspec.impl._mutants import MUTANTS
+    from txnspec.impl.mutants import MUTANTS
     from txnspec.spec.scenarios import SCENARIOS as KNOWN
 
     if args.traces < 1:

@@ -1,5 +1,5 @@
 """The conformance suite's mutation score: does replaying spec traces catch each seeded bug of the
-implementation (:mod:`txnspec.impl._mutants`), and after how many traces?
+implementation (:mod:`txnspec.impl.mutants`), and after how many traces?
 
 The pool of traces is the spec's seeded random walks of several scenarios, interleaved (one trace of each
 scenario in turn), keeping only the traces the unmutated implementation replays without divergence, so
@@ -19,7 +19,7 @@ from txnspec.conformance.adapters.impl_mutant import ImplMutantAdapter
 from txnspec.conformance.generate import random_walk
 from txnspec.conformance.replay import replay
 from txnspec.conformance.traces import Trace
-from txnspec.impl import _mutants
+from txnspec.impl.mutants import MUTANTS
 
 SCENARIOS = ("default", "zombie", "retry", "multi-partition", "offsets", "in-flight-2", "in-flight-5", "loss",
              "append-failure", "crash", "faults")
@@ -50,17 +50,14 @@ def mutation_score(scenarios: Sequence[str] = SCENARIOS, per_scenario: int = 20,
                    on_result: Callable[[MutantResult], None] | None = None) -> list[MutantResult]:
     pool = list(trace_pool(scenarios, per_scenario, seed))
     results = []
-    for name in mutants or list(_mutants.MUTANTS):
+    for name in mutants or list(MUTANTS):
         adapter = ImplMutantAdapter(name)
-        result = MutantResult(name, _mutants.MUTANTS[name].rule, False, None)
-        try:
-            for index, trace in enumerate(pool, start=1):
-                verdict = replay(trace, adapter)
-                if not verdict.ok:
-                    result = MutantResult(name, _mutants.MUTANTS[name].rule, True, index, trace.id, verdict.detail)
-                    break
-        finally:
-            _mutants.activate(None)
+        result = MutantResult(name, MUTANTS[name].rule, False, None)
+        for index, trace in enumerate(pool, start=1):
+            verdict = replay(trace, adapter)
+            if not verdict.ok:
+                result = MutantResult(name, MUTANTS[name].rule, True, index, trace.id, verdict.detail)
+                break
         results.append(result)
         if on_result:
             on_result(result)

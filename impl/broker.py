@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from txnspec.impl.coordinator import (
     GROUP_METADATA_TOPIC,
@@ -55,6 +55,7 @@ from txnspec.impl.messages import (
     TxnOffsetCommit,
 )
 from txnspec.impl.partition import Partition
+from txnspec.impl.policy import KAFKA, Rules
 from txnspec.impl.txn_metadata import TV_2, TransactionState
 
 if TYPE_CHECKING:
@@ -80,8 +81,11 @@ class Broker:
     """A single-broker cluster's only broker (see the module docstring)."""
 
     def __init__(self, config: BrokerConfig | None = None, *, data_dir: str | None = None, now_ms: int = 0,
-                 coordinator_epoch: int = 0, fsync: bool = False, recover_corruption: bool = False) -> None:
+                 coordinator_epoch: int = 0, fsync: bool = False, recover_corruption: bool = False,
+                 rules: Rules = KAFKA) -> None:
+        """``rules``: the replaceable rules its partitions and coordinators follow (Kafka's by default)."""
         self.config = config or BrokerConfig()
+        self.rules = rules
         if not 2 <= self.config.max_producer_epoch <= SHORT_MAX:
             raise ValueError(f"max_producer_epoch must be 2 to {SHORT_MAX} (Short.MAX_VALUE), "
                              f"got {self.config.max_producer_epoch!r}")
@@ -122,10 +126,10 @@ class Broker:
             max_producer_epoch=self.config.max_producer_epoch)
         self.producer_ids = ProducerIdManager(next_pid, persist)
         self.txn_coordinator = TransactionCoordinator(txn_parts, self.producer_ids, self.coordinator_config,
-                                                      coordinator_epoch=coordinator_epoch, now_ms=now_ms)
+                                                      coordinator_epoch=coordinator_epoch, now_ms=now_ms, rules=rules)
         offsets = {f"{GROUP_METADATA_TOPIC}-{i}": self.partition(f"{GROUP_METADATA_TOPIC}-{i}")
                    for i in range(self.config.num_offsets_partitions)}
-        self.group_coordinator = GroupCoordinator(offsets, self.config.num_offsets_partitions)
+        self.group_coordinator = GroupCoordinator(offsets, self.config.num_offsets_partitions, rules=rules)
         self.group_coordinator.load()
         self.membership = Membership()  # classic group membership; its checks apply to commits naming a member
         self.group_coordinator.membership = self.membership
@@ -155,10 +159,10 @@ class Broker:
             self._txn_log_failed = False
             self.txn_coordinator.load(self.txn_coordinator.coordinator_epoch + 1, now_ms)
 
-    def _partition_kwargs(self) -> dict[str, int]:
+    def _partition_kwargs(self) -> dict[str, Any]:
         return {"producer_id_expiration_ms": self.config.producer_id_expiration_ms,
                 "max_message_bytes": self.config.max_message_bytes,
-                "max_producer_epoch": self.config.max_producer_epoch}
+                "max_producer_epoch": self.config.max_producer_epoch, "rules": self.rules}
 
     def partition(self, name: str) -> Partition:
         """The partition called ``name`` (created empty on first use)."""
@@ -169,7 +173,7 @@ class Broker:
                 p = storage.open_partition(self.data_dir, name, self._partition_kwargs(), self.fsync,
                                            self._on_storage_failure)
             else:
-                p = Partition(name, **self._partition_kwargs())  # type: ignore[arg-type]
+                p = Partition(name, **self._partition_kwargs())
             self.partitions[name] = p
         return p
 

@@ -36,7 +36,6 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from txnspec.impl import _mutants
 from txnspec.impl.errors import (
     ApiException,
     ClusterAuthorizationException,
@@ -72,6 +71,7 @@ from txnspec.impl.messages import (
     TransactionalRequest,
     TxnOffsetCommit,
 )
+from txnspec.impl.policy import KAFKA, Rules
 
 
 class State(enum.Enum):
@@ -508,8 +508,9 @@ class TransactionManager:
     """Kafka's ``TransactionManager`` (see the module docstring)."""
 
     def __init__(self, transactional_id: str | None, txn_timeout_ms: int = 60_000, transaction_version: int = 2,
-                 coordinator_supports_bumping_epoch: bool = True) -> None:
+                 coordinator_supports_bumping_epoch: bool = True, rules: Rules = KAFKA) -> None:
         self.transactional_id = transactional_id
+        self.rules = rules
         self.txn_timeout_ms = txn_timeout_ms
         self.transaction_version = transaction_version
         self.coordinator_supports_bumping_epoch = coordinator_supports_bumping_epoch
@@ -795,7 +796,7 @@ class TransactionManager:
         if batch.producer_id != self.producer_id:
             return False
         if error is Errors.OUT_OF_ORDER_SEQUENCE_NUMBER:
-            return earlier_unfinished and not _mutants.active("out-of-order-never-retried")
+            return earlier_unfinished and self.rules.retries_out_of_order_behind_earlier
         return error.retriable
 
     def maybe_transition_to_error_state(self, e: BaseException) -> None:
@@ -820,7 +821,7 @@ class Producer:
 
     def __init__(self, transactional_id: str | None, *, transaction_version: int = 2, txn_timeout_ms: int = 60_000,
                  batch_records: int = 1000, max_in_flight: int = 5,
-                 coordinator_supports_bumping_epoch: bool = True) -> None:
+                 coordinator_supports_bumping_epoch: bool = True, rules: Rules = KAFKA) -> None:
         if transactional_id is not None and (not isinstance(transactional_id, str) or not transactional_id):
             raise InvalidRequestError(f"transactional_id must be a non-empty string or None, got {transactional_id!r}")
         if transaction_version not in (0, 1, 2):
@@ -828,7 +829,7 @@ class Producer:
         if isinstance(txn_timeout_ms, bool) or not isinstance(txn_timeout_ms, int) or txn_timeout_ms <= 0:
             raise InvalidRequestError(f"txn_timeout_ms must be a positive integer, got {txn_timeout_ms!r}")
         self.tm = TransactionManager(transactional_id, txn_timeout_ms, transaction_version,
-                                     coordinator_supports_bumping_epoch)
+                                     coordinator_supports_bumping_epoch, rules)
         self.batch_records = batch_records
         self.max_in_flight = max_in_flight
         # retry.backoff.ms: False retries a batch at the next poll; True holds it (and the partition's batches
@@ -1063,7 +1064,7 @@ class Producer:
             return
         _, handler = self.in_flight_txn
         self.in_flight_txn = None
-        if _mutants.active("lost-request-not-retried"):
+        if not self.tm.rules.reenqueues_lost_requests:
             return
         if handler.coordinator_type is not None:
             self.tm._lookup_coordinator(handler.coordinator_type, handler.coordinator_key)

@@ -82,6 +82,7 @@ from txnspec.impl.errors import (
 from txnspec.impl.log import Record, RecordValue
 from txnspec.impl.messages import Fetch, Produce, Request, Response
 from txnspec.impl.partition import IsolationLevel
+from txnspec.impl.policy import KAFKA, Rules
 
 
 @dataclass
@@ -168,11 +169,12 @@ class Cluster:
 
     def __init__(self, *, transaction_version: int = 2, data_dir: str | None = None,
                  config: BrokerConfig | None = None, now_ms: int = 0, fsync: bool = False,
-                 recover_corruption: bool = False) -> None:
+                 recover_corruption: bool = False, rules: Rules = KAFKA) -> None:
         """``data_dir``: keep the logs there (recovered if present). ``fsync``: fsync every append before
         it is acknowledged, so acknowledged data survives power loss and not only a killed process.
         ``recover_corruption``: open a damaged segment by truncating it at the damage (reported in
-        ``broker.recovery_reports``) instead of refusing with ``storage.CorruptDataError``."""
+        ``broker.recovery_reports``) instead of refusing with ``storage.CorruptDataError``. ``rules``: the
+        replaceable rules the broker and the clients follow (:mod:`txnspec.impl.policy`; Kafka's by default)."""
         if transaction_version not in (0, 1, 2):
             raise InvalidRequestError(f"transaction_version must be 0, 1 or 2, got {transaction_version!r}")
         self.config = config or BrokerConfig(transaction_version=transaction_version)
@@ -180,8 +182,9 @@ class Cluster:
         self.now_ms = now_ms
         self.data_dir = data_dir
         self.fsync = fsync
+        self.rules = rules
         self.broker = Broker(self.config, data_dir=data_dir, now_ms=now_ms, fsync=fsync,
-                             recover_corruption=recover_corruption)
+                             recover_corruption=recover_corruption, rules=rules)
         self.network = Network()
         self.producers: dict[str, Producer] = {}
         self._names = itertools.count(1)
@@ -200,7 +203,7 @@ class Cluster:
             self.producers[handle.name] = handle.producer
             return handle
         p = Producer(transactional_id, transaction_version=self.config.transaction_version,
-                     txn_timeout_ms=txn_timeout_ms)
+                     txn_timeout_ms=txn_timeout_ms, rules=self.rules)
         name = f"producer-{next(self._names)}"
         self.producers[name] = p
         return ProducerHandle(self, name, p)
@@ -208,7 +211,7 @@ class Cluster:
     def consumer(self, *, group_id: str | None = None, isolation: str | IsolationLevel = "READ_UNCOMMITTED"
                  ) -> ConsumerHandle:
         level = isolation if isinstance(isolation, IsolationLevel) else IsolationLevel(isolation)
-        return ConsumerHandle(self, Consumer(level, group_id))
+        return ConsumerHandle(self, Consumer(level, group_id, rules=self.rules))
 
     def produce_plain(self, partition: str, values: Iterable[RecordValue]) -> None:
         """Append non-transactional records directly (test input)."""

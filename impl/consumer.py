@@ -22,10 +22,10 @@ import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from txnspec.impl import _mutants
 from txnspec.impl.errors import Errors, InvalidRequestError
 from txnspec.impl.log import ControlType, RecordBatch, RecordValue
 from txnspec.impl.partition import AbortedTxn, FetchResult, IsolationLevel
+from txnspec.impl.policy import KAFKA, Rules
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +40,8 @@ class ConsumerRecord:
 
 def visible_records(partition: str, batches: Sequence[RecordBatch], fetch_offset: int,
                     isolation: IsolationLevel,
-                    aborted_transactions: Iterable[AbortedTxn] | None) -> tuple[list[ConsumerRecord], int]:
+                    aborted_transactions: Iterable[AbortedTxn] | None,
+                    rules: Rules = KAFKA) -> tuple[list[ConsumerRecord], int]:
     """The records an application gets from one fetch response, and the next fetch offset."""
     heap = [(t.first_offset, t.producer_id) for t in (aborted_transactions or ())]
     heapq.heapify(heap)
@@ -55,7 +56,7 @@ def visible_records(partition: str, batches: Sequence[RecordBatch], fetch_offset
             if batch.control_type is ControlType.ABORT:
                 aborted_pids.discard(batch.producer_id)
             elif batch.is_transactional and batch.producer_id in aborted_pids \
-                    and not _mutants.active("no-aborted-filter"):
+                    and rules.skips_aborted_batches:
                 next_offset = batch.next_offset
                 continue
         if not batch.is_control:
@@ -87,6 +88,7 @@ class Consumer:
     isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
     group_id: str | None = None
     positions: dict[str, int] = field(default_factory=dict)
+    rules: Rules = KAFKA
 
     def assign(self, partitions: Iterable[str], offsets: dict[str, int] | None = None) -> None:
         for p in partitions:
@@ -115,7 +117,7 @@ class Consumer:
                 self.positions[partition] = max(response.log_start_offset, 0)  # auto.offset.reset=earliest
             return []
         records, next_offset = visible_records(partition, response.batches, self.positions[partition],
-                                               self.isolation, response.aborted_transactions)
+                                               self.isolation, response.aborted_transactions, self.rules)
         self.positions[partition] = next_offset
         return records
 

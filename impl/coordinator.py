@@ -32,10 +32,10 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from txnspec.impl import _mutants
 from txnspec.impl.errors import Errors, KafkaStorageException
 from txnspec.impl.log import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, SHORT_MAX, ControlType, Record
 from txnspec.impl.partition import Partition
+from txnspec.impl.policy import KAFKA, Rules
 from txnspec.impl.txn_metadata import (
     INT_MAX,
     TV_0,
@@ -197,6 +197,7 @@ class TransactionStateManager:
     active: bool = True
     append_listener: AppendListener | None = None
     _fail_next: list[Errors] = field(default_factory=list)
+    rules: Rules = KAFKA
 
     def partition_for(self, transactional_id: str) -> Partition:
         return self.log_partitions[partition_for(transactional_id, len(self.log_partitions))]
@@ -241,7 +242,7 @@ class TransactionStateManager:
                 return Errors.NOT_COORDINATOR
             md.complete_transition_to(transit)
             return Errors.NONE
-        if md is not None and _mutants.active("acts-on-failed-log-append"):
+        if md is not None and not self.rules.waits_for_log_append:
             md.complete_transition_to(transit)
             return error
         if md is not None and coordinator_epoch == self.coordinator_epoch and not retry_on_error(error):
@@ -325,10 +326,11 @@ class TransactionCoordinator:
 
     def __init__(self, log_partitions: Sequence[Partition], producer_ids: ProducerIdManager | None = None,
                  config: CoordinatorConfig | None = None, *, coordinator_epoch: int = 0, load: bool = True,
-                 now_ms: int = 0) -> None:
+                 now_ms: int = 0, rules: Rules = KAFKA) -> None:
         self.config = config or CoordinatorConfig()
+        self.rules = rules
         self.producer_ids = producer_ids or ProducerIdManager()
-        self.txn_manager = TransactionStateManager(log_partitions, self.config, coordinator_epoch)
+        self.txn_manager = TransactionStateManager(log_partitions, self.config, coordinator_epoch, rules=rules)
         self._pending: dict[str, _PendingCompleteTxn] = {}
         self._outbox: list[TxnMarker] = []
         if load:
@@ -430,7 +432,7 @@ class TransactionCoordinator:
                 return md.prepare_increment_producer_epoch(timeout_ms, None if expected is None else expected[1],
                                                            now_ms)
             if md.state is S.ONGOING:
-                if _mutants.active("init-does-not-fence-ongoing"):
+                if not self.rules.init_fences_ongoing:
                     return md.prepare_increment_producer_epoch(timeout_ms, None if expected is None else expected[1],
                                                                now_ms)
                 return md.prepare_fence_producer_epoch()
@@ -459,7 +461,7 @@ class TransactionCoordinator:
             return Errors.CONCURRENT_TRANSACTIONS
         if md.producer_id != producer_id:
             return Errors.INVALID_PRODUCER_ID_MAPPING
-        if md.producer_epoch != producer_epoch and not _mutants.active("no-epoch-fencing"):
+        if md.producer_epoch != producer_epoch and self.rules.fences_stale_epochs:
             return Errors.PRODUCER_FENCED
         if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             return Errors.CONCURRENT_TRANSACTIONS
@@ -642,10 +644,7 @@ class TransactionCoordinator:
         tid = md.transactional_id
         pending = _PendingCompleteTxn(tid, coordinator_epoch, md, transit, result, set(md.topic_partitions))
         self._pending[tid] = pending
-        targets = sorted(md.topic_partitions)
-        if _mutants.active("markers-skip-a-partition") and len(targets) > 1:
-            targets = targets[:-1]
-        for p in targets:
+        for p in self.rules.marker_partitions(md.topic_partitions):
             self._outbox.append(TxnMarker(tid, p, md.producer_id, md.producer_epoch, coordinator_epoch, result,
                                           md.client_transaction_version))
         if not self.config.manual_marker_completion:
@@ -733,7 +732,7 @@ class TransactionCoordinator:
             if md is None or md.producer_id != pid or md.pending_transition_in_progress:
                 continue
             fence = md.prepare_fence_producer_epoch()
-            result = ControlType.COMMIT if _mutants.active("timeout-commits") else ControlType.ABORT
+            result = self.rules.timed_out_result
             out.append((tid, self._end_transaction(tid, fence.producer_id, fence.producer_epoch, result,
                                                    False, self.config.transaction_version, now_ms)))
         return out

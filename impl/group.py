@@ -29,12 +29,12 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from txnspec.impl import _mutants
 from txnspec.impl.coordinator import offsets_partition_for
 from txnspec.impl.errors import Errors
 from txnspec.impl.log import ControlType, Record
 from txnspec.impl.membership import MemberIdentity, Membership
 from txnspec.impl.partition import Partition
+from txnspec.impl.policy import KAFKA, Rules
 from txnspec.impl.producer_state import AppendOrigin
 
 _STORE_ERROR_MAPPING = {
@@ -74,6 +74,7 @@ class GroupCoordinator:
     pending: dict[int, dict[tuple[str, str], tuple[int, int]]] = field(default_factory=dict)
     active: bool = True
     membership: Membership | None = None  # the members' checks of commits (KIP-447), when attached
+    rules: Rules = KAFKA
 
     def partition_for(self, group_id: str) -> str:
         return offsets_partition_for(group_id, self.num_partitions)
@@ -108,7 +109,7 @@ class GroupCoordinator:
             producer_id, producer_epoch, 0 if tx else -1, records, tx, now_ms=now_ms, origin=AppendOrigin.COORDINATOR)
         error = _STORE_ERROR_MAPPING.get(result.error, result.error)
         if error is Errors.NONE:
-            immediate = not tx or _mutants.active("offsets-visible-before-marker")
+            immediate = not tx or not self.rules.txn_offsets_wait_for_marker
             for i, (tp, o) in enumerate(sorted(offsets.items())):
                 self._replay(group_id, tp, o, result.base_offset + i, producer_id if not immediate else -1)
         return dict.fromkeys(offsets, error)
@@ -135,7 +136,7 @@ class GroupCoordinator:
         for key in [k for k in pending if self.partition_for(k[0]) == partition]:
             offset, record_offset = pending.pop(key)
             newer = record_offset > self.committed_record_offsets.get(key, -1)
-            if (result is ControlType.COMMIT or _mutants.active("abort-keeps-offsets")) and newer:
+            if (result is ControlType.COMMIT or not self.rules.abort_drops_txn_offsets) and newer:
                 self.committed[key] = offset
                 self.committed_record_offsets[key] = record_offset
         if not pending:

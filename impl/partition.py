@@ -25,7 +25,6 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from txnspec.impl import _mutants
 from txnspec.impl.errors import Errors, KafkaStorageException
 from txnspec.impl.log import (
     INT_MAX,
@@ -40,6 +39,7 @@ from txnspec.impl.log import (
     RecordBatch,
     increment_sequence,
 )
+from txnspec.impl.policy import KAFKA, Rules
 from txnspec.impl.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     AppendOrigin,
@@ -133,11 +133,13 @@ class Partition:
 
     def __init__(self, name: str, *, log_start_offset: int = 0, store: BatchStore | None = None,
                  producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, max_producer_epoch: int = SHORT_MAX) -> None:
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, max_producer_epoch: int = SHORT_MAX,
+                 rules: Rules = KAFKA) -> None:
         self.name = name
+        self.rules = rules
         self.log = Log(name, log_start_offset, store)
         self.producer_state = ProducerStateManager(name, producer_id_expiration_ms, log_start_offset,
-                                                   max_producer_epoch)
+                                                   max_producer_epoch, rules)
         self.txn_index = TransactionIndex()
         self.max_message_bytes = max_message_bytes
         self.hw_follows_leo = True
@@ -170,11 +172,7 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        fuo = self.first_unstable_offset
-        hw = self.high_watermark
-        if _mutants.active("lso-is-high-watermark"):
-            return hw
-        return fuo if fuo is not None and fuo < hw else hw
+        return self.rules.last_stable_offset(self.first_unstable_offset, self.high_watermark)
 
     def _after_append(self) -> None:
         self.producer_state.update_map_end_offset(self.log_end_offset)
@@ -208,13 +206,14 @@ class Partition:
         info: ProducerAppendInfo | None = None
         if batch.has_producer_id:
             entry = self.producer_state.last_entry(producer_id)
-            if entry is not None and origin is AppendOrigin.CLIENT and not _mutants.active("no-duplicate-check"):
-                dup = entry.find_duplicate_batch(producer_epoch, base_sequence, batch.last_sequence)
+            if entry is not None and origin is AppendOrigin.CLIENT and self.rules.detects_duplicates:
+                dup = entry.find_duplicate_batch(producer_epoch, base_sequence, batch.last_sequence,
+                                                 self.rules.duplicate_window)
                 if dup is not None:
                     return ProduceResult(Errors.NONE, dup.first_offset, dup.last_offset, True, self.log_start_offset)
             if is_transactional and not self.producer_state.has_ongoing_transaction(producer_id, producer_epoch) \
                     and entry is not None and producer_epoch < entry.producer_epoch \
-                    and not _mutants.active("no-epoch-fencing"):
+                    and self.rules.fences_stale_epochs:
                 return ProduceResult(Errors.INVALID_PRODUCER_EPOCH, log_start_offset=self.log_start_offset,
                                      message=f"epoch {producer_epoch} is older than {entry.producer_epoch}")
             info = self.producer_state.prepare_update(producer_id, origin)

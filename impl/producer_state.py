@@ -33,11 +33,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from txnspec.impl import _mutants
 from txnspec.impl.errors import Errors
 from txnspec.impl.log import INT_MAX, NO_PRODUCER_EPOCH, NO_SEQUENCE, SHORT_MAX, ControlType, decrement_sequence
+from txnspec.impl.policy import KAFKA, NUM_BATCHES_TO_RETAIN, Rules
 
-NUM_BATCHES_TO_RETAIN = 5
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 
 
@@ -133,15 +132,14 @@ class ProducerStateEntry:
         for b in next_entry.batch_metadata:
             self.add_batch_metadata(b)
 
-    def find_duplicate_batch(self, producer_epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
-        """The cached batch with exactly this sequence range, if the epoch matches."""
+    def find_duplicate_batch(self, producer_epoch: int, first_seq: int, last_seq: int,
+                             window: int = NUM_BATCHES_TO_RETAIN) -> BatchMetadata | None:
+        """The cached batch with exactly this sequence range, if the epoch matches, among the last ``window``."""
         if producer_epoch != self.producer_epoch:
             return None
         searched: Iterable[BatchMetadata] = self.batch_metadata
-        if _mutants.active("duplicate-check-last-batch-only"):
-            searched = list(self.batch_metadata)[-1:]
-        elif _mutants.active("duplicate-window-of-four"):
-            searched = list(self.batch_metadata)[-(NUM_BATCHES_TO_RETAIN - 1):]
+        if window < NUM_BATCHES_TO_RETAIN:
+            searched = list(self.batch_metadata)[-window:]
         for b in searched:
             if b.first_seq == first_seq and b.last_seq == last_seq:
                 return b
@@ -189,8 +187,10 @@ class ProducerAppendInfo:
     """Validation and staged update for one producer within one append (``ProducerAppendInfo``)."""
 
     def __init__(self, producer_id: int, current: ProducerStateEntry, origin: AppendOrigin,
-                 verification: VerificationStateEntry | None = None, max_epoch: int = SHORT_MAX) -> None:
+                 verification: VerificationStateEntry | None = None, max_epoch: int = SHORT_MAX,
+                 rules: Rules = KAFKA) -> None:
         self.producer_id = producer_id
+        self.rules = rules
         self.max_epoch = max_epoch  # Short.MAX_VALUE, or the broker's bound (BrokerConfig.max_producer_epoch)
         self.current = current
         self.origin = origin
@@ -207,7 +207,7 @@ class ProducerAppendInfo:
                 return  # KAFKA-19999: an idempotent retry of a marker already written
         else:
             invalid = producer_epoch < current
-        if invalid and self.origin is not AppendOrigin.REPLICATION and not _mutants.active("no-epoch-fencing"):
+        if invalid and self.origin is not AppendOrigin.REPLICATION and self.rules.fences_stale_epochs:
             raise ProducerStateError(
                 Errors.INVALID_PRODUCER_EPOCH,
                 f"epoch of producer {self.producer_id} at offset {offset} is {producer_epoch}, which is "
@@ -283,8 +283,9 @@ class ProducerStateManager:
     """The producer state of one partition (``ProducerStateManager``)."""
 
     def __init__(self, partition: str = "", producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-                 log_start_offset: int = 0, max_epoch: int = SHORT_MAX) -> None:
+                 log_start_offset: int = 0, max_epoch: int = SHORT_MAX, rules: Rules = KAFKA) -> None:
         self.partition = partition
+        self.rules = rules
         self.max_epoch = max_epoch
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
@@ -302,7 +303,7 @@ class ProducerStateManager:
     def prepare_update(self, producer_id: int, origin: AppendOrigin) -> ProducerAppendInfo:
         current = self.producers.get(producer_id) or ProducerStateEntry(producer_id)
         return ProducerAppendInfo(producer_id, current, origin, self.verification_states.get(producer_id),
-                                  self.max_epoch)
+                                  self.max_epoch, self.rules)
 
     def maybe_create_verification_state_entry(self, producer_id: int, sequence: int, epoch: int,
                                               supports_epoch_bump: bool, now_ms: int = 0) -> VerificationStateEntry:

@@ -346,7 +346,7 @@ def latest_snapshot(directory: str, log_end_offset: int) -> dict[str, Any] | Non
     return None
 
 
-def open_partition(data_dir: str, name: str, kwargs: dict[str, int], fsync: bool = False,
+def open_partition(data_dir: str, name: str, kwargs: dict[str, Any], fsync: bool = False,
                    failures: FailureSink | None = None, recover_corruption: bool = False) -> Partition:
     """Open (and recover) a partition's directory: valid batches, producer state from snapshot + replay."""
     directory = os.path.join(data_dir, name)

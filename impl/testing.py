@@ -45,7 +45,7 @@ def restart(cluster: Cluster) -> Cluster:
         raise ValueError("only a durable cluster (data_dir=...) can be restarted")
     cluster.broker.flush()
     return Cluster(transaction_version=cluster.config.transaction_version, data_dir=cluster.data_dir,
-                   config=cluster.config, now_ms=cluster.now_ms, fsync=cluster.fsync)
+                   config=cluster.config, now_ms=cluster.now_ms, fsync=cluster.fsync, rules=cluster.rules)
 
 
 __all__ = ["cluster", "cluster_tv1", "durable_cluster", "restart"]

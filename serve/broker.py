@@ -45,6 +45,7 @@ from txnspec.impl.messages import (
     FindCoordinator,
 )
 from txnspec.impl.partition import Partition
+from txnspec.impl.policy import KAFKA, Rules
 from txnspec.serve.protocol import Request, advertised
 
 NODE_ID = 0
@@ -68,6 +69,7 @@ class ServeConfig:
     topics: tuple[str, ...] = ()  # created at start: "name" or "name:partitions"
     auto_create_topics: bool = True
     max_request_bytes: int = 100 * 1024 * 1024
+    rules: Rules = KAFKA  # the implementation's replaceable rules (tests serve a seeded bug with other rules)
 
 
 @dataclass
@@ -109,7 +111,7 @@ class WireBroker:
         self.clock = clock
         self.broker = Broker(BrokerConfig(transaction_version=config.transaction_version),
                              data_dir=config.data_dir, now_ms=clock(), fsync=config.fsync,
-                             recover_corruption=config.recover_corruption)
+                             recover_corruption=config.recover_corruption, rules=config.rules)
         self.topics: dict[str, Topic] = {}
         counts = (self.broker.config.num_txn_log_partitions, self.broker.config.num_offsets_partitions)
         self.internal = {name: Topic(name, n) for name, n in zip(INTERNAL_TOPICS, counts, strict=True)}

@@ -80,7 +80,8 @@ _CLIENT_CALLS = ("initTransactions", "beginTransaction", "sendOffsetsToTransacti
 class ImplAdapter:
     observes = ("visible", "offsets", "errors")
 
-    def __init__(self) -> None:
+    def __init__(self, rules: Any = None) -> None:
+        self.rules = rules  # the implementation's rules (txnspec.impl.policy.Rules); None: Kafka's
         self.cluster: Any = None
         self.producers: dict[str, tuple[str, Any]] = {}
         self.partitions: tuple[str, ...] = ()
@@ -97,19 +98,18 @@ class ImplAdapter:
         self.group_clock = 0  # the membership's own clock: only the rebalance moves it
 
     def reset(self, scenario: str, variant: str = "current") -> None:
-        from txnspec.impl import _mutants
         from txnspec.impl.broker import BrokerConfig
         from txnspec.impl.cluster import Cluster
+        from txnspec.impl.policy import KAFKA
         from txnspec.spec.model import build_system
         from txnspec.spec.system import initial_state
 
-        _mutants.activate(getattr(self, "mutant", None))  # a reused worker process may have had one on
         system = build_system(scenario, variant)
         s = system.scenario
         # the scenario's epoch bound stands for Short.MAX_VALUE in the spec: the broker gets the same bound, so
         # epoch exhaustion (and the producer-id rotation after it) comes at the same step in both
         self.cluster = Cluster(transaction_version=s.transaction_version,
-                               config=BrokerConfig(max_producer_epoch=s.max_epoch))
+                               config=BrokerConfig(max_producer_epoch=s.max_epoch), rules=self.rules or KAFKA)
         self.partitions, self.group = s.partitions, s.group_id
         self.producers, self.txn_no, self.results, self.marker_answers = {}, {}, [], []
         self.handles, self.instances, self.lost, self.lost_markers = {}, {}, [], []
@@ -468,7 +468,7 @@ class ImplAdapter:
         from txnspec.impl.messages import Fetch
         from txnspec.impl.partition import IsolationLevel
 
-        consumer = Consumer(IsolationLevel(isolation), None)
+        consumer = Consumer(IsolationLevel(isolation), None, rules=self.cluster.rules)
         consumer.assign([partition])
         offsets: list[int] = []
         for _ in range(1000):

@@ -1,21 +1,16 @@
-"""The reference implementation with one seeded bug switched on (:mod:`txnspec.impl._mutants`), as a replay
-adapter: what the conformance suite's mutation score (:mod:`txnspec.conformance.mutation`) replays against."""
+"""The reference implementation built with one seeded bug (:mod:`txnspec.impl.mutants`: Kafka's rules with one
+field replaced), as a replay adapter: what the conformance suite's mutation score
+(:mod:`txnspec.conformance.mutation`) replays against."""
 
 from __future__ import annotations
 
 from txnspec.conformance.adapters.impl_adapter import ImplAdapter
-from txnspec.impl import _mutants
+from txnspec.impl.mutants import rules_of
 
 
 class ImplMutantAdapter(ImplAdapter):
-    """The implementation with one seeded bug switched on (in the process that replays)."""
+    """The implementation with one seeded bug: every cluster it builds follows the mutant's rules."""
 
     def __init__(self, mutant: str) -> None:
-        if mutant not in _mutants.MUTANTS:
-            raise ValueError(f"unknown implementation mutant {mutant!r}; known: {', '.join(_mutants.MUTANTS)}")
-        super().__init__()
+        super().__init__(rules_of(mutant))
         self.mutant = mutant
-
-    def reset(self, scenario: str, variant: str = "current") -> None:
-        _mutants.activate(self.mutant)
-        super().reset(scenario, variant)

@@ -26,11 +26,13 @@ class ImplTxnWire:
     partition ``<topic>-0``. Replaying the audit's traces on it checks the implementation against the spec
     request by request."""
 
-    def __init__(self, transaction_version: int = 0) -> None:
+    def __init__(self, transaction_version: int = 0, rules: Any = None) -> None:
+        """``rules``: the implementation's rules (:class:`txnspec.impl.policy.Rules`; None: Kafka's)."""
         from txnspec.impl.broker import Broker, BrokerConfig
+        from txnspec.impl.policy import KAFKA
 
         self.transaction_version = transaction_version
-        self.broker = Broker(BrokerConfig(transaction_version=transaction_version))
+        self.broker = Broker(BrokerConfig(transaction_version=transaction_version), rules=rules or KAFKA)
         self.now_ms = 0
 
     def prepare(self, topics: list[str]) -> None:

@@ -293,14 +293,13 @@ SURVIVE = {"duplicate-check-last-batch-only": "needs 5 batches: the hand-chosen 
 
 
 def test_the_trace_replay_kills_the_broker_mutants_of_the_implementation() -> None:
-    from txnspec.impl import _mutants
+    from txnspec.impl.mutants import MUTANTS
 
-    assert set(KILLED) | set(SURVIVE) == set(_mutants.MUTANTS)
-    for name in _mutants.MUTANTS:
+    assert set(KILLED) | set(SURVIVE) == set(MUTANTS)
+    for name, mutant in MUTANTS.items():
         results = _results()
-        with _mutants.activated(name):
-            for i, plan in enumerate(wt.plans(0, 2, "current", True)):
-                wt.run_trace(wt.ImplTxnWire(2), plan, f"m-{i}", results)
+        for i, plan in enumerate(wt.plans(0, 2, "current", True)):
+            wt.run_trace(wt.ImplTxnWire(2, mutant.rules), plan, f"m-{i}", results)
         violated = {rule for rule, r in results.items() if r.violations}
         if name in KILLED:
             assert KILLED[name] in violated, (name, violated)
@@ -310,8 +309,7 @@ def test_the_trace_replay_kills_the_broker_mutants_of_the_implementation() -> No
 
 def test_the_hand_chosen_rules_kill_the_mutant_the_traces_miss() -> None:
     from txnspec.conformance.audit import wire
-    from txnspec.impl import _mutants
+    from txnspec.impl.mutants import rules_of
 
-    with _mutants.activated("duplicate-check-last-batch-only"):
-        results = wire.run_rules(wt.ImplTransport(2))
+    results = wire.run_rules(wt.ImplTransport(2, rules_of("duplicate-check-last-batch-only")))
     assert {r.rule for r in results if r.violations} == {"produce.duplicate_within_last_5"}

@@ -257,7 +257,7 @@ def test_a_step_the_adapter_cannot_match_is_a_divergence(traces: Path, adapter: 
 
 
 def test_replay_finds_a_seeded_implementation_bug(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from txnspec.impl._mutants import MUTANTS
+    from txnspec.impl.mutants import MUTANTS
 
     write_jsonl([random_walk("default", seed=s) for s in range(40)], tmp_path / "walks.jsonl")
     status, out, _ = run(["replay", str(tmp_path / "walks.jsonl"), "--adapter", "impl"], capsys)

@@ -1,16 +1,20 @@
 """The conformance suite's mutation score: every seeded bug of the implementation is caught, within a
-pinned number of traces, by replaying the spec's random walks; the switch is test-only."""
+pinned number of traces, by replaying the spec's random walks; a mutant is an override of the
+implementation's rules, and the implementation itself names none."""
 
 from __future__ import annotations
 
-import inspect
+import ast
+import dataclasses
+from pathlib import Path
 
 import pytest
 
 from txnspec.cli import main
 from txnspec.conformance.adapters import make_adapter
 from txnspec.conformance.mutation import SCENARIOS, ImplMutantAdapter, mutation_score, trace_pool
-from txnspec.impl import _mutants
+from txnspec.impl.mutants import MUTANTS, rules_of
+from txnspec.impl.policy import KAFKA
 
 # mutant -> traces of the default pool (40 random walks of each of SCENARIOS, interleaved) until detection
 # (eleven scenarios since in-flight-2, in-flight-5 and the four fault scenarios joined the pool: each old
@@ -30,7 +34,7 @@ ONE_IN_FLIGHT = ("default", "zombie", "retry", "multi-partition", "offsets", "lo
 
 
 def test_there_are_at_least_ten_mutants_and_each_is_pinned() -> None:
-    assert len(_mutants.MUTANTS) >= 10 and set(DETECTED_AFTER) == set(_mutants.MUTANTS)
+    assert len(MUTANTS) >= 10 and set(DETECTED_AFTER) == set(MUTANTS)
 
 
 def test_the_unmutated_implementation_replays_the_whole_pool() -> None:
@@ -41,7 +45,6 @@ def test_every_mutant_is_detected_within_its_pinned_number_of_traces() -> None:
     results = mutation_score(SCENARIOS, 40)
     assert {r.mutant: r.traces_needed for r in results} == DETECTED_AFTER
     assert all(r.detected and r.detail for r in results)
-    assert _mutants.ACTIVE is None  # switched off again
 
 
 def test_the_fault_mutants_survive_every_trace_without_those_faults() -> None:
@@ -61,14 +64,29 @@ def test_only_several_batches_in_flight_reveal_the_in_flight_mutants() -> None:
     assert [r.trace_id.split("/")[0] for r in new] == ["in-flight-2", "in-flight-5"]
 
 
-def test_the_switch_is_not_reachable_from_the_oracle_api() -> None:
-    import txnspec.impl.cluster as cluster
-    import txnspec.impl.testing as testing
-
-    assert "_mutants" not in inspect.getsource(cluster) and "_mutants" not in inspect.getsource(testing)
-    assert "mutant" not in str(inspect.signature(cluster.Cluster))
+def test_each_mutant_replaces_one_rule_and_differs_from_every_other() -> None:
+    fields = [f.name for f in dataclasses.fields(KAFKA)]
+    changed = {name: [f for f in fields if getattr(m.rules, f) != getattr(KAFKA, f)] for name, m in MUTANTS.items()}
+    assert all(len(c) == 1 for c in changed.values()), changed
+    assert len({m.rules for m in MUTANTS.values()}) == len(MUTANTS)
     with pytest.raises(ValueError, match="unknown implementation mutant 'nope'"):
-        _mutants.activate("nope")
+        rules_of("nope")
+
+
+def test_the_implementation_names_no_mutant() -> None:
+    """No module of the implementation but the table imports the mutants or mentions one by name: a
+    component sees only its rules."""
+    impl = Path(__file__).resolve().parents[2] / "impl"
+    for path in sorted(impl.glob("*.py")):
+        if path.name == "mutants.py":
+            continue
+        source = path.read_text()
+        tree = ast.parse(source)
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        assert not {"txnspec.impl.mutants", "txnspec.impl._mutants"} & imported, path.name
+        assert "_mutants" not in source and "import mutants" not in source, path.name
+        assert not [name for name in MUTANTS if name in source], path.name
 
 
 def test_the_adapter_names_resolve() -> None:

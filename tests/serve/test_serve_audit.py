@@ -11,7 +11,7 @@ import pytest
 
 from txnspec.cli import main
 from txnspec.conformance.audit.wire_traces import run_wire_audit
-from txnspec.impl import _mutants
+from txnspec.impl.mutants import rules_of
 from txnspec.serve.server import ServerThread
 
 # as tests/conformance/test_audit_wire_traces.py finds them in process, with the rule that catches each
@@ -37,7 +37,7 @@ def test_the_audit_holds_on_serve_at_both_levels(tv: int, capsys: pytest.Capture
 
 
 def _violated_over_the_socket(mutant: str) -> set[str]:
-    with _mutants.activated(mutant), ServerThread(transaction_version=2) as server:
+    with ServerThread(transaction_version=2, rules=rules_of(mutant)) as server:
         results = run_wire_audit(server.bootstrap, f"m-{mutant}", seed=0, traces=2)
     return {r.rule for r in results if r.violations}
 
@@ -53,14 +53,15 @@ def test_every_bug_found_in_process_is_found_over_the_socket(mutant: str) -> Non
     assert KILLED_IN_PROCESS[mutant] in _violated_over_the_socket(mutant)
 
 
-def _open_transaction_after_its_timeout() -> tuple[bool, list[bytes]]:
+def _open_transaction_after_its_timeout(mutant: str | None = None) -> tuple[bool, list[bytes]]:
     """A producer leaves a transaction open past its 1 s timeout: wall time reaches the coordinator, which
     aborts it (``abortTimedOutTransactions``). Was it completed within 5 s, and what does a read_committed
     reader see?"""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     quiet = {"log_level": 0, "broker.address.family": "v4"}
-    with ServerThread(transaction_version=2, topics=("slow",)) as server:
+    rules = {} if mutant is None else {"rules": rules_of(mutant)}
+    with ServerThread(transaction_version=2, topics=("slow",), **rules) as server:
         p = Producer({"bootstrap.servers": server.bootstrap, "transactional.id": "slow", "transaction.timeout.ms": 1000,
                       **quiet})
         p.init_transactions(10)
@@ -91,5 +92,5 @@ def test_a_transaction_open_past_its_timeout_is_aborted_by_wall_time() -> None:
 
 @pytest.mark.slow
 def test_the_timeout_bug_no_client_can_cause_in_process_is_found_over_the_socket() -> None:
-    with _mutants.activated("timeout-commits"):  # the transaction is committed (or wedged) instead of aborted
-        assert _open_transaction_after_its_timeout() != (True, [])
+    # the transaction is committed (or wedged) instead of aborted
+    assert _open_transaction_after_its_timeout("timeout-commits") != (True, [])

@@ -1,0 +1,102 @@
+"""Seeded bugs of the implementation, for the conformance suite's mutation score: named overrides of its rules.
+
+Each mutant is a realistic mistake a Kafka-like implementation could make, named with the Kafka rule it
+breaks, and made as the spec makes its mutants (``spec/mutants.py``): Kafka's rules
+(:data:`txnspec.impl.policy.KAFKA`) with one field replaced. A cluster, broker or client built with a
+mutant's :attr:`Mutant.rules` makes that mistake; nothing else changes, and no component knows the mutants
+(nothing in the implementation imports this module). The conformance suite's ``impl-mutant:NAME`` adapter
+and the tests build with them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from txnspec.impl.log import ControlType
+from txnspec.impl.policy import KAFKA, NUM_BATCHES_TO_RETAIN, Rules, marker_partitions
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    description: str
+    rule: str  # the Kafka rule it breaks, with the class that enforces it
+    rules: Rules  # Kafka's rules with this mistake
+
+
+def _mutant(name: str, description: str, rule: str, **overrides: Any) -> Mutant:
+    return Mutant(name, description, rule, KAFKA.but(**overrides))
+
+
+def lso_is_high_watermark(first_unstable_offset: int | None, high_watermark: int) -> int:
+    return high_watermark
+
+
+def markers_skip_last_partition(partitions: Iterable[str]) -> list[str]:
+    targets = marker_partitions(partitions)
+    return targets[:-1] if len(targets) > 1 else targets
+
+
+MUTANTS: dict[str, Mutant] = {m.name: m for m in (
+    _mutant("no-duplicate-check", "a retried batch is appended again",
+            "UnifiedLog.analyzeAndValidateProducerState: a duplicate of the last 5 batches is answered, not appended",
+            detects_duplicates=False),
+    _mutant("duplicate-check-last-batch-only", "only the last batch is searched for duplicates",
+            "ProducerStateEntry.findDuplicateBatch searches all NUM_BATCHES_TO_RETAIN (5) batches",
+            duplicate_window=1),
+    _mutant("no-epoch-fencing", "a stale producer epoch is accepted by the partition leader and by transaction "
+            "verification (AddPartitionsToTxn)",
+            "ProducerAppendInfo.checkProducerEpoch and TransactionCoordinator.handleAddPartitionsToTransaction: "
+            "INVALID_PRODUCER_EPOCH / PRODUCER_FENCED for an older epoch",
+            fences_stale_epochs=False),
+    _mutant("lso-is-high-watermark", "read_committed reads up to the high watermark",
+            "UnifiedLog.lastStableOffset: the first unstable offset bounds read_committed",
+            last_stable_offset=lso_is_high_watermark),
+    _mutant("no-aborted-filter", "the consumer returns records of aborted transactions at read_committed",
+            "CompletedFetch: batches of aborted transactions are skipped at READ_COMMITTED",
+            skips_aborted_batches=False),
+    _mutant("offsets-visible-before-marker", "TxnOffsetCommit offsets are committed at once",
+            "GroupMetadata: transactional offsets stay pending until the commit marker",
+            txn_offsets_wait_for_marker=False),
+    _mutant("abort-keeps-offsets", "an ABORT marker commits the pending transactional offsets",
+            "GroupMetadata.completePendingTxnOffsetCommit: an abort drops them",
+            abort_drops_txn_offsets=False),
+    _mutant("timeout-commits", "a timed-out transaction is committed instead of aborted",
+            "TransactionCoordinator.abortTimedOutTransactions: PrepareAbort",
+            timed_out_result=ControlType.COMMIT),
+    _mutant("markers-skip-a-partition", "the markers of a transaction are not sent to its last partition",
+            "TransactionMarkerChannelManager: a marker to every partition of the transaction",
+            marker_partitions=markers_skip_last_partition),
+    # only several batches in flight per partition reveal these two (the scenarios in-flight-2 and in-flight-5)
+    _mutant("out-of-order-never-retried", "an OUT_OF_ORDER_SEQUENCE_NUMBER always fails the batch",
+            "TransactionManager.canRetry: a batch that is not the next one (an earlier batch is still in flight) "
+            "is retried after OUT_OF_ORDER_SEQUENCE_NUMBER",
+            retries_out_of_order_behind_earlier=False),
+    _mutant("duplicate-window-of-four", "the producer state keeps the last 4 batches for duplicate detection",
+            "ProducerStateEntry.NUM_BATCHES_TO_RETAIN: 5 batches, one per request a client may have in flight",
+            duplicate_window=NUM_BATCHES_TO_RETAIN - 1),
+    _mutant("init-does-not-fence-ongoing", "InitProducerId leaves an ongoing transaction open",
+            "TransactionCoordinator.handleInitProducerId: an Ongoing transaction is aborted (PrepareEpochFence)",
+            init_fences_ongoing=False),
+    # revealed only by the faults of issue 20 (a failed transaction-log append, a lost request or answer)
+    _mutant("acts-on-failed-log-append", "the coordinator moves to the state whose log append failed",
+            "TransactionStateManager.appendTransactionToLog: the cached metadata changes only after a successful "
+            "append; a failed one resets the pending state",
+            waits_for_log_append=False),
+    _mutant("lost-request-not-retried", "a transactional request lost with its answer is never sent again",
+            "Sender / TransactionManager: a request whose connection failed or timed out is re-enqueued "
+            "(TxnRequestHandler.reenqueue)",
+            reenqueues_lost_requests=False),
+)}
+
+
+def rules_of(name: str) -> Rules:
+    """The rules of mutant ``name``; ``ValueError`` naming the known ones."""
+    if name not in MUTANTS:
+        raise ValueError(f"unknown implementation mutant {name!r}; known: {', '.join(MUTANTS)}")
+    return MUTANTS[name].rules
+
+
+__all__ = ["MUTANTS", "Mutant", "rules_of"]
