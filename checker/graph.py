@@ -3,8 +3,8 @@
 What is modelled
     The graph recorded by a check with ``build_graph=True`` (or with a ``leads_to`` property): integer
     nodes with attributes ``state`` (the model's ``describe_state`` or ``repr``) and ``initial``, edges
-    with attribute ``action`` (label text; parallel actions between the same two states joined by
-    ``" | "``).
+    with attribute ``action``: the label text of the edge's actions (:meth:`StateGraph.to_networkx` keeps them
+    as values; the text, several actions between the same two states joined by ``" | "``, is only written out).
 
 Left out
     Layout, clustering and size limits: a graph of a million states is written as it is.
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 def labelled_graph(result: Any) -> nx.DiGraph:
-    """A copy of ``result.graph`` as a networkx DiGraph whose nodes carry the state as text."""
+    """A copy of ``result.graph`` as a networkx DiGraph whose nodes carry the state and edges the actions as text."""
     graph = getattr(result, "graph", None)
     if graph is None:
         raise ValueError("this check recorded no state graph (run it with build_graph=True)")
@@ -29,6 +29,8 @@ def labelled_graph(result: Any) -> nx.DiGraph:
     g = graph.to_networkx().copy()
     for node in g.nodes:
         g.nodes[node]["state"] = describe(graph.states[node])
+    for _, _, data in g.edges(data=True):
+        data["action"] = " | ".join(str(a) for a in data.pop("actions"))
     return g
 
 

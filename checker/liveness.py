@@ -102,10 +102,9 @@ class StateGraph:
         return self._classes
 
     def to_networkx(self) -> nx.DiGraph:
-        """Integer nodes (attribute ``initial``), edges with attribute ``action`` (the label's text).
-
-        A DiGraph keeps one edge per pair of states; when several actions lead from one state to the
-        same state, ``action`` joins their labels with ``" | "``.
+        """Integer nodes (attribute ``initial``), edges with attribute ``actions``: the tuple of the model's
+        action values that lead from one state to the other (a DiGraph keeps one edge per pair of states;
+        several actions may take the same step), in the order the search found them.
         """
         if self._graph is None:
             import networkx as nx  # imported on demand: a plain safety check never needs it
@@ -113,12 +112,11 @@ class StateGraph:
             g = nx.DiGraph()
             g.add_nodes_from((i, {"initial": i < self.initial_count}) for i in range(len(self.states)))
             for s, d, a in zip(self.source, self.target, self.actions, strict=True):
-                label = str(a)
                 if g.has_edge(s, d):
-                    if label not in g[s][d]["action"].split(" | "):
-                        g[s][d]["action"] += " | " + label
+                    if a not in g[s][d]["actions"]:
+                        g[s][d]["actions"] += (a,)
                 else:
-                    g.add_edge(s, d, action=label)
+                    g.add_edge(s, d, actions=(a,))
             self._graph = g
         return self._graph
 

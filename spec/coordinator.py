@@ -162,6 +162,17 @@ class PendingCompletion:
 
 
 @value
+class IllegalTransition:
+    """A step Kafka refuses with ``IllegalStateException``: whose transaction, and why (text, for reports)."""
+
+    transactional_id: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.transactional_id}: {self.reason}"
+
+
+@value
 class CoordinatorState:
     """The coordinator's cache, its durable transaction log and its producer-id allocator."""
 
@@ -171,7 +182,7 @@ class CoordinatorState:
     cache: tuple[tuple[str, TxnMetadata], ...] = ()
     txn_log: tuple[tuple[str, TxnTransit], ...] = ()
     completions: tuple[tuple[str, PendingCompletion], ...] = ()
-    illegal_transitions: tuple[str, ...] = ()
+    illegal_transitions: tuple[IllegalTransition, ...] = ()
 
     def metadata(self, transactional_id: str) -> TxnMetadata | None:
         for tid, md in self.cache:
@@ -219,8 +230,8 @@ def _allocate_producer_id(cs: CoordinatorState) -> tuple[CoordinatorState, int]:
     return replace(cs, next_producer_id=cs.next_producer_id + 1), cs.next_producer_id
 
 
-def _illegal(cs: CoordinatorState, message: str) -> CoordinatorState:
-    return replace(cs, illegal_transitions=(*cs.illegal_transitions, message))
+def _illegal(cs: CoordinatorState, transactional_id: str, reason: str) -> CoordinatorState:
+    return replace(cs, illegal_transitions=(*cs.illegal_transitions, IllegalTransition(transactional_id, reason)))
 
 
 # Kafka's TransactionStateManager.appendTransactionToLog maps the log's errors onto coordinator errors.
@@ -276,7 +287,7 @@ def prepare_transition_to(cs: CoordinatorState, md: TxnMetadata, transit: TxnTra
     elif md.state not in config.valid_previous_states[target]:
         problem = f"{target} is not a valid successor of {md.state}"
     if problem:
-        return _illegal(cs, f"{md.transactional_id}: {md.state} -> {target}: {problem}"), None
+        return _illegal(cs, md.transactional_id, f"{md.state} -> {target}: {problem}"), None
     return cs, replace(md, pending_state=target)
 
 
@@ -294,16 +305,16 @@ def _valid_producer_epoch_bump(md: TxnMetadata, t: TxnTransit) -> bool:
     return t.producer_epoch == md.producer_epoch + 1 or (t.producer_epoch == 0 and t.producer_id != md.producer_id)
 
 
-def complete_transition_to(md: TxnMetadata, t: TxnTransit) -> TxnMetadata | str:
+def complete_transition_to(md: TxnMetadata, t: TxnTransit) -> TxnMetadata | IllegalTransition:
     """``TransactionMetadata.completeTransitionTo``: the checks, then the cache takes every field.
 
-    Returns the new metadata, or the reason Kafka would throw ``IllegalStateException``.
+    Returns the new metadata, or the transition Kafka would refuse with ``IllegalStateException``.
     """
     target = md.pending_state
     if target is None:
-        return "completing a transition without a pending state"
+        return IllegalTransition(md.transactional_id, "completing a transition without a pending state")
     if target is not t.state:
-        return f"pending state {target} does not match the transit's {t.state}"
+        return IllegalTransition(md.transactional_id, f"pending state {target} does not match the transit's {t.state}")
     ok = True
     if target is EMPTY:
         ok = ((md.producer_epoch == t.producer_epoch or _valid_producer_epoch_bump(md, t))
@@ -322,7 +333,7 @@ def complete_transition_to(md: TxnMetadata, t: TxnTransit) -> TxnMetadata | str:
     else:  # PrepareEpochFence and Dead are never completed
         ok = False
     if not ok:
-        return f"invalid completion {md.state} -> {t.state}"
+        return IllegalTransition(md.transactional_id, f"invalid completion {md.state} -> {t.state}")
     return TxnMetadata(
         md.transactional_id, t.producer_id, t.prev_producer_id, t.next_producer_id, t.producer_epoch,
         t.last_producer_epoch, t.txn_timeout_ms, t.state, t.partitions, t.txn_start_ms,
@@ -426,9 +437,10 @@ def append_transaction_to_log(cs: CoordinatorState, md: TxnMetadata, transit: Tx
         return _Append(with_metadata(cs, kept, tid), error, ())
     logged = replace(cs, txn_log=_put(cs.txn_log, tid, transit))
     completed = complete_transition_to(md, transit)
-    if isinstance(completed, str):
-        return _Append(_illegal(with_metadata(logged, replace(md, pending_state=None), tid), f"{tid}: {completed}"),
-                       Errors.UNKNOWN_SERVER_ERROR, ((tid, transit),))
+    if isinstance(completed, IllegalTransition):
+        cleared = with_metadata(logged, replace(md, pending_state=None), tid)
+        return _Append(_illegal(cleared, completed.transactional_id, completed.reason), Errors.UNKNOWN_SERVER_ERROR,
+                       ((tid, transit),))
     return _Append(with_metadata(logged, completed, tid), Errors.NONE, ((tid, transit),))
 
 
@@ -493,7 +505,7 @@ def handle_init_producer_id(cs: CoordinatorState, request: InitProducerId, *,
         error = Errors.CONCURRENT_TRANSACTIONS if ended.error is Errors.NONE else ended.error
         return CoordinatorResult(ended.state, InitProducerIdResponse(error), ended.appended, ended.markers)
     if md.state not in (EMPTY, COMPLETE_ABORT, COMPLETE_COMMIT):  # Dead, PrepareEpochFence
-        return fail(_illegal(cs, f"{tid}: InitProducerId found state {md.state}"), Errors.UNKNOWN_SERVER_ERROR)
+        return fail(_illegal(cs, tid, f"InitProducerId found state {md.state}"), Errors.UNKNOWN_SERVER_ERROR)
 
     transit: TxnTransit | Errors
     if is_epoch_exhausted(md.producer_epoch, config.max_epoch) and (
@@ -654,7 +666,7 @@ def _decide_end_txn_v1(cs: CoordinatorState, md: TxnMetadata, producer_id: int, 
         return _Ended(cs, Errors.CONCURRENT_TRANSACTIONS) if not commit else _invalid_txn_state(cs)
     if md.state is EMPTY:
         return _invalid_txn_state(cs)
-    return _Ended(_illegal(cs, f"{md.transactional_id}: EndTxn found state {md.state}"), Errors.UNKNOWN_SERVER_ERROR)
+    return _Ended(_illegal(cs, md.transactional_id, f"EndTxn found state {md.state}"), Errors.UNKNOWN_SERVER_ERROR)
 
 
 def _decide_end_txn_v2(cs: CoordinatorState, md: TxnMetadata, producer_id: int, epoch: int,
@@ -714,7 +726,7 @@ def _decide_end_txn_v2(cs: CoordinatorState, md: TxnMetadata, producer_id: int, 
         return _Ended(cs, Errors.CONCURRENT_TRANSACTIONS) if not commit else _invalid_txn_state(cs)
     if md.state is EMPTY:
         return prepare(PREPARE_ABORT, True) if not commit else _invalid_txn_state(cs)
-    return _Ended(_illegal(cs, f"{md.transactional_id}: EndTxn found state {md.state}"), Errors.UNKNOWN_SERVER_ERROR)
+    return _Ended(_illegal(cs, md.transactional_id, f"EndTxn found state {md.state}"), Errors.UNKNOWN_SERVER_ERROR)
 
 
 def _send_txn_markers(cs: CoordinatorState, tid: str, producer_id: int, epoch: int, result: TransactionResult,
@@ -796,7 +808,7 @@ def handle_write_txn_markers_response(cs: CoordinatorState, tid: str, partition:
     if error in MARKER_GIVE_UP_ERRORS:
         return CoordinatorResult(replace(cs, completions=_put(cs.completions, tid, None)))
     if error not in MARKER_DONE_ERRORS:
-        return CoordinatorResult(_illegal(cs, f"{tid}: unexpected marker error {error}"))
+        return CoordinatorResult(_illegal(cs, tid, f"unexpected marker error {error}"))
     if partition not in md.partitions:
         return CoordinatorResult(cs)
     md = replace(md, partitions=md.partitions - {partition})
@@ -943,7 +955,8 @@ def coordinator_failover(cs: CoordinatorState, *, config: CoordinatorConfig = DE
 
 
 __all__ = [
-    "CoordinatorConfig", "CoordinatorResult", "CoordinatorState", "PendingCompletion", "TxnMetadata", "TxnTransit",
+    "CoordinatorConfig", "CoordinatorResult", "CoordinatorState", "IllegalTransition", "PendingCompletion",
+    "TxnMetadata", "TxnTransit",
     "abort_timed_out_transaction", "abort_timed_out_transactions", "append_transaction_to_log",
     "complete_transition_to", "coordinator_failover", "expire_transactional_ids", "handle_add_offsets_to_txn",
     "handle_add_partitions_to_txn", "handle_end_txn", "handle_init_producer_id",

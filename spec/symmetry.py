@@ -14,7 +14,7 @@ Models
     A renaming (:class:`Renaming`) changes partition names, transactional ids, producer indexes and what is
     derived from them: producer addresses (``producer-k``), consumer member ids (``member-k``), ghost tags
     ``(index, incarnation, transaction)`` and owners ``(index, incarnation)``, markers' and batches' contexts,
-    the coordinator's illegal-transition notes (``"tid: ..."``). It walks every ``@value`` field generically
+    the coordinator's illegal-transition records (their transactional id). It walks every ``@value`` field generically
     (strings through the name table), with the fields that hold producer indexes as integers handled by name,
     then restores what the model keeps sorted or positional: ``SystemState.partitions`` in the scenario's
     order, ``producers`` by index, the network as the bag :func:`txnspec.spec.network.bag` sorts, the
@@ -221,10 +221,8 @@ def _coordinator(r: Renaming, cs: coord.CoordinatorState) -> coord.CoordinatorSt
     def by_id(pairs: Any) -> tuple[Any, ...]:  # coordinator._put keeps its maps sorted by transactional id
         return tuple(sorted(((r(t), r(x)) for t, x in pairs), key=lambda kv: kv[0]))
 
-    # every note coordinator._illegal records starts with the transactional id: "t1: ..."
-    notes = tuple(r(n.partition(": ")[0]) + "".join(n.partition(": ")[1:]) for n in cs.illegal_transitions)
-    return _fields(r, cs, cache=by_id(cs.cache), txn_log=by_id(cs.txn_log), completions=by_id(cs.completions),
-                   illegal_transitions=notes)
+    # the illegal transitions (IllegalTransition: a transactional id and a reason) are renamed field by field
+    return _fields(r, cs, cache=by_id(cs.cache), txn_log=by_id(cs.txn_log), completions=by_id(cs.completions))
 
 
 def _classic_group(r: Renaming, g: group_mod.ClassicGroup) -> group_mod.ClassicGroup:

@@ -135,7 +135,27 @@ def test_the_networkx_view_has_integer_nodes_and_action_labels() -> None:
     result = check(toys.counter(3), build_graph=True)
     g = result.graph.to_networkx()
     assert list(g.nodes) == [0, 1, 2, 3] and g.nodes[0]["initial"] and not g.nodes[1]["initial"]
-    assert g.edges[0, 1]["action"] == "inc(0)"
+    assert g.edges[0, 1]["actions"] == (result.graph.actions[0],) and str(result.graph.actions[0]) == "inc(0)"
+
+
+def test_parallel_actions_stay_values_on_the_edge_and_become_text_only_in_the_export() -> None:
+    from array import array
+
+    from txnspec.checker.graph import labelled_graph, to_dot
+    from txnspec.checker.liveness import StateGraph
+
+    actions = [("inc", 0), ("bump", 0), ("inc", 0), ("inc", 1)]  # two actions take the step 0 -> 1, one twice
+    graph = StateGraph(["a", "b"], 1, array("q", [0, 0, 0, 1]), array("q", [1, 1, 1, 1]), actions, [], None)
+    assert graph.to_networkx().edges[0, 1]["actions"] == (("inc", 0), ("bump", 0))
+
+    class Result:
+        describe_state = None
+
+    result = Result()
+    result.graph = graph  # type: ignore[attr-defined]
+    g = labelled_graph(result)
+    assert g.edges[0, 1]["action"] == "('inc', 0) | ('bump', 0)" and "actions" not in g.edges[0, 1]
+    assert "('inc', 0) | ('bump', 0)" in to_dot(g)
 
 
 def test_dot_is_written_by_hand_and_well_formed(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from txnspec.checker.model import Expectation
 from txnspec.spec import partition as part
 from txnspec.spec import properties as props
 from txnspec.spec import system as sysm
+from txnspec.spec.coordinator import IllegalTransition
 from txnspec.spec.group import GroupState
 from txnspec.spec.messages import TransactionResult
 from txnspec.spec.model import build_system
@@ -45,7 +46,7 @@ def violating_states() -> dict[str, sysm.SystemState]:
     s = initial()
     return {
         "valid_coordinator_transitions": replace(s, coordinator=replace(
-            s.coordinator, illegal_transitions=("t1: Empty -> PrepareCommit",))),
+            s.coordinator, illegal_transitions=(IllegalTransition("t1", "Empty -> PrepareCommit"),))),
         "no_duplicate_append": with_ghost(s, batches=(batch(offset=0), batch(offset=1))),
         "sequences_contiguous": with_ghost(s, batches=(batch(offset=0, seq=0), batch(offset=1, seq=2))),
         "fenced_appends_never_commit": with_ghost(closed_transaction(s, "p0", COMMIT), batches=(batch(fenced=True),)),

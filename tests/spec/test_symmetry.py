@@ -94,6 +94,24 @@ def test_the_group_is_derived_from_the_scenario() -> None:
     assert build_model("tiny").symmetry is None and build_model("offsets").symmetry is None
 
 
+def test_an_illegal_transition_is_renamed_by_its_transactional_id_field() -> None:
+    """The coordinator's illegal-transition records are renamed as values (nothing parses their text)."""
+    from dataclasses import replace
+
+    from txnspec.spec.coordinator import IllegalTransition
+    from txnspec.spec.model import build_system
+    from txnspec.spec.system import initial_state
+
+    group = sym.group_of(TWO_IDS)
+    assert group is not None
+    (swap,) = [r for r in group.renamings() if r.names.get("t1") == "t2"]
+    state = initial_state(build_system(TWO_IDS))
+    notes = (IllegalTransition("t1", "EndTxn found state Dead"), IllegalTransition("t2", "t1 is no reason"))
+    renamed = swap(replace(state, coordinator=replace(state.coordinator, illegal_transitions=notes)))
+    assert renamed.coordinator.illegal_transitions == (IllegalTransition("t2", "EndTxn found state Dead"),
+                                                       IllegalTransition("t1", "t1 is no reason"))
+
+
 def test_names_that_collide_with_other_strings_of_the_state_give_no_symmetry() -> None:
     assert sym.group_of(SCENARIOS["multi-partition"].with_(partitions=("p0", "coordinator"))) is None
     assert sym.group_of(SCENARIOS["multi-partition"].with_(partitions=("p0", "t1"))) is None
