@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.quick  # the whole module is in the quick tier
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("spec", "checker", "impl", "serve", "conformance", "cli")
 

@@ -11,6 +11,8 @@ import toys
 
 from txnspec.checker import Model, Property, check
 
+pytestmark = pytest.mark.quick  # the whole module is in the quick tier
+
 
 def test_a_counter_has_limit_plus_one_states_and_every_property_holds() -> None:
     result = check(toys.counter(5))

@@ -11,6 +11,8 @@ from txnspec.checker import language
 from txnspec.checker.language import Projection, language_difference
 from txnspec.checker.model import Model
 
+pytestmark = pytest.mark.quick  # the whole module is in the quick tier
+
 TAU = "tau"  # a silent action in these toys
 SEE_ACTIONS = Projection(lambda action: None if action == TAU else action)
 

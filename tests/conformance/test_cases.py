@@ -10,6 +10,8 @@ import pytest
 from txnspec.cli import main
 from txnspec.conformance.cases.runner import CaseInputError, compare, run_cases, target_named
 
+pytestmark = pytest.mark.quick  # the whole module is in the quick tier
+
 PUBLIC = Path(__file__).resolve().parents[2] / "conformance" / "data" / "public.jsonl"
 FOUND = PUBLIC.with_name("found.jsonl")  # answers real Kafka gave the audit, pinned as cases
 GROUP_PUBLIC = PUBLIC.with_name("group_public.jsonl")  # the public sample of the group component

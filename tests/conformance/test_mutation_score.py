@@ -64,6 +64,7 @@ def test_only_several_batches_in_flight_reveal_the_in_flight_mutants() -> None:
     assert [r.trace_id.split("/")[0] for r in new] == ["in-flight-2", "in-flight-5"]
 
 
+@pytest.mark.quick
 def test_each_mutant_replaces_one_rule_and_differs_from_every_other() -> None:
     fields = [f.name for f in dataclasses.fields(KAFKA)]
     changed = {name: [f for f in fields if getattr(m.rules, f) != getattr(KAFKA, f)] for name, m in MUTANTS.items()}
@@ -73,6 +74,7 @@ def test_each_mutant_replaces_one_rule_and_differs_from_every_other() -> None:
         rules_of("nope")
 
 
+@pytest.mark.quick
 def test_the_implementation_names_no_mutant() -> None:
     """No module of the implementation but the table imports the mutants or mentions one by name: a
     component sees only its rules."""
@@ -96,6 +98,7 @@ def test_the_adapter_names_resolve() -> None:
         make_adapter("impl-mutant:nope")
 
 
+@pytest.mark.quick
 def test_the_command_reports_the_score(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["mutation-score", "--traces", "2", "--mutant", "timeout-commits"]) == 0
     assert "mutation score 1/1" in capsys.readouterr().out

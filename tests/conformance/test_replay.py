@@ -28,6 +28,7 @@ def _mutated(trace: Trace, index: int) -> Trace:
     return trace.with_steps(steps)
 
 
+@pytest.mark.quick
 def test_a_hand_mutated_trace_diverges_and_shrinks() -> None:
     trace = gen.random_walk("offsets", 4)
     index = len(trace) - 2
@@ -70,7 +71,7 @@ def test_shrink_of_a_passing_trace_returns_it() -> None:
     assert verdict.ok and same == trace
 
 
-@pytest.mark.parametrize("scenario", ["tiny", "failover"])
+@pytest.mark.parametrize("scenario", [pytest.param("tiny", marks=pytest.mark.quick), "failover"])
 def test_the_implementation_conforms(scenario: str) -> None:
     from txnspec.conformance.adapters.impl_adapter import ImplAdapter
 

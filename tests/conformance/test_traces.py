@@ -20,6 +20,7 @@ def sample() -> list[tr.Trace]:
     return [random_walk("tiny", seed) for seed in range(3)] + [random_walk("offsets", 5)]
 
 
+@pytest.mark.quick
 def test_jsonl_round_trip(sample: list[tr.Trace], tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     assert tr.write_jsonl(sample, path) == len(sample)
@@ -61,6 +62,7 @@ def test_a_version_1_trace_is_refused_naming_its_version(sample: list[tr.Trace],
         tr.from_itf(document)
 
 
+@pytest.mark.quick
 def test_a_malformed_action_names_the_field(sample: list[tr.Trace]) -> None:
     for mangle, expected in ((lambda a: a.update(kind="deliver Gossip"), "unknown action kind 'deliver Gossip'"),
                              (lambda a: a["message"]["body"].update(type="Gossip"), "unknown message type 'Gossip'"),

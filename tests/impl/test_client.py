@@ -8,6 +8,8 @@ from txnspec.impl.client import VALID_PREVIOUS_STATES, Producer, State
 from txnspec.impl.errors import Errors, IllegalStateException, KafkaException, ProducerFencedException
 from txnspec.impl.messages import Response, request_name
 
+pytestmark = pytest.mark.quick  # the whole module is in the quick tier
+
 
 def ready(tv: int = 0) -> Producer:
     p = Producer("tx", transaction_version=tv)

@@ -10,6 +10,8 @@ from txnspec.impl.cluster import Cluster, named
 from txnspec.impl.errors import Errors, KafkaException, ProducerFencedException, TimeoutException
 from txnspec.impl.testing import cluster, cluster_tv1  # noqa: F401 — the fixtures users import
 
+pytestmark = pytest.mark.quick  # the whole module is in the quick tier
+
 TVS = [1, 2]
 
 

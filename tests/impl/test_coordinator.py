@@ -23,6 +23,8 @@ from txnspec.impl.txn_metadata import (
     TransactionState,
 )
 
+pytestmark = pytest.mark.quick  # the whole module is in the quick tier
+
 S = TransactionState
 COMMIT, ABORT = ControlType.COMMIT, ControlType.ABORT
 

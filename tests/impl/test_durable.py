@@ -5,10 +5,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from txnspec.impl.cluster import Cluster, named
 from txnspec.impl.log import Record
 from txnspec.impl.storage import SEGMENT, ProducerIdBlockFile, SegmentStore, open_partition, write_snapshot
 from txnspec.impl.testing import restart
+
+pytestmark = pytest.mark.quick  # the whole module is in the quick tier
 
 
 def segment(data_dir: Path, partition: str) -> Path:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
+
 from txnspec.impl.consumer import visible_records
 from txnspec.impl.errors import Errors
 from txnspec.impl.log import INT_MAX, ControlType, Record
 from txnspec.impl.partition import IsolationLevel, Partition
 from txnspec.impl.producer_state import NUM_BATCHES_TO_RETAIN, in_sequence
+
+pytestmark = pytest.mark.quick  # the whole module is in the quick tier
 
 RC, RU = IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED
 

@@ -26,6 +26,8 @@ from txnspec.serve.dispatch import HANDLERS
 from txnspec.serve.protocol import APIS, FrameError, decode_request
 from txnspec.serve.server import ServerThread
 
+pytestmark = pytest.mark.quick  # the whole module is in the quick tier
+
 WAIT = 5.0
 CLI = "import sys; from txnspec.cli import main; sys.exit(main())"
 

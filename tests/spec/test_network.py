@@ -6,8 +6,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from txnspec.spec.messages import AddPartitionsToTxn
 from txnspec.spec.network import Envelope, bag, stable_repr
+
+pytestmark = pytest.mark.quick  # the whole module is in the quick tier
 
 # three AddPartitionsToTxn of one producer that differ only in their set of partitions: a frozenset's repr
 # follows the salt (PYTHONHASHSEED 1 renders {'p0', 'p1'}, 2 renders {'p1', 'p0'}), so a repr-sorted bag does too

@@ -17,6 +17,8 @@ from txnspec.spec.model import build_system
 from txnspec.spec.scenarios import SCENARIOS
 from txnspec.spec.system_state import set_partition
 
+pytestmark = pytest.mark.quick  # the whole module is in the quick tier
+
 COMMIT, ABORT = TransactionResult.COMMIT, TransactionResult.ABORT
 SYSTEM = build_system(SCENARIOS["tiny"].with_(partitions=("p0", "p1")))
 T1, T2 = (0, 0, 1), (0, 0, 2)

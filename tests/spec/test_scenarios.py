@@ -21,7 +21,8 @@ PINNED = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(PINNED))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.quick) if n == "tiny" else n
+                                  for n in sorted(PINNED)])
 def test_every_property_holds_on_the_pinned_number_of_states(name: str) -> None:
     result = check(build_model(name), symmetry=False)  # the spec's count (reduced: tests/spec/test_symmetry.py)
     assert result.complete and result.ok, result.render()
@@ -72,6 +73,7 @@ def test_five_batches_in_flight_are_pinned_too() -> None:
     assert result.deadlock_count == 0
 
 
+@pytest.mark.quick
 def test_tiny_takes_every_protocol_step_it_can() -> None:
     result = check(build_model("tiny"))
     for kind in ("initTransactions", "deliver InitProducerId", "deliver EndTxn", "deliver Produce",
@@ -95,6 +97,7 @@ def test_a_state_cap_gives_an_incomplete_verdict_not_a_pass() -> None:
     ({"group_members": True}, "group_members needs commit_offsets"),
     ({"faults": {"rebalance": 1}, "commit_offsets": True}, "needs group_members"),
 ])
+@pytest.mark.quick
 def test_impossible_scenarios_are_refused_with_a_clear_message(changes: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         Scenario("bad", "a bad one", **changes)  # type: ignore[arg-type]

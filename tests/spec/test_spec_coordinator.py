@@ -29,6 +29,8 @@ from txnspec.spec.txn_state import (
     TxnState,
 )
 
+pytestmark = pytest.mark.quick  # the whole module is in the quick tier
+
 COMMIT, ABORT = TransactionResult.COMMIT, TransactionResult.ABORT
 TV1 = coord.CoordinatorConfig(transaction_version=0)
 TV2 = coord.CoordinatorConfig(transaction_version=2)
@@ -297,7 +299,10 @@ def test_prepare_transition_records_an_illegal_transition() -> None:
     md = meta(init(coord.CoordinatorState()).state)
     transit = coord.TxnTransit(0, 0, -1, 0, -1, 1000, COMPLETE_COMMIT, frozenset(), 0, 0, 0)
     cs, pending = coord.prepare_transition_to(coord.CoordinatorState(), md, transit, TV2)
-    assert pending is None and cs.illegal_transitions
+    assert pending is None
+    reason = f"{md.state} -> CompleteCommit: CompleteCommit is not a valid successor of {md.state}"
+    assert cs.illegal_transitions == (coord.IllegalTransition(md.transactional_id, reason),)
+    assert str(cs.illegal_transitions[0]).startswith(f"{md.transactional_id}: ")
 
 
 def test_valid_previous_states_table_is_kafkas() -> None:

@@ -8,6 +8,8 @@ from txnspec.spec import partition as part
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import IsolationLevel, TransactionResult
 
+pytestmark = pytest.mark.quick  # the whole module is in the quick tier
+
 COMMIT, ABORT = TransactionResult.COMMIT, TransactionResult.ABORT
 RC, RU = IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED
 SMALL = part.PartitionLimits(max_sequence=3, max_epoch=4)

@@ -6,6 +6,7 @@ import ast
 from pathlib import Path
 from typing import Any
 
+import pytest
 import z3
 
 from txnspec.checker.symbolic import (
@@ -16,6 +17,8 @@ from txnspec.checker.symbolic import (
     bmc,
     check_inductive,
 )
+
+pytestmark = pytest.mark.quick  # the whole module is in the quick tier
 
 ROOT = Path(__file__).resolve().parents[2]
 
