@@ -1,0 +1,264 @@
+"""The chaos run: the workload's client processes on a cluster, the fault schedule injected while they run, the
+final reads after healing, and one merged history.
+
+What it models
+    :data:`SHAPE` transactional producers (``producer-N``, ``transactional.id`` ``chaos-pN``), consume-transform-
+    produce members (``ctp-N``, one consumer group, ``chaos-cN``), an idempotent input writer and a
+    read_committed poller, each a process of :mod:`.client`, from the start to ``seconds``. A producer or
+    ctp process that ends early (fenced, killed, gave up) is replaced by a new instance of the same
+    ``transactional.id`` while time remains. The faults of :mod:`.faults` are injected at their times by
+    the ``nemesis`` (recorded in the history); node faults wait until every node is back and ready, so at
+    most one node is ever down. After the workload the cluster heals (every node up and ready), the run
+    waits ``transaction.timeout.ms`` plus the abort sweep, and a read_committed and a read_uncommitted reader
+    read every partition to its end, with the group's committed offsets.
+
+Assumes
+    The cluster of :mod:`.cluster` (``bootstrap`` lists every node); processes are started in their own
+    session and signalled by PID.
+
+Leaves out
+    The Java client (see :mod:`.client`), network faults, more than one consumer group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from txnspec.conformance.chaos import history as hist
+from txnspec.conformance.chaos.cluster import ABORT_SWEEP_MS, TRANSACTION_TIMEOUT_MS, Cluster
+from txnspec.conformance.chaos.faults import Fault, find_role
+
+SHAPE = {"producers": 2, "ctp": 2, "output_partitions": 3, "input_partitions": 3, "input_rate": 15}
+OUTPUT, INPUT, GROUP = "chaos-out", "chaos-in", "chaos-group"
+JOIN_SECONDS = 30.0
+READ_SECONDS = 30.0
+
+
+@dataclass
+class Slot:
+    """A client role that is kept running: its processes (the newest last)."""
+
+    name: str
+    role: str
+    tid: str | None
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    last_start: float = 0.0
+
+    @property
+    def current(self) -> subprocess.Popen[bytes] | None:
+        return self.processes[-1] if self.processes and self.processes[-1].poll() is None else None
+
+
+class Run:
+    """One chaos run's processes and files."""
+
+    def __init__(self, cluster: Cluster, out: Path, seed: int, seconds: float,
+                 say: Callable[[str], None] = lambda text: None) -> None:
+        self.cluster, self.out, self.seed, self.seconds, self.say = cluster, out, seed, seconds, say
+        self.hist_dir = out / "processes"
+        self.hist_dir.mkdir(parents=True, exist_ok=True)
+        self.started = time.monotonic()
+        self.deadline = self.started + seconds
+        self.rng = random.Random(seed)
+        self.slots: dict[str, Slot] = {}
+        from txnspec.conformance.chaos.client import Log
+
+        self.nemesis = Log(self.hist_dir / "nemesis.jsonl", hist.NEMESIS)
+        self.spawned = 0
+
+    # --- processes ---
+    def spawn(self, process: str, role: str, spec: dict[str, Any]) -> subprocess.Popen[bytes]:
+        self.spawned += 1
+        spec = {"bootstrap": self.cluster.bootstrap, "process": process, "seed": self.rng.randrange(1 << 30),
+                "log": str(self.hist_dir / f"{process}.jsonl"), "deadline": self.deadline,
+                "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS, **spec}
+        path = self.hist_dir / f"{process}.spec.json"
+        path.write_text(json.dumps(spec))
+        with (self.hist_dir / f"{process}.stderr").open("ab") as err:
+            return subprocess.Popen([sys.executable, "-m", "txnspec.conformance.chaos.client", role, str(path)],
+                                    stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+
+    def start_instance(self, slot: Slot) -> None:
+        instance = len(slot.processes)
+        process = f"{slot.name}#{instance}"
+        if slot.role == "producer":
+            spec = {"tid": slot.tid, "instance": instance, "topic": OUTPUT, "partitions": SHAPE["output_partitions"]}
+        elif slot.role == "ctp":
+            spec = {"tid": slot.tid, "instance": instance, "topic": OUTPUT, "partitions": SHAPE["output_partitions"],
+                    "input": INPUT, "group": GROUP}
+        elif slot.role == "input":
+            spec = {"topic": INPUT, "partitions": SHAPE["input_partitions"], "rate": SHAPE["input_rate"]}
+        else:
+            spec = {"topic": OUTPUT, "partitions": SHAPE["output_partitions"], "group": "chaos-poller"}
+        slot.processes.append(self.spawn(process, slot.role, spec))
+        slot.last_start = time.monotonic()
+
+    def start_clients(self) -> None:
+        for i in range(SHAPE["producers"]):
+            self.slots[f"producer-{i}"] = Slot(f"producer-{i}", "producer", f"chaos-p{i}")
+        for i in range(SHAPE["ctp"]):
+            self.slots[f"ctp-{i}"] = Slot(f"ctp-{i}", "ctp", f"chaos-c{i}")
+        self.slots["input"] = Slot("input", "input", None)
+        self.slots["poller"] = Slot("poller", "poller", None)
+        for slot in self.slots.values():
+            self.start_instance(slot)
+
+    def supervise(self) -> None:
+        """Replace a producer or ctp process that ended while time remains (a new instance, same id)."""
+        if time.monotonic() > self.deadline - 3:
+            return
+        for slot in self.slots.values():
+            # at most one new instance a slot every 2 s: a client that cannot start does not spin
+            if slot.role in ("producer", "ctp") and slot.current is None and time.monotonic() - slot.last_start > 2:
+                self.start_instance(slot)
+
+    def join(self) -> None:
+        end = time.monotonic() + JOIN_SECONDS
+        for slot in self.slots.values():
+            for p in slot.processes:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    p.wait(timeout=max(0.1, end - time.monotonic()))
+                if p.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(p.pid, signal.SIGKILL)
+                    p.wait(timeout=5)
+
+    # --- faults ---
+    def inject(self, fault: Fault) -> None:
+        value: dict[str, Any] = {"fault": fault.describe(), "target": fault.target}
+        call = self.nemesis.invoke(fault.kind, value)
+        try:
+            result = self._inject(fault)
+            self.nemesis.done(call, "ok", fault.kind, result)
+            self.say(f"fault {fault.describe()}: {result}")
+        except Exception as exc:  # a fault that could not be injected is recorded, never fatal to the run
+            self.nemesis.done(call, "fail", fault.kind, {}, f"{type(exc).__name__}: {exc}")
+            self.say(f"fault {fault.describe()}: not injected ({exc})")
+
+    def _inject(self, fault: Fault) -> dict[str, Any]:
+        cluster = self.cluster
+        if fault.kind in ("kill", "pause"):
+            cluster.wait_ready(seconds=30.0)  # at most one node down: the last fault has healed
+            tid = self.slots["producer-0"].tid or "chaos-p0"
+            node_id, how = find_role([(n.node_id, n.address) for n in cluster.up()], fault.target, tid, OUTPUT)
+            if node_id is None:
+                node_id, how = self.rng.choice(cluster.up()).node_id, f"role not found ({how}); a random node"
+            node = cluster.node(node_id)
+            if fault.kind == "kill":
+                cluster.kill(node)
+                time.sleep(fault.duration)
+                cluster.start(node)
+                took = cluster.wait_ready(seconds=45.0, nodes=[node])
+                return {"node": node_id, "how": how, "ready_after": round(took, 2)}
+            cluster.pause(node)
+            time.sleep(fault.duration)
+            cluster.resume(node)
+            return {"node": node_id, "how": how}
+        slot = self.slots[fault.target]
+        current = slot.current
+        if current is None:
+            raise RuntimeError(f"{fault.target} has no running process")
+        if fault.kind == "timeout":
+            os.kill(current.pid, signal.SIGUSR1)
+            return {"process": f"{slot.name}#{len(slot.processes) - 1}"}
+        if fault.action == "kill":
+            os.killpg(current.pid, signal.SIGKILL)
+            current.wait(timeout=5)
+            killed = f"{slot.name}#{len(slot.processes) - 1}"
+            self.start_instance(slot)
+            return {"killed": killed, "successor": f"{slot.name}#{len(slot.processes) - 1}"}
+        zombie = f"{slot.name}#{len(slot.processes) - 1}"
+        self.start_instance(slot)  # the old instance keeps running: a zombie once the new one initialises
+        return {"zombie": zombie, "successor": f"{slot.name}#{len(slot.processes) - 1}"}
+
+    # --- the end ---
+    def heal(self) -> float:
+        for node in self.cluster.nodes:
+            if node.paused:
+                self.cluster.resume(node)
+            if node.pid is None:
+                self.cluster.start(node)
+        return self.cluster.wait_ready(seconds=60.0)
+
+    def final_reads(self) -> None:
+        topics = {OUTPUT: SHAPE["output_partitions"], INPUT: SHAPE["input_partitions"]}
+        readers = []
+        for isolation in ("read_committed", "read_uncommitted"):
+            readers.append(self.spawn(f"reader-{isolation}", "reader", {
+                "isolation": isolation, "topics": topics, "seconds": READ_SECONDS, "input": INPUT,
+                "input_partitions": SHAPE["input_partitions"],
+                "groups": [GROUP] if isolation == "read_committed" else []}))
+        for p in readers:
+            try:
+                p.wait(timeout=READ_SECONDS + 30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=5)
+
+    def history(self) -> list[hist.Event]:
+        streams = [list(hist.read_lines(path)) for path in sorted(self.hist_dir.glob("*.jsonl"))]
+        return hist.merge(streams, self.started)
+
+
+def create_topics(bootstrap: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    from txnspec.conformance.audit.report import BrokerUnavailable
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    topics = [NewTopic(OUTPUT, SHAPE["output_partitions"], 3, config={"min.insync.replicas": "2"}),
+              NewTopic(INPUT, SHAPE["input_partitions"], 3, config={"min.insync.replicas": "2"})]
+    for name, future in admin.create_topics(topics, operation_timeout=20).items():
+        try:
+            future.result(30)
+        except Exception as exc:
+            raise BrokerUnavailable(f"could not create topic {name}: {exc}") from None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # every partition has a leader before the clients start
+        meta = admin.list_topics(timeout=5)
+        ready = all(t in meta.topics and all(p.leader >= 0 for p in meta.topics[t].partitions.values())
+                    and len(meta.topics[t].partitions) == n
+                    for t, n in ((OUTPUT, SHAPE["output_partitions"]), (INPUT, SHAPE["input_partitions"])))
+        if ready:
+            return
+        time.sleep(0.5)
+    raise BrokerUnavailable("the workload's topics had no leaders within 30 s")
+
+
+def run(cluster: Cluster, out: Path, faults: list[Fault], seed: int, seconds: float,
+        say: Callable[[str], None] = lambda text: None) -> tuple[list[hist.Event], dict[str, Any]]:
+    """The workload with ``faults`` on ``cluster``; the merged history and facts about the run."""
+    create_topics(cluster.bootstrap)
+    run_ = Run(cluster, out, seed, seconds, say)
+    facts: dict[str, Any] = {"shape": SHAPE, "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS}
+    try:
+        run_.start_clients()
+        pending = sorted(faults, key=lambda f: f.at)
+        while time.monotonic() < run_.deadline:
+            now = time.monotonic() - run_.started
+            if pending and now >= pending[0].at:
+                run_.inject(pending.pop(0))
+                continue
+            run_.supervise()
+            time.sleep(0.2)
+        facts["faults_not_reached"] = [f.describe() for f in pending]
+        run_.join()
+        facts["heal_seconds"] = round(run_.heal(), 2)
+        time.sleep((TRANSACTION_TIMEOUT_MS + 2 * ABORT_SWEEP_MS) / 1000 + 2)
+        run_.final_reads()
+    finally:
+        run_.join()
+    facts["processes"] = run_.spawned
+    return run_.history(), facts
