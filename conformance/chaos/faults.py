@@ -84,15 +84,19 @@ def schedule(seed: int, seconds: float, kinds: tuple[FaultKind, ...], producers:
     faults: list[Fault] = []
     at = FIRST_AT + rng.uniform(0, 2)
     order: list[FaultKind] = []
+    roles: list[str] = []
     while kinds and at <= seconds - SPACING * 0.8:
+        if not roles:  # node faults go round the roles too: coordinator, leader and controller all get hit
+            roles = list(NODE_ROLES)
+            rng.shuffle(roles)
         if not order:
             order = list(kinds)
             rng.shuffle(order)
         kind = order.pop()
         if kind == "kill":
-            fault = Fault(round(at, 1), kind, rng.choice(NODE_ROLES), duration=round(rng.uniform(*KILL_DOWN), 1))
+            fault = Fault(round(at, 1), kind, roles.pop(), duration=round(rng.uniform(*KILL_DOWN), 1))
         elif kind == "pause":
-            fault = Fault(round(at, 1), kind, rng.choice(NODE_ROLES), duration=round(rng.uniform(*PAUSE_FOR), 1))
+            fault = Fault(round(at, 1), kind, roles.pop(), duration=round(rng.uniform(*PAUSE_FOR), 1))
         elif kind == "client":
             fault = Fault(round(at, 1), kind, f"producer-{rng.randrange(producers)}", rng.choice(CLIENT_ACTIONS))
         else:

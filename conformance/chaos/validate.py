@@ -39,6 +39,7 @@ Leaves out
 
 from __future__ import annotations
 
+import bisect
 import sys
 import threading
 import time
@@ -101,7 +102,7 @@ class _Search:
         self.deepest: tuple[int, str, str, list[str]] = (-1, "", "", [])
         self.partitions = sorted(final.uncommitted)
         self.senders: dict[str, set[int]] = {}  # partition -> producer ids that invoked a send to it
-        self.txn_of_pid: dict[int, str] = {}
+        self.by_pid: dict[str, dict[int, list[tuple[int, str | None]]]] = {}
         for t in txns.values():
             for s in t.sends:
                 value = str(s.invoke.value.get("value"))
@@ -148,9 +149,12 @@ class _Search:
             seen = set(self.final.committed.get(tp, {}))
             if shown != seen:
                 extra, missing = sorted(seen - shown), sorted(shown - seen)
+                held = [f"{self.writers[log[first]].txn} from offset {first}" for first, _ in state.ongoing
+                        if first in log]
                 self.fail(depth + offset, f"{tp} end", "the spec's read_committed fetch returns "
                           f"{len(shown)} records; the consumer read {len(seen)} (read but not allowed: {extra[:3]}, "
-                          f"allowed but not read: {missing[:3]})", path)
+                          f"allowed but not read: {missing[:3]}"
+                          + (f"; left open: {', '.join(held)}" if held else "") + ")", path)
                 return
             yield decisions
             return
@@ -181,7 +185,17 @@ class _Search:
         """The skipped ``offset`` is a control batch: every marker that fits."""
         log = self.final.uncommitted.get(tp, {})
         visible = self.final.committed.get(tp, {})
-        open_pids = [pid for pid, e in state.producers if e.current_txn_first_offset != -1]
+        open_pids = []
+        for pid, e in state.producers:
+            if e.current_txn_first_offset == -1:
+                continue
+            later = self.next_record(tp, pid, offset)
+            current = self.writers[log[e.current_txn_first_offset]].txn if e.current_txn_first_offset in log else None
+            if later is not None and later[1] == current:
+                continue  # its transaction writes here again later: this marker cannot close it
+            open_pids.append((later[0] if later is not None else end, pid))
+        # earliest deadline first: the transaction whose producer writes here next must be closed first
+        open_pids = [pid for _, pid in sorted(open_pids)]
         tried = False
         for pid in open_pids:
             entry = state.entry(pid)
@@ -205,6 +219,20 @@ class _Search:
         if not tried:
             self.fail(depth + offset, f"{tp}@{offset}", "a control batch no producer's marker fits: no open "
                       "transaction whose outcome and read_committed visibility allow it", path)
+
+    def next_record(self, tp: str, pid: int, offset: int) -> tuple[int, str | None] | None:
+        """The first record of producer ``pid`` after ``offset`` on ``tp``: its offset and transaction."""
+        index = self.by_pid.get(tp)
+        if index is None:
+            index = {}
+            for o, value in sorted(self.final.uncommitted.get(tp, {}).items()):
+                w = self.writers.get(value)
+                if w is not None:
+                    index.setdefault(w.producer_id, []).append((o, w.txn))
+            self.by_pid[tp] = index
+        records = index.get(pid, [])
+        at = bisect.bisect_right(records, (offset, chr(0x10FFFF)))
+        return records[at] if at < len(records) else None
 
     def allowed(self, name: str | None, result: TransactionResult, decisions: dict[str, str]) -> bool:
         if name is None:
