@@ -168,6 +168,10 @@ class Run:
             return {"node": node_id, "how": how}
         slot = self.slots[fault.target]
         current = slot.current
+        if current is None:  # between instances: start the next one and let it initialise first
+            self.start_instance(slot)
+            time.sleep(2.0)
+            current = slot.current
         if current is None:
             raise RuntimeError(f"{fault.target} has no running process")
         if fault.kind == "timeout":
