@@ -17,8 +17,10 @@ from txnspec.cli.base import Command, UsageError, check_input_file, check_output
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--broker", default="kafka", metavar="kafka[:VERSION]",
-                   help="real Apache Kafka resolved from Maven Central (kafka: the newest 4.x, or kafka:4.4.0)")
+    p.add_argument("--broker", default="kafka", metavar="kafka[:VERSION]|serve|serve:durable",
+                   help="real Apache Kafka resolved from Maven Central (kafka: the newest 4.x, or kafka:4.4.0), or "
+                        "txnspec serve as one node, in memory (serve: a restart loses everything) or with its logs "
+                        "on disk (serve:durable)")
     p.add_argument("--nodes", type=int, default=3, help="KRaft nodes, each broker and voter (default 3)")
     p.add_argument("--transaction-version", type=int, choices=(1, 2), default=2,
                    help="the cluster's transaction.version (default 2, KIP-890)")
@@ -53,19 +55,20 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         summary = {"history": str(args.check_history), "transaction_version": args.transaction_version,
                    **run.judge(events, args.transaction_version)}
     else:
-        if not args.broker.startswith("kafka"):
-            raise UsageError(f"--broker {args.broker!r}: chaos runs a multi-node real Kafka (kafka or kafka:VERSION); "
-                             "single-node brokers are audited by txnspec audit")
+        serve = args.broker in run.SERVE_BROKERS
+        if not args.broker.startswith("kafka") and not serve:
+            raise UsageError(f"--broker {args.broker!r}: chaos runs a multi-node real Kafka (kafka or kafka:VERSION), "
+                             "or txnspec serve as one node (serve: in memory, serve:durable: logs on disk)")
         if args.seconds < 10 or args.seconds > 3600:
             raise UsageError(f"--seconds {args.seconds:g}: between 10 and 3600")
         if not 1 <= args.nodes <= 5:
             raise UsageError(f"--nodes {args.nodes}: between 1 and 5")
         try:
             kinds = faults.parse_kinds(args.faults)
-            version = parse_broker_name(args.broker)
+            version = None if serve else parse_broker_name(args.broker)
         except (faults.ScheduleError, BrokerUnavailable) as exc:
             raise UsageError(str(exc)) from None
-        if args.nodes < 3 and any(k in ("kill", "pause") for k in kinds):
+        if args.nodes < 3 and not serve and any(k in ("kill", "pause") for k in kinds):
             raise UsageError("node faults need at least 3 nodes (a node down must leave a quorum and the min ISR)")
         out = args.out or Path("chaos-out") / f"seed-{args.seed}"
         if out.exists() and not out.is_dir():
@@ -78,7 +81,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         with progress_line(show) as line:
             try:
                 summary = run.chaos_run(version, args.nodes, args.transaction_version, args.seconds, kinds,
-                                        args.seed, out, say=line if show else (lambda text: None))
+                                        args.seed, out, say=line if show else (lambda text: None), broker=args.broker)
             except BrokerUnavailable as exc:
                 raise EnvironmentProblem(str(exc)) from None
         events = history.load(out / "history.jsonl")

@@ -37,9 +37,10 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -106,6 +107,8 @@ class Cluster:
     log4j: Path
     start_seconds: float = 0.0
     events: list[dict[str, object]] = field(default_factory=list)
+    command: Callable[[Node], list[str]] | None = None  # another broker's command line (serve); None: Kafka
+    name: str = "kafka"
 
     @property
     def bootstrap(self) -> str:
@@ -118,12 +121,15 @@ class Cluster:
         raise KeyError(f"no node {node_id}")
 
     def start(self, node: Node) -> None:
-        argv = [_tool("java", "install a Java 17 runtime"), f"-Xms{HEAP}", f"-Xmx{HEAP}", "-XX:+UseSerialGC",
-                "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
-                f"-Dkafka.logs.dir={node.log.parent}",
-                f"-Dlog4j2.configurationFile={node.log.with_suffix('.log4j2.properties')}",
-                "-cp", self.runtime.classpath_text, "kafka.Kafka", str(node.config)]
-        node.log.with_suffix(".log4j2.properties").write_text(LOG4J2.format(log=node.log))
+        if self.command is not None:
+            argv = self.command(node)
+        else:
+            argv = [_tool("java", "install a Java 17 runtime"), f"-Xms{HEAP}", f"-Xmx{HEAP}", "-XX:+UseSerialGC",
+                    "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
+                    f"-Dkafka.logs.dir={node.log.parent}",
+                    f"-Dlog4j2.configurationFile={node.log.with_suffix('.log4j2.properties')}",
+                    "-cp", self.runtime.classpath_text, "kafka.Kafka", str(node.config)]
+            node.log.with_suffix(".log4j2.properties").write_text(LOG4J2.format(log=node.log))
         with node.stdout.open("ab") as out:
             node.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                             cwd=node.data, start_new_session=True)
@@ -276,6 +282,36 @@ def kafka_cluster(out: Path, version: str | None = None, transaction_version: in
             for n in members:
                 cluster.start(n)
             cluster.wait_ready()
+            cluster.start_seconds = round(time.monotonic() - started, 2)
+            yield cluster
+        finally:
+            cluster.stop_all()
+
+
+SERVE_TOPICS = ("chaos-out:3", "chaos-in:3")
+
+
+@contextlib.contextmanager
+def serve_cluster(out: Path, transaction_version: int = 2, durable: bool = False) -> Iterator[Cluster]:
+    """``txnspec serve`` as a one-node cluster (the reference implementation behind Kafka's protocol): in memory,
+    so a restart loses every record (a broker known to break exactly-once under restart), or ``--durable``
+    (its logs on disk, recovered on restart). Killed and restarted like a Kafka node."""
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="txnspec-chaos-serve-") as tmp:
+        node = Node(1, free_port(), 0, Path(tmp), Path(tmp) / "none", out / "node-1.log", out / "node-1.stdout")
+
+        def command(n: Node) -> list[str]:
+            argv = [sys.executable, "-c", "from txnspec.cli import main; raise SystemExit(main())", "serve",
+                    "--port", str(n.broker_port), "--transaction-version", str(transaction_version),
+                    "--topics", *SERVE_TOPICS]
+            return argv + (["--durable", str(n.data / "logs")] if durable else [])
+
+        cluster = Cluster(KafkaRuntime("serve", ()), transaction_version, [node], out / "none", command=command,
+                          name="serve" + (" --durable" if durable else ""))
+        started = time.monotonic()
+        try:
+            cluster.start(node)
+            cluster.wait_ready(seconds=30.0)
             cluster.start_seconds = round(time.monotonic() - started, 2)
             yield cluster
         finally:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from txnspec.conformance.chaos import anomalies, faults, history, validate, workload
-from txnspec.conformance.chaos.cluster import SETTINGS, kafka_cluster
+from txnspec.conformance.chaos.cluster import SETTINGS, kafka_cluster, serve_cluster
 
 
 def judge(events: list[history.Event], transaction_version: int) -> dict[str, Any]:
@@ -52,19 +52,29 @@ def verdict(summary: dict[str, Any]) -> int:
     return 0
 
 
+SERVE_BROKERS = {"serve": False, "serve:durable": True}
+
+
 def chaos_run(version: str | None, nodes: int, transaction_version: int, seconds: float,
               kinds: tuple[faults.FaultKind, ...], seed: int, out: Path,
-              say: Callable[[str], None] = lambda text: None) -> dict[str, Any]:
+              say: Callable[[str], None] = lambda text: None, broker: str = "kafka") -> dict[str, Any]:
+    """One run on Kafka ``version`` (None: the newest 4.x) with ``nodes`` nodes, or on ``txnspec serve`` as one
+    node when ``broker`` is ``serve`` (in memory) or ``serve:durable``."""
     plan = faults.schedule(seed, seconds, kinds, workload.SHAPE["producers"])
     out.mkdir(parents=True, exist_ok=True)
     faults.save(plan, out / "faults.json", seed)
     say(f"schedule (seed {seed}): " + ("; ".join(f.describe() for f in plan) or "no faults"))
     started = time.monotonic()
-    with kafka_cluster(out, version, transaction_version, nodes) as cluster:
-        say(f"Kafka {cluster.runtime.version}: {nodes} nodes ready in {cluster.start_seconds:.1f} s, "
+    if broker in SERVE_BROKERS:
+        nodes = 1
+        opened = serve_cluster(out, transaction_version, SERVE_BROKERS[broker])
+    else:
+        opened = kafka_cluster(out, version, transaction_version, nodes)
+    with opened as cluster:
+        say(f"{cluster.name} {cluster.runtime.version}: {nodes} node(s) ready in {cluster.start_seconds:.1f} s, "
             f"transaction.version {transaction_version}")
         events, facts = workload.run(cluster, out, plan, seed, seconds, say)
-        kafka_version = cluster.runtime.version
+        kafka_version = cluster.runtime.version if broker not in SERVE_BROKERS else broker
     history.save(events, out / "history.jsonl")
     summary: dict[str, Any] = {"kafka": kafka_version, "nodes": nodes, "transaction_version": transaction_version,
                                "seconds": seconds, "seed": seed, "faults_planned": [f.describe() for f in plan],
