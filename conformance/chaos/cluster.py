@@ -298,7 +298,8 @@ def serve_cluster(out: Path, transaction_version: int = 2, durable: bool = False
     (its logs on disk, recovered on restart). Killed and restarted like a Kafka node."""
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="txnspec-chaos-serve-") as tmp:
-        node = Node(1, free_port(), 0, Path(tmp), Path(tmp) / "none", out / "node-1.log", out / "node-1.stdout")
+        # serve is broker 0 in its Metadata
+        node = Node(0, free_port(), 0, Path(tmp), Path(tmp) / "none", out / "node-0.log", out / "node-0.stdout")
 
         def command(n: Node) -> list[str]:
             argv = [sys.executable, "-c", "from txnspec.cli import main; raise SystemExit(main())", "serve",

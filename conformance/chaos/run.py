@@ -87,7 +87,7 @@ def chaos_run(version: str | None, nodes: int, transaction_version: int, seconds
 
 def render(summary: dict[str, Any]) -> str:
     v = summary["validation"]
-    lines = [f"chaos: Kafka {summary.get('kafka', '?')}, {summary.get('nodes', '?')} nodes, transaction.version "
+    lines = [f"chaos: {summary.get('kafka', '?')}, {summary.get('nodes', '?')} nodes, transaction.version "
              f"{summary.get('transaction_version')}, {summary.get('seconds', '?')} s, seed {summary.get('seed')}",
              f"faults injected ({len(summary['faults_injected'])}): " + "; ".join(summary["faults_injected"]),
              f"transactions: {summary['transactions']}",

@@ -201,6 +201,7 @@ class Run:
         readers = []
         for isolation in ("read_committed", "read_uncommitted"):
             readers.append(self.spawn(f"reader-{isolation}", "reader", {
+                "deadline": time.monotonic() + READ_SECONDS + 10,
                 "isolation": isolation, "topics": topics, "seconds": READ_SECONDS, "input": INPUT,
                 "input_partitions": SHAPE["input_partitions"],
                 "groups": [GROUP] if isolation == "read_committed" else []}))
