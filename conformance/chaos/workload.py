@@ -2,7 +2,8 @@
 final reads after healing, and one merged history.
 
 What it models
-    :data:`SHAPE` transactional producers (``producer-N``, ``transactional.id`` ``chaos-pN``), consume-transform-
+    :data:`SHAPE` transactional producers (``producer-N``, ``transactional.id`` ``chaos-pN``; the last of them with
+    Kafka's Java client of the version under test, ``java/ChaosProducer.java``, when a JDK is there), consume-transform-
     produce members (``ctp-N``, one consumer group, ``chaos-cN``), an idempotent input writer and a
     read_committed poller, each a process of :mod:`.client`, from the start to ``seconds``. A producer or
     ctp process that ends early (fenced, killed, gave up) is replaced by a new instance of the same
@@ -17,7 +18,8 @@ Assumes
     session and signalled by PID.
 
 Leaves out
-    The Java client (see :mod:`.client`), network faults, more than one consumer group.
+    The Java client in consume-transform-produce (only its producer runs), network faults, more than one
+    consumer group.
 """
 
 from __future__ import annotations
@@ -39,7 +41,10 @@ from txnspec.conformance.chaos import history as hist
 from txnspec.conformance.chaos.cluster import ABORT_SWEEP_MS, TRANSACTION_TIMEOUT_MS, Cluster
 from txnspec.conformance.chaos.faults import Fault, find_role
 
-SHAPE = {"producers": 2, "ctp": 2, "output_partitions": 3, "input_partitions": 3, "input_rate": 15}
+SHAPE = {"producers": 2, "java_producers": 1, "ctp": 2, "output_partitions": 3, "input_partitions": 3,
+         "input_rate": 15}
+JAVA_SOURCE = Path(__file__).resolve().parent / "java" / "ChaosProducer.java"
+JAVA_HEAP = "96m"
 OUTPUT, INPUT, GROUP = "chaos-out", "chaos-in", "chaos-group"
 JOIN_SECONDS = 30.0
 READ_SECONDS = 30.0
@@ -64,7 +69,8 @@ class Run:
     """One chaos run's processes and files."""
 
     def __init__(self, cluster: Cluster, out: Path, seed: int, seconds: float,
-                 say: Callable[[str], None] = lambda text: None) -> None:
+                 say: Callable[[str], None] = lambda text: None, java: list[str] | None = None) -> None:
+        self.java = java  # the command that runs ChaosProducer, or None: no Java producer
         self.cluster, self.out, self.seed, self.seconds, self.say = cluster, out, seed, seconds, say
         self.hist_dir = out / "processes"
         self.hist_dir.mkdir(parents=True, exist_ok=True)
@@ -90,9 +96,27 @@ class Run:
                                     stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
 
+    def start_java(self, slot: Slot, process: str, instance: int) -> subprocess.Popen[bytes]:
+        assert self.java is not None and slot.tid is not None
+        self.spawned += 1
+        argv = [*self.java, self.cluster.bootstrap, slot.tid, str(instance), OUTPUT, str(SHAPE["output_partitions"]),
+                str(self.rng.randrange(1 << 30)), repr(self.deadline), str(TRANSACTION_TIMEOUT_MS),
+                str(self.stall_file(slot)), process, str(self.hist_dir / f"{process}.jsonl")]
+        (self.hist_dir / f"{process}.argv.json").write_text(json.dumps(argv))
+        with (self.hist_dir / f"{process}.stderr").open("ab") as err:
+            return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+
+    def stall_file(self, slot: Slot) -> Path:
+        return self.hist_dir / f"{slot.name}.stall"
+
     def start_instance(self, slot: Slot) -> None:
         instance = len(slot.processes)
         process = f"{slot.name}#{instance}"
+        if slot.role == "jproducer":
+            slot.processes.append(self.start_java(slot, process, instance))
+            slot.last_start = time.monotonic()
+            return
         if slot.role == "producer":
             spec = {"tid": slot.tid, "instance": instance, "topic": OUTPUT, "partitions": SHAPE["output_partitions"]}
         elif slot.role == "ctp":
@@ -108,6 +132,8 @@ class Run:
     def start_clients(self) -> None:
         for i in range(SHAPE["producers"]):
             self.slots[f"producer-{i}"] = Slot(f"producer-{i}", "producer", f"chaos-p{i}")
+        for i in range(SHAPE["producers"], SHAPE["producers"] + (SHAPE["java_producers"] if self.java else 0)):
+            self.slots[f"producer-{i}"] = Slot(f"producer-{i}", "jproducer", f"chaos-p{i}")
         for i in range(SHAPE["ctp"]):
             self.slots[f"ctp-{i}"] = Slot(f"ctp-{i}", "ctp", f"chaos-c{i}")
         self.slots["input"] = Slot("input", "input", None)
@@ -121,7 +147,8 @@ class Run:
             return
         for slot in self.slots.values():
             # at most one new instance a slot every 2 s: a client that cannot start does not spin
-            if slot.role in ("producer", "ctp") and slot.current is None and time.monotonic() - slot.last_start > 2:
+            if slot.role in ("producer", "jproducer", "ctp") and slot.current is None \
+                    and time.monotonic() - slot.last_start > 2:
                 self.start_instance(slot)
 
     def join(self) -> None:
@@ -166,6 +193,8 @@ class Run:
             time.sleep(fault.duration)
             cluster.resume(node)
             return {"node": node_id, "how": how}
+        if fault.target not in self.slots:
+            raise RuntimeError(f"{fault.target} is not a client of this run (no Java producer without javac)")
         slot = self.slots[fault.target]
         current = slot.current
         if current is None:  # between instances: start the next one and let it initialise first
@@ -175,7 +204,10 @@ class Run:
         if current is None:
             raise RuntimeError(f"{fault.target} has no running process")
         if fault.kind == "timeout":
-            os.kill(current.pid, signal.SIGUSR1)
+            if slot.role == "jproducer":  # the JVM keeps SIGUSR1 for itself: a file asks for the stall
+                self.stall_file(slot).touch()
+            else:
+                os.kill(current.pid, signal.SIGUSR1)
             return {"process": f"{slot.name}#{len(slot.processes) - 1}"}
         if fault.action == "kill":
             os.killpg(current.pid, signal.SIGKILL)
@@ -243,12 +275,37 @@ def create_topics(bootstrap: str) -> None:
     raise BrokerUnavailable("the workload's topics had no leaders within 30 s")
 
 
+def java_command(cluster: Cluster) -> tuple[list[str] | None, str]:
+    """The command that runs ChaosProducer with the Kafka under test's own client jars (compiled once into the
+    cache), or None and why not (no javac, or a broker that is not Kafka)."""
+    import shutil
+
+    if not cluster.runtime.classpath:
+        return None, "not Kafka: no client jars"
+    javac, java = shutil.which("javac"), shutil.which("java")
+    if javac is None or java is None:
+        return None, "no javac (a JDK is needed for the Java producer)"
+    classes = Path.home() / ".cache" / "txnspec" / f"chaos-classes-{cluster.runtime.version}"
+    compiled = classes / "ChaosProducer.class"
+    if not compiled.is_file() or compiled.stat().st_mtime < JAVA_SOURCE.stat().st_mtime:
+        classes.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run([javac, "-nowarn", "-cp", cluster.runtime.classpath_text, "-d", str(classes),
+                               str(JAVA_SOURCE)], capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            return None, f"javac failed: {done.stderr[-300:]}"
+    return [java, f"-Xmx{JAVA_HEAP}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            "-Dlog4j2.level=error", "-cp", f"{cluster.runtime.classpath_text}{os.pathsep}{classes}",
+            "ChaosProducer"], f"Java client {cluster.runtime.version}"
+
+
 def run(cluster: Cluster, out: Path, faults: list[Fault], seed: int, seconds: float,
         say: Callable[[str], None] = lambda text: None) -> tuple[list[hist.Event], dict[str, Any]]:
     """The workload with ``faults`` on ``cluster``; the merged history and facts about the run."""
     create_topics(cluster.bootstrap)
-    run_ = Run(cluster, out, seed, seconds, say)
-    facts: dict[str, Any] = {"shape": SHAPE, "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS}
+    java, java_note = java_command(cluster)
+    run_ = Run(cluster, out, seed, seconds, say, java)
+    facts: dict[str, Any] = {"shape": SHAPE, "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS,
+                             "java_producer": java_note}
     try:
         run_.start_clients()
         pending = sorted(faults, key=lambda f: f.at)
