@@ -183,7 +183,7 @@ def run_producer(spec: dict[str, Any], log: Log) -> int:
     tid, instance, deadline = spec["tid"], spec["instance"], spec["deadline"]
     partitions = spec["partitions"]
     producer = _txn_producer(spec, tid)
-    if not _init(log, producer, {"tid": tid, "instance": instance}, deadline):
+    if not _init(log, producer, {"tid": tid, "instance": instance, "client": "librdkafka"}, deadline):
         return 0
     n = 0
     while time.monotonic() < deadline:
@@ -253,7 +253,7 @@ def run_ctp(spec: dict[str, Any], log: Log) -> int:
                          "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000, **QUIET})
     consumer.subscribe([spec["input"]], on_assign=assigned)
     producer = _txn_producer(spec, tid)
-    if not _init(log, producer, {"tid": tid, "instance": instance}, deadline):
+    if not _init(log, producer, {"tid": tid, "instance": instance, "client": "librdkafka"}, deadline):
         consumer.close()
         return 0
     n = 0

@@ -21,7 +21,8 @@ What it checks
 
     Epochs are not observed: a producer instance ``k`` owns the epochs ``[1000k, 1000k + 999]`` (an init
     bumps past every epoch of the instance before); its data takes the producer's current epoch when it is
-    its own, a TV2 marker bumps it (KIP-890), a TV1 marker keeps it. A record of an older instance after a
+    its own, a TV2 marker bumps it (KIP-890), a TV1 marker keeps it. A producer's transaction version is the
+    cluster's for the Java client and 1 for librdkafka (:func:`client_versions`). A record of an older instance after a
     newer instance's epoch reached the partition is rejected by the spec's ``checkProducerEpoch``.
 
 How it scales
@@ -96,8 +97,9 @@ class _Budget(Exception):
 
 class _Search:
     def __init__(self, final: Final, txns: dict[str, Txn], writers: dict[str, Writer], tv: int,
-                 budget: int) -> None:
+                 budget: int, tv_of: dict[int, int] | None = None) -> None:
         self.final, self.txns, self.writers, self.tv, self.budget = final, txns, writers, tv, budget
+        self.tv_of = tv_of or {}  # a producer's own transaction version (librdkafka speaks the pre-KIP-890 EndTxn)
         self.nodes = 0
         self.deepest: tuple[int, str, str, list[str]] = (-1, "", "", [])
         self.partitions = sorted(final.uncommitted)
@@ -247,8 +249,9 @@ class _Search:
               ) -> Iterator[dict[str, str]]:
         entry = state.entry(pid)
         current = entry.producer_epoch if entry is not None else 0
-        epoch = current + 1 if self.tv >= 2 else max(current, 0)
-        after, answer = append_end_txn_marker(state, pid, epoch, 0, result, self.tv)
+        tv = self.tv_of.get(pid, self.tv)
+        epoch = current + 1 if tv >= 2 else max(current, 0)
+        after, answer = append_end_txn_marker(state, pid, epoch, 0, result, tv)
         if answer.error is not Errors.NONE:
             self.fail(depth + offset, f"{tp}@{offset}", f"a {result.value} marker of producer {pid}: "
                       f"{answer.error.name}", path)
@@ -280,6 +283,19 @@ def writers_of(ops: list[Op], txns: dict[str, Txn]) -> dict[str, Writer]:
     return out
 
 
+def client_versions(ops: list[Op], txns: dict[str, Txn], writers: dict[str, Writer], cluster: int) -> dict[int, int]:
+    """Each producer id's transaction version: the cluster's for Kafka's Java client, at most 1 for librdkafka
+    (2.16 sends EndTxn below v5, so its coordinator follows the TV1 rules, KIP-890's ``clientTransactionVersion``)."""
+    clients = {str(op.invoke.value.get("tid")): str(op.invoke.value.get("client", "")) for op in ops
+               if op.f == "init" and op.invoke.value.get("client")}
+    out: dict[int, int] = {}
+    for w in writers.values():
+        t = txns.get(w.txn) if w.txn else None
+        if t is not None:
+            out[w.producer_id] = cluster if clients.get(t.tid) != "librdkafka" else min(cluster, 1)
+    return out
+
+
 def validate(events: list[Event], transaction_version: int, budget: int = NODE_BUDGET) -> Verdict:
     """Explain the history's logs with the spec's partition model (module docstring)."""
     started = time.perf_counter()
@@ -292,7 +308,9 @@ def validate(events: list[Event], transaction_version: int, budget: int = NODE_B
                        "the history has no final read_committed and read_uncommitted reads to validate")
     ends = final.ops["read_uncommitted"].done.value.get("ends", {})
     markers = sum(int(ends.get(tp, 0)) - len(r) for tp, r in final.uncommitted.items())
-    search = _Search(final, txns, writers_of(ops, txns), transaction_version, budget)
+    writers = writers_of(ops, txns)
+    search = _Search(final, txns, writers, transaction_version, budget, client_versions(ops, txns, writers,
+                                                                                        transaction_version))
     outcome: dict[str, Any] = {"complete": True, "found": None}
 
     def explore() -> None:

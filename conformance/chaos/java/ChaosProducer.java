@@ -96,7 +96,7 @@ public class ChaosProducer {
         String who = "\"tid\": " + q(tid) + ", \"instance\": " + instance;
         boolean ready = false;
         while (!ready && now() < deadline) {
-            int call = invoke("init", who);
+            int call = invoke("init", who + ", \"client\": \"java\"");
             try {
                 producer.initTransactions();
                 write(call, "ok", "init", "", null);
