@@ -31,6 +31,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ JAVA_SOURCE = Path(__file__).resolve().parent / "java" / "ChaosProducer.java"
 JAVA_HEAP = "96m"
 OUTPUT, INPUT, GROUP = "chaos-out", "chaos-in", "chaos-group"
 JOIN_SECONDS = 30.0
+NEMESIS_JOIN_SECONDS = 90.0
 READ_SECONDS = 30.0
 
 
@@ -82,6 +84,7 @@ class Run:
 
         self.nemesis = Log(self.hist_dir / "nemesis.jsonl", hist.NEMESIS)
         self.spawned = 0
+        self.lock = threading.Lock()  # the nemesis thread and the supervisor both start instances
 
     # --- processes ---
     def spawn(self, process: str, role: str, spec: dict[str, Any]) -> subprocess.Popen[bytes]:
@@ -145,6 +148,10 @@ class Run:
         """Replace a producer or ctp process that ended while time remains (a new instance, same id)."""
         if time.monotonic() > self.deadline - 3:
             return
+        with self.lock:
+            self._supervise()
+
+    def _supervise(self) -> None:
         for slot in self.slots.values():
             # at most one new instance a slot every 2 s: a client that cannot start does not spin
             if slot.role in ("producer", "jproducer", "ctp") and slot.current is None \
@@ -177,24 +184,28 @@ class Run:
     def _inject(self, fault: Fault) -> dict[str, Any]:
         cluster = self.cluster
         if fault.kind in ("kill", "pause"):
-            cluster.wait_ready(seconds=30.0)  # at most one node down: the last fault has healed
+            waited = cluster.wait_ready(seconds=60.0)  # at most one node down: the last fault has healed
             tid = self.slots["producer-0"].tid or "chaos-p0"
             node_id, how = find_role([(n.node_id, n.address) for n in cluster.up()], fault.target, tid, OUTPUT)
             if node_id is None:
                 node_id, how = self.rng.choice(cluster.up()).node_id, f"role not found ({how}); a random node"
             node = cluster.node(node_id)
             if fault.kind == "kill":
+                # the restarted node catches up while the next faults go on; the next node fault waits for it
                 cluster.kill(node)
                 time.sleep(fault.duration)
                 cluster.start(node)
-                took = cluster.wait_ready(seconds=45.0, nodes=[node])
-                return {"node": node_id, "how": how, "ready_after": round(took, 2)}
+                return {"node": node_id, "how": how, "waited_for_healthy": round(waited, 2)}
             cluster.pause(node)
             time.sleep(fault.duration)
             cluster.resume(node)
-            return {"node": node_id, "how": how}
+            return {"node": node_id, "how": how, "waited_for_healthy": round(waited, 2)}
         if fault.target not in self.slots:
             raise RuntimeError(f"{fault.target} is not a client of this run (no Java producer without javac)")
+        with self.lock:
+            return self._client_fault(fault)
+
+    def _client_fault(self, fault: Fault) -> dict[str, Any]:
         slot = self.slots[fault.target]
         current = slot.current
         if current is None:  # between instances: start the next one and let it initialise first
@@ -306,16 +317,26 @@ def run(cluster: Cluster, out: Path, faults: list[Fault], seed: int, seconds: fl
     run_ = Run(cluster, out, seed, seconds, say, java)
     facts: dict[str, Any] = {"shape": SHAPE, "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS,
                              "java_producer": java_note}
+    pending = sorted(faults, key=lambda f: f.at)
+
+    def nemesis() -> None:
+        """The faults one after another at their times, in a thread of their own: a node restart that takes
+        20 s never stops the supervisor from replacing a client."""
+        while pending and time.monotonic() < run_.deadline:
+            wait = run_.started + pending[0].at - time.monotonic()
+            if wait > 0:
+                time.sleep(min(wait, 0.2))
+                continue
+            run_.inject(pending.pop(0))
+
+    injector = threading.Thread(target=nemesis, name="chaos-nemesis", daemon=True)
     try:
         run_.start_clients()
-        pending = sorted(faults, key=lambda f: f.at)
+        injector.start()
         while time.monotonic() < run_.deadline:
-            now = time.monotonic() - run_.started
-            if pending and now >= pending[0].at:
-                run_.inject(pending.pop(0))
-                continue
             run_.supervise()
             time.sleep(0.2)
+        injector.join(timeout=NEMESIS_JOIN_SECONDS)  # a fault under way ends (a node restart is waited for)
         facts["faults_not_reached"] = [f.describe() for f in pending]
         run_.join()
         facts["heal_seconds"] = round(run_.heal(), 2)
