@@ -50,12 +50,15 @@ class Log:
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self.process = process
         self.calls = 0
+        self.lock = threading.Lock()  # the orchestrator's nemesis threads share a log
 
     def invoke(self, f: str, value: dict[str, Any] | None = None) -> int:
         """Write the invoke of a call; its number, for its completion."""
-        self.calls += 1
-        self._write(self.calls, "invoke", f, value, None)
-        return self.calls
+        with self.lock:
+            self.calls += 1
+            call = self.calls
+        self._write(call, "invoke", f, value, None)
+        return call
 
     def done(self, call: int, type_: str, f: str, value: dict[str, Any] | None = None, error: str | None = None) -> None:
         self._write(call, type_, f, value, error)

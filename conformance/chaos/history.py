@@ -44,7 +44,11 @@ EventType = Literal["invoke", "ok", "fail", "info"]
 TYPES: tuple[str, ...] = ("invoke", "ok", "fail", "info")
 CALLS: tuple[str, ...] = ("init", "begin", "send", "offsets", "commit", "abort", "poll", "seek", "read", "committed")
 FAULTS: tuple[str, ...] = ("kill", "pause", "client", "timeout")
-NEMESIS = "nemesis"
+NEMESIS = "nemesis"  # the node faults; "nemesis-clients": the client faults, which never wait for a node
+
+
+def is_nemesis(process: str) -> bool:
+    return process.startswith(NEMESIS)
 
 
 class HistoryError(ValueError):

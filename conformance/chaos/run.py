@@ -35,8 +35,9 @@ def judge(events: list[history.Event], transaction_version: int) -> dict[str, An
     verdict = validate.validate(events, transaction_version)
     ops = history.pair(events)
     fates = Counter(t.fate for t in anomalies.fates(ops).values())
-    calls = Counter(f"{op.f}:{op.outcome}" for op in ops if op.process != history.NEMESIS)
-    injected = [op for op in ops if op.process == history.NEMESIS and op.outcome == "ok"]
+    calls = Counter(f"{op.f}:{op.outcome}" for op in ops if not history.is_nemesis(op.process))
+    injected = sorted((op for op in ops if history.is_nemesis(op.process) and op.outcome == "ok"),
+                      key=lambda op: op.invoke.time)
     return {"anomalies": [a.to_json() for a in found], "checked": checked,
             "anomaly_counts": dict(Counter(a.kind for a in found)), "validation": verdict.to_json(),
             "transactions": dict(fates), "calls": dict(sorted(calls.items())),
@@ -111,7 +112,7 @@ def render(summary: dict[str, Any]) -> str:
 def html_page(summary: dict[str, Any], events: list[history.Event]) -> str:
     """A self-contained page: the verdicts, and a timeline (SVG) with a row per process, the faults as bands,
     the calls as ticks coloured by outcome, the witnesses' events circled."""
-    processes = sorted({e.process for e in events}, key=lambda p: (p != history.NEMESIS, p))
+    processes = sorted({e.process for e in events}, key=lambda p: (not history.is_nemesis(p), p))
     row = {p: i for i, p in enumerate(processes)}
     end = max((e.time for e in events), default=1.0) or 1.0
     width, left, height = 1100, 160, 18
@@ -124,7 +125,7 @@ def html_page(summary: dict[str, Any], events: list[history.Event]) -> str:
     for op in history.pair(events):
         y = row[op.process] * height
         x0, x1 = left + op.invoke.time * scale, left + op.done.time * scale
-        if op.process == history.NEMESIS:
+        if history.is_nemesis(op.process):
             parts.append(f'<rect x="{x0:.1f}" y="0" width="{max(x1 - x0, 2):.1f}" height="{height * len(processes)}" '
                          f'fill="#f55" opacity="0.12"><title>{html.escape(str(op.invoke.value.get("fault")))}</title>'
                          '</rect>')

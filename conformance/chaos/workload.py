@@ -49,6 +49,7 @@ JAVA_HEAP = "96m"
 OUTPUT, INPUT, GROUP = "chaos-out", "chaos-in", "chaos-group"
 JOIN_SECONDS = 30.0
 NEMESIS_JOIN_SECONDS = 90.0
+NODE_FAULTS = ("kill", "pause")
 READ_SECONDS = 30.0
 
 
@@ -83,6 +84,7 @@ class Run:
         from txnspec.conformance.chaos.client import Log
 
         self.nemesis = Log(self.hist_dir / "nemesis.jsonl", hist.NEMESIS)
+        self.nemesis_clients = Log(self.hist_dir / "nemesis-clients.jsonl", f"{hist.NEMESIS}-clients")
         self.spawned = 0
         self.lock = threading.Lock()  # the nemesis thread and the supervisor both start instances
 
@@ -172,13 +174,14 @@ class Run:
     # --- faults ---
     def inject(self, fault: Fault) -> None:
         value: dict[str, Any] = {"fault": fault.describe(), "target": fault.target}
-        call = self.nemesis.invoke(fault.kind, value)
+        log = self.nemesis if fault.kind in NODE_FAULTS else self.nemesis_clients
+        call = log.invoke(fault.kind, value)
         try:
             result = self._inject(fault)
-            self.nemesis.done(call, "ok", fault.kind, result)
+            log.done(call, "ok", fault.kind, result)
             self.say(f"fault {fault.describe()}: {result}")
         except Exception as exc:  # a fault that could not be injected is recorded, never fatal to the run
-            self.nemesis.done(call, "fail", fault.kind, {}, f"{type(exc).__name__}: {exc}")
+            log.done(call, "fail", fault.kind, {}, f"{type(exc).__name__}: {exc}")
             self.say(f"fault {fault.describe()}: not injected ({exc})")
 
     def _inject(self, fault: Fault) -> dict[str, Any]:
@@ -317,11 +320,13 @@ def run(cluster: Cluster, out: Path, faults: list[Fault], seed: int, seconds: fl
     run_ = Run(cluster, out, seed, seconds, say, java)
     facts: dict[str, Any] = {"shape": SHAPE, "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS,
                              "java_producer": java_note}
-    pending = sorted(faults, key=lambda f: f.at)
+    queues = [sorted((f for f in faults if f.kind in NODE_FAULTS), key=lambda f: f.at),
+              sorted((f for f in faults if f.kind not in NODE_FAULTS), key=lambda f: f.at)]
 
-    def nemesis() -> None:
-        """The faults one after another at their times, in a thread of their own: a node restart that takes
-        20 s never stops the supervisor from replacing a client."""
+    def nemesis(pending: list[Fault]) -> None:
+        """Faults one after another at their times, in a thread of their own: a node restart that takes 20 s
+        never stops the supervisor from replacing a client, and node faults (which wait until every node is
+        healthy) never delay the client faults, which have a thread of their own."""
         while pending and time.monotonic() < run_.deadline:
             wait = run_.started + pending[0].at - time.monotonic()
             if wait > 0:
@@ -329,15 +334,18 @@ def run(cluster: Cluster, out: Path, faults: list[Fault], seed: int, seconds: fl
                 continue
             run_.inject(pending.pop(0))
 
-    injector = threading.Thread(target=nemesis, name="chaos-nemesis", daemon=True)
+    injectors = [threading.Thread(target=nemesis, args=(q,), name=f"chaos-nemesis-{i}", daemon=True)
+                 for i, q in enumerate(queues)]
     try:
         run_.start_clients()
-        injector.start()
+        for injector in injectors:
+            injector.start()
         while time.monotonic() < run_.deadline:
             run_.supervise()
             time.sleep(0.2)
-        injector.join(timeout=NEMESIS_JOIN_SECONDS)  # a fault under way ends (a node restart is waited for)
-        facts["faults_not_reached"] = [f.describe() for f in pending]
+        for injector in injectors:  # a fault under way ends (a node restart is waited for)
+            injector.join(timeout=NEMESIS_JOIN_SECONDS)
+        facts["faults_not_reached"] = [f.describe() for q in queues for f in q]
         run_.join()
         facts["heal_seconds"] = round(run_.heal(), 2)
         time.sleep((TRANSACTION_TIMEOUT_MS + 2 * ABORT_SWEEP_MS) / 1000 + 2)
