@@ -19,16 +19,17 @@ def test_a_short_chaos_run_on_three_nodes_is_clean_and_explained(tmp_path: Path)
     if MISSING:
         pytest.skip(f"real Kafka needs {' and '.join(MISSING)} on PATH (Java 17 and Maven)")
     out = tmp_path / "chaos"
-    summary = run.chaos_run(None, 3, 2, 32.0, faults.KINDS, 3, out)
+    summary = run.chaos_run(None, 3, 2, 32.0, faults.KINDS, 6, out)  # seed 6: a zombie, then a coordinator killed
     assert summary["nodes"] == 3 and summary["kafka"].startswith("4.")
-    assert len(summary["faults_injected"]) >= 2, summary["faults_injected"]
+    assert len(summary["faults_injected"]) == 2, summary["faults_injected"]
     assert summary["transactions"].get("committed", 0) >= 10, summary["transactions"]
     assert summary["anomalies"] == [], summary["anomalies"][:3]
     assert summary["validation"]["explained"], summary["validation"]
     assert summary["validation"]["records"] >= 100
     assert run.verdict(summary) == 0
     events = history.load(out / "history.jsonl")
-    assert {e.process for e in events} >= {history.NEMESIS, "producer-0#0", "ctp-0#0", "reader-read_committed"}
+    assert {e.process for e in events} >= {history.NEMESIS, f"{history.NEMESIS}-clients", "producer-0#1", "ctp-0#0",
+                                           "producer-2#0", "reader-read_committed"}
     assert (out / "node-1.log").stat().st_size > 0 and (out / "faults.json").exists()
     for spec in (out / "processes").glob("*.spec.json"):  # every client process has ended
         assert not _running(str(spec))
