@@ -40,9 +40,9 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_chaos(args: argparse.Namespace) -> int:
     from txnspec.cli.progress import progress_line
-    from txnspec.conformance.audit.kafka import parse_broker_name
-    from txnspec.conformance.audit.report import BrokerUnavailable
-    from txnspec.conformance.chaos import faults, history, run
+    from txnspec.audit.kafka import parse_broker_name
+    from txnspec.audit.report import BrokerUnavailable
+    from txnspec.audit.chaos import faults, history, run
     from txnspec.conformance.environment import EnvironmentProblem
 
     check_output_path(args.html_out, "--html-out")

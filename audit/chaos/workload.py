@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from txnspec.conformance.chaos import history as hist
-from txnspec.conformance.chaos.cluster import ABORT_SWEEP_MS, TRANSACTION_TIMEOUT_MS, Cluster
-from txnspec.conformance.chaos.faults import Fault, find_role
+from txnspec.audit.chaos import history as hist
+from txnspec.audit.chaos.cluster import ABORT_SWEEP_MS, TRANSACTION_TIMEOUT_MS, Cluster
+from txnspec.audit.chaos.faults import Fault, find_role
 
 SHAPE = {"producers": 2, "java_producers": 1, "ctp": 2, "output_partitions": 3, "input_partitions": 3,
          "input_rate": 15}
@@ -81,7 +81,7 @@ class Run:
         self.deadline = self.started + seconds
         self.rng = random.Random(seed)
         self.slots: dict[str, Slot] = {}
-        from txnspec.conformance.chaos.client import Log
+        from txnspec.audit.chaos.client import Log
 
         self.nemesis = Log(self.hist_dir / "nemesis.jsonl", hist.NEMESIS)
         self.nemesis_clients = Log(self.hist_dir / "nemesis-clients.jsonl", f"{hist.NEMESIS}-clients")
@@ -97,7 +97,7 @@ class Run:
         path = self.hist_dir / f"{process}.spec.json"
         path.write_text(json.dumps(spec))
         with (self.hist_dir / f"{process}.stderr").open("ab") as err:
-            return subprocess.Popen([sys.executable, "-m", "txnspec.conformance.chaos.client", role, str(path)],
+            return subprocess.Popen([sys.executable, "-m", "txnspec.audit.chaos.client", role, str(path)],
                                     stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
 
@@ -266,7 +266,7 @@ class Run:
 def create_topics(bootstrap: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-    from txnspec.conformance.audit.report import BrokerUnavailable
+    from txnspec.audit.report import BrokerUnavailable
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
     topics = [NewTopic(OUTPUT, SHAPE["output_partitions"], 3, config={"min.insync.replicas": "2"}),

@@ -1,7 +1,7 @@
 // The chaos workload's transactional producer with Kafka's Java client (kafka-clients of the Kafka under test,
 // so a cluster at transaction.version 2 sees KIP-890's client protocol: EndTxn v5 with an epoch bump per
 // transaction, implicit partition adds). The same loop and the same JSON Lines events as the Python producer of
-// conformance/chaos/client.py: init, then transactions of 1-3 sends over the output partitions, 3 in 4 committed,
+// audit/chaos/client.py: init, then transactions of 1-3 sends over the output partitions, 3 in 4 committed,
 // an abortable error aborted, a fatal one (fenced) ends the process. A file STALL appearing makes the next
 // transaction stall past transaction.timeout.ms before its commit (the timeout fault).
 //

@@ -1,5 +1,5 @@
 """The chaos workload's client processes: real confluent-kafka (librdkafka) clients, one OS process each, so a
-fault can kill -9 one of them. Run as ``python -m txnspec.conformance.chaos.client ROLE SPEC.json``.
+fault can kill -9 one of them. Run as ``python -m txnspec.audit.chaos.client ROLE SPEC.json``.
 
 What it models
     * ``producer``: a transactional producer (one ``transactional.id``, one *instance* per process): init,
@@ -411,7 +411,7 @@ ROLES = {"producer": run_producer, "ctp": run_ctp, "input": run_input, "poller":
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2 or argv[0] not in ROLES:
-        print(f"usage: python -m txnspec.conformance.chaos.client {{{','.join(ROLES)}}} SPEC.json", file=sys.stderr)
+        print(f"usage: python -m txnspec.audit.chaos.client {{{','.join(ROLES)}}} SPEC.json", file=sys.stderr)
         return 2
     spec = json.loads(Path(argv[1]).read_text())
     log = Log(Path(spec["log"]), spec["process"])

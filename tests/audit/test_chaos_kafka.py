@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from txnspec.conformance.chaos import faults, history, run
+from txnspec.audit.chaos import faults, history, run
 
 MISSING = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
 
@@ -42,6 +42,6 @@ def _running(process: str) -> bool:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
             except OSError:
                 continue
-            if "txnspec.conformance.chaos.client" in cmdline and process in cmdline:
+            if "txnspec.audit.chaos.client" in cmdline and process in cmdline:
                 return True
     return False

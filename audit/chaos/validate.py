@@ -48,8 +48,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from txnspec.conformance.chaos.anomalies import Final, Txn, fates, final_reads
-from txnspec.conformance.chaos.history import Event, Op, pair
+from txnspec.audit.chaos.anomalies import Final, Txn, fates, final_reads
+from txnspec.audit.chaos.history import Event, Op, pair
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import IsolationLevel, TransactionResult
 from txnspec.spec.partition import PartitionState, append_data, append_end_txn_marker, fetch

@@ -120,8 +120,8 @@ def load(path: Path) -> list[Fault]:
 def find_role(addresses: list[tuple[int, str]], role: str, transactional_id: str, topic: str) -> tuple[int | None, str]:
     """The node id holding ``role`` now, asked of the first node in ``addresses`` (id, host:port) that
     answers; (None, why) when none could say."""
-    from txnspec.conformance.audit.connection import BrokerConnection, WireError
-    from txnspec.conformance.audit.report import BrokerUnavailable
+    from txnspec.audit.connection import BrokerConnection, WireError
+    from txnspec.audit.report import BrokerUnavailable
 
     last = "no node answered"
     for _, address in addresses:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from txnspec.conformance.chaos import run
+from txnspec.audit.chaos import run
 
 
 @pytest.mark.parametrize("broker", ["serve", "serve:durable"])

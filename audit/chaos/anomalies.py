@@ -28,7 +28,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from txnspec.conformance.chaos.history import Event, Op, pair
+from txnspec.audit.chaos.history import Event, Op, pair
 
 KINDS: dict[str, str] = {
     "lost_write": "an acknowledged send of a committed transaction (or an acknowledged input record) is in the "

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from txnspec.conformance.chaos import anomalies, history, validate
-from txnspec.conformance.chaos.faults import ScheduleError, parse_kinds, schedule
+from txnspec.audit.chaos import anomalies, history, validate
+from txnspec.audit.chaos.faults import ScheduleError, parse_kinds, schedule
 
 OUT, IN = "chaos-out", "chaos-in"
 

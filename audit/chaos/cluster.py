@@ -1,4 +1,4 @@
-"""A 3-node KRaft Kafka on 127.0.0.1, started by txnspec from the jars :mod:`~txnspec.conformance.audit.kafka`
+"""A 3-node KRaft Kafka on 127.0.0.1, started by txnspec from the jars :mod:`~txnspec.audit.kafka`
 resolves, for the chaos runs.
 
 What it models
@@ -44,9 +44,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from txnspec.conformance.audit.kafka import LOG4J2, KafkaRuntime, _tool, cluster_id, resolve
-from txnspec.conformance.audit.processes import free_port, stop_process
-from txnspec.conformance.audit.report import BrokerUnavailable
+from txnspec.audit.kafka import LOG4J2, KafkaRuntime, _tool, cluster_id, resolve
+from txnspec.audit.processes import free_port, stop_process
+from txnspec.audit.report import BrokerUnavailable
 
 READY_SECONDS = 90.0
 NODE_READY_SECONDS = 45.0
@@ -176,7 +176,7 @@ class Cluster:
         every broker that is up; the seconds it took."""
         from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
-        from txnspec.conformance.audit.connection import BrokerConnection, WireError
+        from txnspec.audit.connection import BrokerConnection, WireError
 
         started = time.monotonic()
         deadline = started + seconds

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from txnspec.conformance.chaos import anomalies, faults, history, validate, workload
-from txnspec.conformance.chaos.cluster import SETTINGS, kafka_cluster, serve_cluster
+from txnspec.audit.chaos import anomalies, faults, history, validate, workload
+from txnspec.audit.chaos.cluster import SETTINGS, kafka_cluster, serve_cluster
 
 
 def judge(events: list[history.Event], transaction_version: int) -> dict[str, Any]:
