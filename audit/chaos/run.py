@@ -104,7 +104,8 @@ def render(summary: dict[str, Any]) -> str:
         lines.append(f"validation: explained by the spec's partition model ({v['records']} records, {v['markers']} "
                      f"markers over {v['partitions']} partitions, {v['nodes']} search nodes, {v['seconds']} s)")
     else:
-        lines.append(f"validation: {'unexplained' if v['complete'] else 'inconclusive'} at {v['where']}: {v['why']}")
+        at = v["where"] + (f" (event {v['event']})" if v.get("event") is not None else "")
+        lines.append(f"validation: {'unexplained' if v['complete'] else 'inconclusive'} at {at}: {v['why']}")
         lines += [f"  closest: {step}" for step in v["closest"][-5:]]
     return "\n".join(lines)
 

@@ -83,9 +83,11 @@ class Verdict:
     why: str = ""
     closest: list[str] = field(default_factory=list)  # the deepest partial assignment's markers
     decisions: dict[str, str] = field(default_factory=dict)
+    event: int | None = None  # unexplained: the history event there (the invoke of the record's send)
 
     def to_json(self) -> dict[str, Any]:
         return {"explained": self.explained, "complete": self.complete, "partitions": self.partitions,
+                "event": self.event,
                 "records": self.records, "markers": self.markers, "nodes": self.nodes,
                 "seconds": round(self.seconds, 3), "where": self.where, "why": self.why,
                 "closest": self.closest[-12:], "decisions": len(self.decisions)}
@@ -283,6 +285,16 @@ def writers_of(ops: list[Op], txns: dict[str, Txn]) -> dict[str, Writer]:
     return out
 
 
+def _event_at(where: str, final: Final, ops: list[Op]) -> int | None:
+    """The history event of ``partition@offset``: the invoke of the send of the value read there."""
+    tp, _, offset = where.partition("@")
+    value = final.uncommitted.get(tp, {}).get(int(offset)) if offset.isdigit() else None
+    for op in ops:
+        if op.f == "send" and value is not None and op.invoke.value.get("value") == value:
+            return op.invoke.index
+    return None
+
+
 def client_versions(ops: list[Op], txns: dict[str, Txn], writers: dict[str, Writer], cluster: int) -> dict[int, int]:
     """Each producer id's transaction version: the cluster's for Kafka's Java client, at most 1 for librdkafka
     (2.16 sends EndTxn below v5, so its coordinator follows the TV1 rules, KIP-890's ``clientTransactionVersion``)."""
@@ -337,4 +349,4 @@ def validate(events: list[Event], transaction_version: int, budget: int = NODE_B
     _, where, why, closest = search.deepest
     return Verdict(False, complete, len(search.partitions), records, markers, search.nodes, seconds, where,
                    why if complete else f"inconclusive: the search's budget of {budget:,} nodes ran out ({why})",
-                   closest)
+                   closest, event=_event_at(where, final, ops))

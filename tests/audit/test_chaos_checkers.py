@@ -235,6 +235,8 @@ def test_only_the_spec_refuses_an_older_instance_writing_after_a_newer_one() -> 
     verdict = validate.validate(b.history(), 2)
     assert not verdict.explained and verdict.complete
     assert verdict.where == f"{OUT}/0@6" and "INVALID_PRODUCER_EPOCH" in verdict.why
+    zombie_send = next(e for e in b.events if e["type"] == "invoke" and e["value"].get("value") == "chaos-p0#0.2/0")
+    assert verdict.event == zombie_send["index"]
     assert any("COMMIT marker" in step for step in verdict.closest)
 
 
