@@ -26,7 +26,8 @@ def _arguments(p: argparse.ArgumentParser) -> None:
                    help="the cluster's transaction.version (default 2, KIP-890)")
     p.add_argument("--seconds", type=float, default=60.0, help="how long the workload runs (default 60)")
     p.add_argument("--faults", default="kill,pause,client,timeout",
-                   help="fault kinds, comma separated: kill,pause,client,timeout (or none)")
+                   help="fault kinds, comma separated: kill,pause,network,client,timeout (or none); network puts a "
+                        "TCP proxy in front of every node")
     p.add_argument("--seed", type=int, default=0, help="seed of the fault schedule and the workload's choices")
     p.add_argument("--out", type=Path, default=None,
                    help="folder for faults.json, history.jsonl, summary.json and the nodes' logs "
@@ -68,7 +69,9 @@ def cmd_chaos(args: argparse.Namespace) -> int:
             version = None if serve else parse_broker_name(args.broker)
         except (faults.ScheduleError, BrokerUnavailable) as exc:
             raise UsageError(str(exc)) from None
-        if args.nodes < 3 and not serve and any(k in ("kill", "pause") for k in kinds):
+        if serve and "network" in kinds:
+            raise UsageError("network faults need the proxy in front of a Kafka cluster; serve has none")
+        if args.nodes < 3 and not serve and any(k in ("kill", "pause", "network") for k in kinds):
             raise UsageError("node faults need at least 3 nodes (a node down must leave a quorum and the min ISR)")
         out = args.out or Path("chaos-out") / f"seed-{args.seed}"
         if out.exists() and not out.is_dir():

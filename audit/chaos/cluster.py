@@ -34,6 +34,7 @@ Leaves out
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -43,6 +44,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from txnspec.audit.kafka import LOG4J2, KafkaRuntime, _tool, cluster_id, resolve
 from txnspec.audit.processes import free_port, stop_process
@@ -87,6 +89,8 @@ class Node:
     process: subprocess.Popen[bytes] | None = None
     paused: bool = False
     starts: int = 0
+    proxy_broker_port: int = 0  # the port it advertises when a proxy stands in front of it (0: none)
+    proxy_controller_port: int = 0
 
     @property
     def pid(self) -> int | None:
@@ -94,6 +98,12 @@ class Node:
 
     @property
     def address(self) -> str:
+        """The address clients and the other nodes use (the proxy's, when there is one)."""
+        return f"127.0.0.1:{self.proxy_broker_port or self.broker_port}"
+
+    @property
+    def direct(self) -> str:
+        """The node's own broker port: how the harness asks it things, past any network fault."""
         return f"127.0.0.1:{self.broker_port}"
 
 
@@ -109,6 +119,7 @@ class Cluster:
     events: list[dict[str, object]] = field(default_factory=list)
     command: Callable[[Node], list[str]] | None = None  # another broker's command line (serve); None: Kafka
     name: str = "kafka"
+    proxy: Any = None  # the network-fault proxy's Control, when the nodes sit behind one
 
     @property
     def bootstrap(self) -> str:
@@ -219,7 +230,7 @@ def node_properties(node: Node, voters: str, data: Path) -> dict[str, str]:
         "node.id": str(node.node_id),
         "controller.quorum.voters": voters,
         "listeners": f"PLAINTEXT://127.0.0.1:{node.broker_port},CONTROLLER://127.0.0.1:{node.controller_port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.broker_port}",
+        "advertised.listeners": f"PLAINTEXT://{node.address}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
@@ -250,9 +261,10 @@ def _format(runtime: KafkaRuntime, node: Node, cluster: str, transaction_version
 
 @contextlib.contextmanager
 def kafka_cluster(out: Path, version: str | None = None, transaction_version: int = 2, nodes: int = 3,
-                  cache: Path | None = None) -> Iterator[Cluster]:
+                  cache: Path | None = None, proxied: bool = False) -> Iterator[Cluster]:
     """A fresh ``nodes``-node Kafka for the block: formatted, started, ready; every JVM stopped and the data
-    removed afterwards, the logs kept in ``out``."""
+    removed afterwards, the logs kept in ``out``. ``proxied``: every listener behind the TCP proxy of
+    :mod:`.proxy` (the nodes advertise its ports, the voters are its ports), for network faults."""
     if transaction_version not in (1, 2):
         raise BrokerUnavailable(f"transaction version {transaction_version}: Kafka's transaction.version is 1 or 2")
     if not 1 <= nodes <= 5:
@@ -262,18 +274,23 @@ def kafka_cluster(out: Path, version: str | None = None, transaction_version: in
     out.mkdir(parents=True, exist_ok=True)
     log4j = out / "kafka-tools-log4j2.properties"
     log4j.write_text(LOG4J2.format(log=out / "kafka-tools.log"))
-    with tempfile.TemporaryDirectory(prefix="txnspec-chaos-data-") as tmp:
-        ports = _ports(2 * nodes)
+    with tempfile.TemporaryDirectory(prefix="txnspec-chaos-data-") as tmp, contextlib.ExitStack() as stack:
+        ports = _ports(4 * nodes + 1)
         members = []
         for i in range(nodes):
             data = Path(tmp) / f"node-{i + 1}"
             data.mkdir()
             members.append(Node(i + 1, ports[2 * i], ports[2 * i + 1], data, data / "server.properties",
                                 out / f"node-{i + 1}.log", out / f"node-{i + 1}.stdout"))
-        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in members)
+            if proxied:
+                members[-1].proxy_broker_port = ports[2 * nodes + 2 * i]
+                members[-1].proxy_controller_port = ports[2 * nodes + 2 * i + 1]
+        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.proxy_controller_port or n.controller_port}" for n in members)
         for n in members:
             n.config.write_text("".join(f"{k}={v}\n" for k, v in node_properties(n, voters, n.data / "log").items()))
         cluster = Cluster(runtime, transaction_version, members, log4j)
+        if proxied:
+            cluster.proxy = stack.enter_context(_proxy(members, ports[-1], out))
         started = time.monotonic()
         try:
             ident = cluster_id()
@@ -317,3 +334,32 @@ def serve_cluster(out: Path, transaction_version: int = 2, durable: bool = False
             yield cluster
         finally:
             cluster.stop_all()
+
+
+@contextlib.contextmanager
+def _proxy(members: list[Node], control_port: int, out: Path) -> Iterator[Any]:
+    """The proxy process of :mod:`.proxy` for every node's two listeners, until the block ends."""
+    from txnspec.audit.chaos.proxy import Control
+
+    routes = [{"node": n.node_id, "listen": n.proxy_broker_port, "target": n.broker_port} for n in members]
+    routes += [{"node": n.node_id, "listen": n.proxy_controller_port, "target": n.controller_port} for n in members]
+    config = out / "proxy.json"
+    config.write_text(json.dumps({"routes": routes, "control": control_port}))
+    with (out / "proxy.log").open("ab") as log:
+        process = subprocess.Popen([sys.executable, "-m", "txnspec.audit.chaos.proxy", str(config)],
+                                   stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        control = Control(control_port)
+        while True:
+            try:
+                control.send({"heal": True})
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise BrokerUnavailable("the network-fault proxy did not start (see proxy.log)") from None
+                time.sleep(0.2)
+        yield control
+    finally:
+        stop_process(process, grace_seconds=2.0)

@@ -10,6 +10,9 @@ What it models
       and the clients' request timeout, so the node is fenced and requests to it time out);
     * ``client``: kill -9 of a transactional producer process mid-transaction (a new instance with the same
       ``transactional.id`` takes over), or a zombie: a second instance started while the first still runs;
+    * ``network``: through the TCP proxy of :mod:`.proxy` in front of every node, the node is cut off
+      (every connection to it closed, new ones refused) or every byte to and from it delayed by
+      :data:`DELAY_MS`, for :attr:`Fault.duration` seconds (opt in: the run then puts the proxy in place);
     * ``timeout``: a producer leaves its open transaction idle past ``transaction.timeout.ms`` before it
       tries to commit (the coordinator must abort it; the commit must fail).
 
@@ -23,7 +26,7 @@ Assumes
     (partition leaders) and ``DescribeQuorum`` (the active controller, forwarded by a broker).
 
 Leaves out
-    Network faults (a Kafka-aware TCP proxy: not built in this pass), disk faults, clock skew, and the
+    A Kafka-aware proxy (dropping one request type) and a two-way isolation, disk faults, clock skew, and the
     eviction of a consumer-group member by a pause of the client (the member's process is only killed).
 """
 
@@ -35,8 +38,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-FaultKind = Literal["kill", "pause", "client", "timeout"]
-KINDS: tuple[FaultKind, ...] = ("kill", "pause", "client", "timeout")
+FaultKind = Literal["kill", "pause", "network", "client", "timeout"]
+KINDS: tuple[FaultKind, ...] = ("kill", "pause", "network", "client", "timeout")
+DEFAULT_KINDS: tuple[FaultKind, ...] = ("kill", "pause", "client", "timeout")  # network: opt in (a proxy)
+NETWORK_ACTIONS = ("cut", "delay")
+NETWORK_FOR = (4.0, 6.0)
+DELAY_MS = 400
 NODE_ROLES = ("coordinator", "leader", "controller")
 CLIENT_ACTIONS = ("kill", "zombie")
 SPACING = 10.0
@@ -69,8 +76,7 @@ def parse_kinds(text: str) -> tuple[FaultKind, ...]:
     kinds = [k.strip() for k in text.split(",") if k.strip()]
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
-        hint = " (network faults need the TCP proxy, not built yet)" if "network" in unknown else ""
-        raise ScheduleError(f"unknown fault kind(s) {', '.join(unknown)}; known: {', '.join(KINDS)}{hint}")
+        raise ScheduleError(f"unknown fault kind(s) {', '.join(unknown)}; known: {', '.join(KINDS)}")
     return tuple(dict.fromkeys(kinds))  # type: ignore[arg-type]
 
 
@@ -97,6 +103,9 @@ def schedule(seed: int, seconds: float, kinds: tuple[FaultKind, ...], producers:
             fault = Fault(round(at, 1), kind, roles.pop(), duration=round(rng.uniform(*KILL_DOWN), 1))
         elif kind == "pause":
             fault = Fault(round(at, 1), kind, roles.pop(), duration=round(rng.uniform(*PAUSE_FOR), 1))
+        elif kind == "network":
+            fault = Fault(round(at, 1), kind, roles.pop(), rng.choice(NETWORK_ACTIONS),
+                          duration=round(rng.uniform(*NETWORK_FOR), 1))
         elif kind == "client":
             fault = Fault(round(at, 1), kind, f"producer-{rng.randrange(producers)}", rng.choice(CLIENT_ACTIONS))
         else:

@@ -71,7 +71,7 @@ def chaos_run(version: str | None, nodes: int, transaction_version: int, seconds
         nodes = 1
         opened = serve_cluster(out, transaction_version, SERVE_BROKERS[broker])
     else:
-        opened = kafka_cluster(out, version, transaction_version, nodes)
+        opened = kafka_cluster(out, version, transaction_version, nodes, proxied="network" in kinds)
     with opened as cluster:
         say(f"{cluster.name} {cluster.runtime.version}: {nodes} node(s) ready in {cluster.start_seconds:.1f} s, "
             f"transaction.version {transaction_version}")

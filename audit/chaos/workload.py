@@ -40,7 +40,7 @@ from typing import Any
 
 from txnspec.audit.chaos import history as hist
 from txnspec.audit.chaos.cluster import ABORT_SWEEP_MS, TRANSACTION_TIMEOUT_MS, Cluster
-from txnspec.audit.chaos.faults import Fault, find_role
+from txnspec.audit.chaos.faults import DELAY_MS, Fault, find_role
 
 SHAPE = {"producers": 2, "java_producers": 1, "ctp": 2, "output_partitions": 3, "input_partitions": 3,
          "input_rate": 15}
@@ -49,7 +49,7 @@ JAVA_HEAP = "96m"
 OUTPUT, INPUT, GROUP = "chaos-out", "chaos-in", "chaos-group"
 JOIN_SECONDS = 30.0
 NEMESIS_JOIN_SECONDS = 90.0
-NODE_FAULTS = ("kill", "pause")
+NODE_FAULTS = ("kill", "pause", "network")
 READ_SECONDS = 30.0
 
 
@@ -186,13 +186,21 @@ class Run:
 
     def _inject(self, fault: Fault) -> dict[str, Any]:
         cluster = self.cluster
-        if fault.kind in ("kill", "pause"):
+        if fault.kind in NODE_FAULTS:
             waited = cluster.wait_ready(seconds=60.0)  # at most one node down: the last fault has healed
             tid = self.slots["producer-0"].tid or "chaos-p0"
-            node_id, how = find_role([(n.node_id, n.address) for n in cluster.up()], fault.target, tid, OUTPUT)
+            node_id, how = find_role([(n.node_id, n.direct) for n in cluster.up()], fault.target, tid, OUTPUT)
             if node_id is None:
                 node_id, how = self.rng.choice(cluster.up()).node_id, f"role not found ({how}); a random node"
             node = cluster.node(node_id)
+            if fault.kind == "network":
+                if cluster.proxy is None:
+                    raise RuntimeError("network faults need the nodes behind the proxy")
+                command = {"cut": node_id} if fault.action == "cut" else {"delay": node_id, "ms": DELAY_MS}
+                cluster.proxy.send(command)
+                time.sleep(fault.duration)
+                cluster.proxy.send({"heal": True})
+                return {"node": node_id, "how": how, "network": command, "waited_for_healthy": round(waited, 2)}
             if fault.kind == "kill":
                 # the restarted node catches up while the next faults go on; the next node fault waits for it
                 cluster.kill(node)
@@ -235,6 +243,8 @@ class Run:
 
     # --- the end ---
     def heal(self) -> float:
+        if self.cluster.proxy is not None:
+            self.cluster.proxy.send({"heal": True})
         for node in self.cluster.nodes:
             if node.paused:
                 self.cluster.resume(node)

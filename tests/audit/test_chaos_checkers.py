@@ -282,6 +282,61 @@ def test_schedule_is_seeded_spaced_and_mixed() -> None:
     assert len(plan) == 5 and len({f.kind for f in plan}) == 4
     assert all(b.at - a.at >= 8.5 for a, b in zip(plan, plan[1:], strict=False))
     assert all(f.duration < 8.5 for f in plan)  # a node is back before the next fault: at most one down
-    with pytest.raises(ScheduleError, match="network"):
-        parse_kinds("kill,network")
+    with pytest.raises(ScheduleError, match="unknown fault kind.*partition"):
+        parse_kinds("kill,partition")
+    assert parse_kinds("kill,network,kill") == ("kill", "network")
+    network = schedule(2, 60, ("network",), 3)
+    assert {f.action for f in network} == {"cut", "delay"} and all(4 <= f.duration <= 6 for f in network)
     assert copy.copy(parse_kinds("none")) == ()
+
+
+def test_the_proxy_forwards_cuts_and_heals(tmp_path: Path) -> None:
+    """An echo server behind the network-fault proxy: bytes pass, a cut closes the connection and refuses the
+    next, a heal lets them through again."""
+    import socket
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from txnspec.audit.chaos.proxy import Control
+    from txnspec.audit.processes import free_port
+
+    echo = socket.create_server(("127.0.0.1", 0))
+    target = echo.getsockname()[1]
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = echo.accept()
+            except OSError:
+                return
+            threading.Thread(target=lambda c=conn: [c.sendall(d) for d in iter(lambda: c.recv(100), b"")],
+                             daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    listen, control_port = free_port(), free_port()
+    config = tmp_path / "proxy.json"
+    config.write_text(json.dumps({"routes": [{"node": 1, "listen": listen, "target": target}],
+                                  "control": control_port}))
+    proxy = subprocess.Popen([sys.executable, "-m", "txnspec.audit.chaos.proxy", str(config)],
+                             stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert proxy.stdout is not None and proxy.stdout.readline().strip() == b"ready"
+        control = Control(control_port)
+        with socket.create_connection(("127.0.0.1", listen), timeout=3) as s:
+            s.sendall(b"hello")
+            assert s.recv(100) == b"hello"
+            control.send({"cut": 1})
+            time.sleep(0.2)
+            assert s.recv(100) == b""  # closed by the cut
+        with socket.create_connection(("127.0.0.1", listen), timeout=3) as s:
+            assert s.recv(100) == b""  # accepted and closed at once
+        control.send({"heal": True})
+        with socket.create_connection(("127.0.0.1", listen), timeout=3) as s:
+            s.sendall(b"again")
+            assert s.recv(100) == b"again"
+    finally:
+        proxy.kill()
+        proxy.wait(timeout=5)
+        echo.close()
