@@ -16,7 +16,8 @@ from collections import defaultdict
 from pathlib import Path
 
 
-def run(out: Path, runs: int, seconds: float, broker: str, first_seed: int, versions: list[int]) -> None:
+def run(out: Path, runs: int, seconds: float, broker: str, first_seed: int, versions: list[int],
+        faults: str = "kill,pause,client,timeout") -> None:
     out.mkdir(parents=True, exist_ok=True)
     for i in range(runs):
         tv = versions[i % len(versions)]
@@ -25,7 +26,8 @@ def run(out: Path, runs: int, seconds: float, broker: str, first_seed: int, vers
         started = time.monotonic()
         done = subprocess.run([sys.executable, "-m", "txnspec.cli", "chaos", "--broker", broker, "--seconds",
                                str(seconds), "--seed", str(seed), "--transaction-version", str(tv), "--out",
-                               str(folder), "--json"], capture_output=True, text=True, timeout=seconds * 6 + 300)
+                               str(folder), "--faults", faults, "--json"], capture_output=True, text=True,
+                              timeout=seconds * 6 + 300)
         wall = time.monotonic() - started
         try:
             summary = json.loads(done.stdout)
@@ -73,9 +75,11 @@ if __name__ == "__main__":
     parser.add_argument("--broker", default="kafka:4.4.0")
     parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--versions", default="2,1")
+    parser.add_argument("--faults", default="kill,pause,client,timeout")
     parser.add_argument("--table", action="store_true")
     args = parser.parse_args()
     if args.table:
         print(table(args.out))
     else:
-        run(args.out, args.runs, args.seconds, args.broker, args.first_seed, [int(v) for v in args.versions.split(",")])
+        run(args.out, args.runs, args.seconds, args.broker, args.first_seed, [int(v) for v in args.versions.split(",")],
+            args.faults)
