@@ -40,10 +40,10 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_chaos(args: argparse.Namespace) -> int:
-    from txnspec.cli.progress import progress_line
+    from txnspec.audit.chaos import faults, history, run
     from txnspec.audit.kafka import parse_broker_name
     from txnspec.audit.report import BrokerUnavailable
-    from txnspec.audit.chaos import faults, history, run
+    from txnspec.cli.progress import progress_line
     from txnspec.conformance.environment import EnvironmentProblem
 
     check_output_path(args.html_out, "--html-out")
@@ -92,7 +92,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     if args.html_out is not None:
         page = run.html_page(summary, events)
         write_output(args.html_out, "--html-out", lambda path: path.write_text(page))
-    return run.verdict(summary)
+    return int(run.verdict(summary))
 
 
 COMMAND = Command("chaos", "real Kafka (3 nodes) under faults: the clients' history checked for anomalies and "

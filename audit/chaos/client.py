@@ -60,7 +60,8 @@ class Log:
         self._write(call, "invoke", f, value, None)
         return call
 
-    def done(self, call: int, type_: str, f: str, value: dict[str, Any] | None = None, error: str | None = None) -> None:
+    def done(self, call: int, type_: str, f: str, value: dict[str, Any] | None = None,
+             error: str | None = None) -> None:
         self._write(call, type_, f, value, error)
 
     def _write(self, call: int, type_: str, f: str, value: dict[str, Any] | None, error: str | None) -> None:
@@ -222,8 +223,13 @@ def run_producer(spec: dict[str, Any], log: Log) -> int:
 
 # --- consume-transform-produce -----------------------------------------------------------------------
 
+def _text(msg: Any) -> str:
+    value = msg.value()
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def _records(msgs: list[Any]) -> list[list[Any]]:
-    return [[m.topic(), m.partition(), m.offset(), m.value().decode()] for m in msgs]
+    return [[m.topic(), m.partition(), m.offset(), _text(m)] for m in msgs]
 
 
 def _rewind(log: Log, consumer: Any) -> None:
@@ -276,11 +282,11 @@ def run_ctp(spec: dict[str, Any], log: Log) -> int:
             except Exception as exc:
                 log.done(call, "fail", "begin", {}, error_name(exc))
                 return 0
-            writes = [(spec["topic"], rng.randrange(spec["partitions"]), f"{m.value().decode()}>{txn}") for m in msgs]
+            writes = [(spec["topic"], rng.randrange(spec["partitions"]), f"{_text(m)}>{txn}") for m in msgs]
             acked = _sends(log, producer, txn, writes)
             positions: dict[tuple[str, int], int] = {}
             for m in msgs:
-                positions[(m.topic(), m.partition())] = m.offset() + 1
+                positions[(str(m.topic()), int(m.partition() or 0))] = int(m.offset() or 0) + 1
             offsets = {f"{t}/{p}": o for (t, p), o in positions.items()}
             sent_offsets = False
             if acked:
@@ -379,7 +385,7 @@ def run_reader(spec: dict[str, Any], log: Log) -> int:
             for m in consumer.consume(200, 0.3):
                 if m.error():
                     continue
-                records.append([m.topic(), m.partition(), m.offset(), m.value().decode()])
+                records.append([m.topic(), m.partition(), m.offset(), _text(m)])
             current = consumer.position([TopicPartition(t, p) for t, p in tps])
             for tp in current:
                 if tp.offset >= 0:

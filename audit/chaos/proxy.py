@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import sys
 from pathlib import Path
@@ -44,8 +45,8 @@ class Proxy:
     async def serve(self, control_port: int) -> None:
         servers = []
         for route in self.routes:
-            servers.append(await asyncio.start_server(
-                lambda r, w, route=route: self.connection(r, w, route), "127.0.0.1", route["listen"]))
+            servers.append(await asyncio.start_server(functools.partial(self.connection, route=route), "127.0.0.1",
+                                                      route["listen"]))
         servers.append(await asyncio.start_server(self.control, "127.0.0.1", control_port))
         print("ready", flush=True)
         await asyncio.gather(*(s.serve_forever() for s in servers))

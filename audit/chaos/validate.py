@@ -196,7 +196,7 @@ class _Search:
         """The skipped ``offset`` is a control batch: every marker that fits."""
         log = self.final.uncommitted.get(tp, {})
         visible = self.final.committed.get(tp, {})
-        open_pids = []
+        deadlines: list[tuple[int, int]] = []
         for pid, e in state.producers:
             if e.current_txn_first_offset == -1:
                 continue
@@ -204,9 +204,9 @@ class _Search:
             current = self.writers[log[e.current_txn_first_offset]].txn if e.current_txn_first_offset in log else None
             if later is not None and later[1] == current:
                 continue  # its transaction writes here again later: this marker cannot close it
-            open_pids.append((later[0] if later is not None else end, pid))
+            deadlines.append((later[0] if later is not None else end, pid))
         # earliest deadline first: the transaction whose producer writes here next must be closed first
-        open_pids = [pid for _, pid in sorted(open_pids)]
+        open_pids = [pid for _, pid in sorted(deadlines)]
         tried = False
         for pid in open_pids:
             entry = state.entry(pid)
@@ -298,7 +298,7 @@ def _event_at(where: str, final: Final, ops: list[Op]) -> int | None:
     value = final.uncommitted.get(tp, {}).get(int(offset)) if offset.isdigit() else None
     for op in ops:
         if op.f == "send" and value is not None and op.invoke.value.get("value") == value:
-            return op.invoke.index
+            return int(op.invoke.index)
     return None
 
 

@@ -250,7 +250,7 @@ class Run:
                 self.cluster.resume(node)
             if node.pid is None:
                 self.cluster.start(node)
-        return self.cluster.wait_ready(seconds=60.0)
+        return float(self.cluster.wait_ready(seconds=60.0))
 
     def final_reads(self) -> None:
         topics = {OUTPUT: SHAPE["output_partitions"], INPUT: SHAPE["input_partitions"]}
@@ -270,7 +270,8 @@ class Run:
 
     def history(self) -> list[hist.Event]:
         streams = [list(hist.read_lines(path)) for path in sorted(self.hist_dir.glob("*.jsonl"))]
-        return hist.merge(streams, self.started)
+        merged: list[hist.Event] = hist.merge(streams, self.started)
+        return merged
 
 
 def create_topics(bootstrap: str) -> None:
