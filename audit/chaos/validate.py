@@ -19,7 +19,7 @@ What it checks
     marker by the read_committed read (a COMMIT marker must make exactly its transaction's records visible,
     an ABORT none).
 
-    Epochs are not observed: a producer instance ``k`` owns the epochs ``[1000k, 1000k + 999]`` (an init
+    Epochs are not observed: a producer instance ``k`` owns the epochs ``[SPAN k, SPAN (k + 1) - 1]`` (an init
     bumps past every epoch of the instance before); its data takes the producer's current epoch when it is
     its own, a TV2 marker bumps it (KIP-890), a TV1 marker keeps it. A producer's transaction version is the
     cluster's for the Java client and 1 for librdkafka (:func:`client_versions`). A record of an older instance after a
@@ -56,7 +56,7 @@ from txnspec.spec.partition import PartitionState, append_data, append_end_txn_m
 
 NODE_BUDGET = 200_000
 SEGMENT = 64  # records and markers after which a settled log prefix is checked and dropped
-SPAN = 1000  # epochs per producer instance
+SPAN = 1_000_000  # epochs per producer instance (a TV2 producer bumps its epoch once a transaction)
 COMMIT, ABORT = TransactionResult.COMMIT, TransactionResult.ABORT
 
 
@@ -337,6 +337,9 @@ def validate(events: list[Event], transaction_version: int, budget: int = NODE_B
             outcome["found"] = next(search.run(), None)
         except _Budget:
             outcome["complete"] = False
+        except Exception as exc:  # never a silent "unexplained": the search itself failed
+            outcome["complete"] = False
+            outcome["error"] = f"{type(exc).__name__}: {exc}"
 
     # the search recurses once per marker: a thread with a large stack and recursion limit holds long logs
     limit = sys.getrecursionlimit()
@@ -354,6 +357,8 @@ def validate(events: list[Event], transaction_version: int, budget: int = NODE_B
     if found is not None:
         return Verdict(True, True, len(search.partitions), records, markers, search.nodes, seconds, decisions=found)
     _, where, why, closest = search.deepest
+    if "error" in outcome:
+        why = f"the search failed ({outcome['error']})"
     return Verdict(False, complete, len(search.partitions), records, markers, search.nodes, seconds, where,
                    why if complete else f"inconclusive: the search's budget of {budget:,} nodes ran out ({why})",
                    closest, event=_event_at(where, final, ops))

@@ -341,3 +341,19 @@ def test_the_proxy_forwards_cuts_and_heals(tmp_path: Path) -> None:
         proxy.kill()
         proxy.wait(timeout=5)
         echo.close()
+
+
+def test_more_transactions_of_one_instance_than_a_thousand_epochs() -> None:
+    """A TV2 producer bumps its epoch once a transaction: 1,100 transactions of one instance on one partition
+    stay inside the instance's epochs (with 1,000 epochs an instance the 1,000th was refused)."""
+    b = Builder()
+    b.call("producer-0#0", "init", {"tid": "chaos-p0", "instance": 0, "client": "java"})
+    records = []
+    for n in range(1100):
+        b.txn("producer-0#0", "chaos-p0", 0, n, [(OUT, 0, 2 * n)])
+        records.append((OUT, 0, 2 * n, f"chaos-p0#0.{n}/0"))
+    ends = {f"{OUT}/0": 2200}
+    b.read("read_committed", records, ends)
+    b.read("read_uncommitted", records, ends)
+    verdict = validate.validate(b.history(), 2)
+    assert verdict.explained and verdict.markers == 1100
