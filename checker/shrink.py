@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from txnspec.checker.model import Model
+from txnspec.checker.report import action_kind
 
 Step = tuple[Any, Any]
 
@@ -49,11 +50,17 @@ class ShrinkOutcome:
     finished: bool  # False when the deadline cut the shrinking short
 
 
+def _shape(action: Any) -> tuple[str, Any, Any]:
+    """What an action is up to its data: its kind and, where it has them, the lifelines it goes between."""
+    return action_kind(action), getattr(action, "source", None), getattr(action, "target", None)
+
+
 class _Replayer:
     """Successor maps of states, remembered (a candidate path re-plays mostly states met before)."""
 
     def __init__(self, model: Model[Any], limit: int = 200_000) -> None:
         self.next_steps = model.next_steps
+        self.fairness = model.fairness
         self.memory: dict[Any, dict[Any, Any]] = {}
         self.limit = limit
 
@@ -69,7 +76,8 @@ class _Replayer:
         return found
 
     def step(self, state: Any, action: Any) -> tuple[Any, Any] | None:
-        """The step ``action`` takes from ``state`` (or the enabled action with its text); None if neither is."""
+        """The step ``action`` takes from ``state``; where a changed past changed its data, the first enabled
+        action with its text, else with its shape (kind and lifelines); None if there is none."""
         successors = self.successors(state)
         successor = successors.get(action)
         if successor is not None:
@@ -78,16 +86,33 @@ class _Replayer:
         for other, successor in successors.items():
             if str(other) == text:
                 return other, successor
+        shape = _shape(action)
+        for other, successor in successors.items():
+            if _shape(other) == shape:
+                return other, successor
         return None
 
-    def replay(self, state: Any, actions: Sequence[Any], bad: Callable[[Any], bool]) -> list[Step] | None:
-        """The steps ``actions`` take from ``state``, skipping those not enabled, up to the first bad state;
-        None if no state on the way is bad."""
+    def replay(self, state: Any, actions: Sequence[Any], bad: Callable[[Any], bool],
+               within: int) -> list[Step] | None:
+        """The steps ``actions`` take from ``state``, skipping those not enabled, up to the first bad state; if
+        none is, the path goes on by the model's first enabled step (a weakly fair one where there is one) while
+        it stays shorter than ``within`` steps. None if no state on the way is bad."""
         taken: list[Step] = []
         for action in actions:
             step = self.step(state, action)
             if step is None:
                 continue
+            taken.append(step)
+            state = step[1]
+            if bad(state):
+                return taken
+        fairness = self.fairness
+        while len(taken) < within - 1:
+            successors = self.successors(state)
+            if not successors:
+                return None
+            step = next(((a, t) for a, t in successors.items() if fairness is not None and fairness(a) is not None),
+                        None) or next(iter(successors.items()))
             taken.append(step)
             state = step[1]
             if bad(state):
@@ -138,14 +163,36 @@ def shrink(model: Model[Any], steps: Sequence[Step], bad: Callable[[Any], bool],
                                          time.perf_counter() - started, False)
                 tries += 1
                 rest = [action for action, _ in path[position + 1 + size:]]
-                taken = replayer.replay(path[position][1], rest, bad) if rest else None
+                taken = replayer.replay(path[position][1], rest, bad, len(path) - 1 - position - size + 1)
                 if taken is not None:
                     path = [*path[:position + 1], *taken]
                     changed = True
                 else:
                     position += 1
             size //= 2
+        for group in _groups(path):
+            if out_of_time():
+                return ShrinkOutcome(tuple(path), before, len(path) - 1, tries, time.perf_counter() - started, False)
+            tries += 1
+            first = min(group)
+            rest = [action for index, (action, _) in enumerate(path) if index > first and index not in group]
+            taken = replayer.replay(path[first - 1][1], rest, bad, len(path) - first)
+            if taken is not None and first + len(taken) < len(path):
+                path = [*path[:first], *taken]
+                changed = True
     return ShrinkOutcome(tuple(path), before, len(path) - 1, tries, time.perf_counter() - started, finished)
+
+
+def _groups(path: list[Step]) -> list[set[int]]:
+    """The positions of the steps of each action kind, and of each lifeline's steps (an action's ``source``):
+    a fault, or an actor, that the bug does not need goes in one try."""
+    groups: dict[Any, set[int]] = {}
+    for index, (action, _) in enumerate(path[1:], start=1):
+        groups.setdefault(("kind", action_kind(action)), set()).add(index)
+        source = getattr(action, "source", None)
+        if source is not None:
+            groups.setdefault(("source", source), set()).add(index)
+    return [positions for _, positions in sorted(groups.items(), key=lambda item: (min(item[1]), str(item[0])))]
 
 
 def _first_bad(path: list[Step], bad: Callable[[Any], bool]) -> list[Step]:

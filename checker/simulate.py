@@ -5,8 +5,10 @@ What is modelled
     behaviours still find the bugs that many behaviours reach. :func:`simulate` runs walks, each from an
     initial state, choosing one enabled step at a time, until a state has no successor or the walk's depth
     bound is reached. Every ``always`` property is judged on every state a walk visits (a state already judged
-    in this process is skipped by its ``hash``), ``sometimes`` properties record that they were met, and a
-    state without successors that the model does not call final is a deadlock. The first violation stops the
+    in this process is skipped by its ``hash``), ``sometimes`` properties record that they were met, a
+    state without successors that the model does not call final is a deadlock, and a walk that ends in a state
+    without successors after a ``leads_to`` property's trigger held, with no answer since, violates it (the
+    behaviour stutters there forever, weakly fair since nothing is enabled). The first violation stops the
     simulation; its path is then shrunk (:mod:`txnspec.checker.shrink`) and reported in a
     :class:`~txnspec.checker.report.CheckResult`, as the breadth-first engines report theirs.
 
@@ -30,7 +32,8 @@ Assumptions
     forked workers inherit the model (POSIX ``fork``).
 
 Left out
-    ``leads_to`` properties (a finite walk says nothing of eventuality): reported unknown. Symmetry and
+    ``leads_to`` properties on behaviours that loop (a walk judges one only where it ends in a state without
+    successors, as the exact engine's default reading lets a behaviour stop only there). Symmetry and
     partial-order reduction (a walk explores one behaviour; they would only rename it).
 """
 
@@ -44,11 +47,12 @@ import time
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from dataclasses import replace as dc_replace
 from typing import Any
 
 from txnspec.checker.model import Expectation, Model, Property
 from txnspec.checker.report import CheckResult, Counterexample, PropertyVerdict, action_kind
-from txnspec.checker.shrink import shrink
+from txnspec.checker.shrink import ShrinkOutcome, shrink
 
 _NONE = sys.maxsize  # no violating walk yet
 
@@ -131,13 +135,15 @@ class _Walker:
         coverage = tally.coverage if tally is not None else {}
         if self._bad(state, seen, tally):
             return path
+        leads_to = self.leads_to
+        unanswered = [_unanswered(p, False, state) for p in leads_to]
         next_steps, is_final = self.model.next_steps, self.model.is_final
         for _ in range(depth_bound):
             successors = next_steps(state)
             if type(successors) is not list:
                 successors = list(successors)
             if not successors:
-                if self.stuck(state, is_final):
+                if (self.check_deadlock and (is_final is None or not is_final(state))) or any(unanswered):
                     return path
                 break
             chosen = self._choose(successors, weights, rng)
@@ -147,6 +153,8 @@ class _Walker:
             coverage[kind] = coverage.get(kind, 0) + 1
             if self._bad(state, seen, tally):
                 return path
+            if leads_to:
+                unanswered = [_unanswered(p, u, state) for p, u in zip(leads_to, unanswered, strict=True)]
         return None
 
     def _choose(self, successors: list[tuple[Any, Any]], weights: dict[str, float], rng: random.Random) -> int:
@@ -179,23 +187,29 @@ class _Walker:
                     tally.witnessed.add(prop.name)
         return any(not prop.condition(state) for prop in self.always)
 
-    def stuck(self, state: Any, is_final: Callable[[Any], bool] | None) -> bool:
-        """For a state without successors: a deadlock, or a ``leads_to`` property's trigger that nothing will
-        answer (the behaviour stutters there forever, weakly fair since nothing is enabled)."""
-        if self.check_deadlock and (is_final is None or not is_final(state)):
-            return True
-        return any(p.trigger is not None and p.trigger(state) and not p.condition(state) for p in self.leads_to)
-
-    def violated(self, state: Any) -> Property[Any] | None:
-        """The invariant ``state`` violates, else the ``leads_to`` property it leaves unanswered (for a state
-        without successors), else None (a deadlock)."""
+    def violated(self, path: Sequence[tuple[Any, Any]]) -> Property[Any] | None:
+        """What the violating ``path`` violates: an invariant its last state fails, else a ``leads_to`` property
+        whose trigger held with no answer since (the path ends in a state without successors), else None (a
+        deadlock)."""
+        last = path[-1][1]
         for prop in self.always:
-            if not prop.condition(state):
+            if not prop.condition(last):
                 return prop
         for prop in self.leads_to:
-            if prop.trigger is not None and prop.trigger(state) and not prop.condition(state):
+            unanswered = False
+            for _, state in path:
+                unanswered = _unanswered(prop, unanswered, state)
+            if unanswered:
                 return prop
         return None
+
+
+def _unanswered(prop: Property[Any], before: bool, state: Any) -> bool:
+    """Whether ``prop``'s trigger has held with no answer since, after ``state`` (``before``: up to the state
+    before it)."""
+    if prop.condition(state):
+        return False
+    return before or (prop.trigger is not None and prop.trigger(state))
 
 
 def _weight(rng: random.Random, scale: float) -> float:
@@ -312,20 +326,36 @@ def _in_workers(walker: _Walker, workers: int, deadline: float, max_walks: int |
     return tallies
 
 
-def _bad_for(model: Model[Any], violated: Property[Any] | None) -> Callable[[Any], bool]:
-    """What the shrunk path must still reach: a state violating the invariant; a state without successors
-    leaving the ``leads_to`` property's trigger unanswered; a deadlock."""
+def _shrunk(model: Model[Any], path: list[tuple[Any, Any]], violated: Property[Any] | None,
+            deadline: float) -> ShrinkOutcome:
+    """``path`` shrunk to a shorter one to the same violation: a state failing the invariant; a state without
+    successors after the ``leads_to`` property's trigger held unanswered (shrunk on the model whose states
+    carry that flag); a deadlock."""
     is_final = model.is_final
 
     def terminal(state: Any) -> bool:
         return not any(True for _ in model.next_steps(state))
 
     if violated is None:
-        return lambda state: (is_final is None or not is_final(state)) and terminal(state)
-    condition, trigger = violated.condition, violated.trigger
-    if violated.expectation is Expectation.ALWAYS or trigger is None:
-        return lambda state: not condition(state)
-    return lambda state: trigger(state) and not condition(state) and terminal(state)
+        return shrink(model, path, lambda s: (is_final is None or not is_final(s)) and terminal(s), deadline=deadline)
+    if violated.expectation is Expectation.ALWAYS:
+        condition = violated.condition
+        return shrink(model, path, lambda s: not condition(s), deadline=deadline)
+    prop, next_steps = violated, model.next_steps
+
+    def flagged(state: Any, before: bool) -> tuple[Any, bool]:
+        return state, _unanswered(prop, before, state)
+
+    def monitored_steps(pair: tuple[Any, bool]) -> list[tuple[Any, tuple[Any, bool]]]:
+        return [(action, flagged(successor, pair[1])) for action, successor in next_steps(pair[0])]
+
+    monitored = dc_replace(model, init_states=lambda: [flagged(s, False) for s in model.init_states()],
+                        next_steps=monitored_steps, properties=(), symmetry=None, ample=None)
+    pairs = [(None, flagged(path[0][1], False))]
+    for action, state in path[1:]:
+        pairs.append((action, flagged(state, pairs[-1][1][1])))
+    outcome = shrink(monitored, pairs, lambda pair: pair[1] and terminal(pair[0]), deadline=deadline)
+    return dc_replace(outcome, steps=tuple((action, pair[0]) for action, pair in outcome.steps))
 
 
 def _result(model: Model[Any], walker: _Walker, tallies: list[_Tally], found: int, selected: list[Property[Any]],
@@ -357,9 +387,8 @@ def _result(model: Model[Any], walker: _Walker, tallies: list[_Tally], found: in
         if path is None:
             raise RuntimeError(f"walk {found} violated in a worker but not when re-run: the model's successor "
                                "order depends on something other than its state (a hash salt?)")
-        violated = walker.violated(path[-1][1])
-        bad = _bad_for(model, violated)
-        outcome = shrink(model, path, bad, deadline=time.perf_counter() + shrink_budget)
+        violated = walker.violated(path)
+        outcome = _shrunk(model, path, violated, time.perf_counter() + shrink_budget)
         found_length, shrunk_length = len(path) - 1, outcome.after
         tries, shrink_time = outcome.tries, outcome.seconds
         if violated is None:
