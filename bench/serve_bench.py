@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 QUIET: dict[str, Any] = {"log_level": 0, "broker.address.family": "v4"}
-CLI = "import sys; from txnspec.conformance.cli import main; sys.exit(main())"
+CLI = "import sys; from txnspec.cli import main; sys.exit(main())"
 
 
 @contextlib.contextmanager

@@ -188,7 +188,7 @@ def bootstrap(address: str) -> Iterator[Target]:
 @contextlib.contextmanager
 def serve(workdir: Path, transaction_version: int) -> Iterator[Target]:
     port = free_port()
-    argv = [sys.executable, "-c", "from txnspec.conformance.cli import main; raise SystemExit(main())", "serve",
+    argv = [sys.executable, "-c", "from txnspec.cli import main; raise SystemExit(main())", "serve",
             "--port", str(port), "--transaction-version", str(transaction_version)]
     with _process("serve", argv, port, workdir):
         yield Target("serve", f"127.0.0.1:{port}", "txnspec serve (txnspec.impl)",

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
+from txnspec.cli import main
 from txnspec.conformance.audit import kafka
 from txnspec.conformance.audit import wire_traces as wt
 from txnspec.conformance.audit.report import BrokerUnavailable
-from txnspec.conformance.cli import main
 
 RECORDED = json.loads((Path(__file__).parent / "fixtures" / "audit" / "kafka_answers.json").read_text())
 MISSING = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
@@ -171,8 +171,8 @@ def test_the_java_client_sees_the_same_outcome_on_real_kafka_and_on_txnspec_serv
     on Apache Kafka and on ``txnspec serve``: the same output, offsets and exceptions (issue 17's oracle claim)."""
     if shutil.which("javac") is None:
         pytest.skip("the Java harness needs javac (a JDK)")
-    from txnspec.conformance.serve.java_harness import run_harness
-    from txnspec.conformance.serve.server import ServerThread
+    from txnspec.serve.java_harness import run_harness
+    from txnspec.serve.server import ServerThread
 
     on_kafka = run_harness(real_kafka(transaction_version).bootstrap)
     with ServerThread(transaction_version=transaction_version) as server:

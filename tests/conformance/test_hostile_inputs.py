@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from txnspec.conformance import cli
-from txnspec.conformance.cli import main
+import txnspec.cli as cli_package
+from txnspec.cli import check as check_command
+from txnspec.cli import main
 from txnspec.conformance.generate import random_walk
 from txnspec.conformance.traces import write_itf, write_jsonl
 
@@ -64,12 +65,11 @@ def test_debug_shows_the_traceback(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_an_internal_error_is_exit_4_in_one_line(capsys: pytest.CaptureFixture[str],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    cli._load_subcommands()
-    help_text, arguments, _ = cli._SUBCOMMANDS["check"]
-
     def broken(args: argparse.Namespace) -> int:
         raise ZeroDivisionError("division by zero\nsecond line")
-    monkeypatch.setitem(cli._SUBCOMMANDS, "check", (help_text, arguments, broken))
+    broken_check = check_command.COMMAND._replace(run=broken)
+    monkeypatch.setattr(cli_package, "COMMANDS",
+                        tuple(broken_check if c.name == "check" else c for c in cli_package.COMMANDS))
     status, _, err = run(["check"], capsys)
     assert status == 4
     line = one_error_line(err, "check")

@@ -30,7 +30,7 @@ from kafka.protocol.producer.transaction import (
 )
 
 from txnspec.conformance.audit.connection import BrokerConnection
-from txnspec.conformance.serve.server import ServerThread
+from txnspec.serve.server import ServerThread
 
 ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, MEMBER_ID_REQUIRED, UNSTABLE_OFFSET_COMMIT = 22, 25, 79, 88
 
