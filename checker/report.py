@@ -23,6 +23,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+STOPPED_ON_VIOLATION = "the first violation stopped the search (stop on violation)"
+"""The stop reason of a breadth-first search asked to stop at its first violated invariant."""
+
 Step = tuple[Any, Any]
 """One step of a path: ``(action, state)``; the first step of a path is ``(None, initial state)``."""
 
