@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from toys import fan, tokens, two_phase_commit
+from toys import crowded, fan, tokens, two_phase_commit
 
 from txnspec.checker import check
 from txnspec.checker.levels import check_levels
-from txnspec.checker.model import Model, Property
+from txnspec.checker.model import Model
 from txnspec.checker.report import STOPPED_ON_VIOLATION, CheckResult
 from txnspec.spec.model import build_model
 
@@ -34,24 +34,14 @@ def test_the_first_violation_ends_the_search() -> None:
     assert check(fan(10, 3)).verdict("first_line").holds is False  # without it, the search went on
 
 
-def crowded_level() -> Model[tuple[int, int]]:
-    """fan(10, 3) with two invariants failing in level 2, at its 4th and 7th states, and a ``sometimes`` met at its
-    9th: a search stopping at its first violation leaves the second invariant and the witness unknown."""
-    base = fan(10, 3)
-    return Model("crowded", base.init_states, base.next_steps,
-                 properties=[Property.always("fourth", lambda s: s != (2, 3)),
-                             Property.always("seventh", lambda s: s != (2, 6)),
-                             Property.sometimes("ninth", lambda s: s == (2, 8))], is_final=base.is_final)
-
-
 def test_a_crowded_level_stops_at_its_first_violation() -> None:
-    result = check(crowded_level(), stop_on_violation=True)
+    result = check(crowded(), stop_on_violation=True)
     assert result.states == 1 + 10 + 4
     assert [v.holds for v in result.verdicts] == [False, None, None]
 
 
 @pytest.mark.parametrize("model", [fan(10, 3), fan(7, 4), two_phase_commit(3, broken=True), tokens(3),
-                                   crowded_level()],
+                                   crowded()],
                          ids=lambda m: m.name)
 @pytest.mark.parametrize("workers", [1, 2, 3])
 def test_every_engine_stops_at_the_same_state(model: Model[Any], workers: int) -> None:
