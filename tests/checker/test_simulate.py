@@ -125,3 +125,32 @@ def test_a_property_that_holds_initially_false_is_reported_at_once() -> None:
     result = simulate(model, max_walks=5)
     cex = result.verdict("positive").counterexample
     assert cex is not None and len(cex) == 0 and result.simulation.walks == 1
+
+
+# variant -> small scenario, its property, (walks, length found, shrunk length) for seed 0; the shortest
+# counterexamples breadth first finds there (tests/spec/test_variants.py) are 19, 19, 11, 23, 8, 13 and 11
+KAFKA_BUGS = {
+    "zombie-not-fenced": ("zombie", "fenced_producer_never_commits", (152, 20, 19)),
+    "kafka-17754": ("delayed-end-txn", "end_txn_applies_to_its_transaction", (43, 25, 24)),
+    "hanging-transaction": ("delayed-produce", "no_hanging_transaction", (6, 12, 11)),
+    "late-produce-joins-next": ("delayed-produce", "read_committed_only_committed", (1_371, 24, 23)),
+    "no-duplicate-detection": ("retry", "no_duplicate_append", (4, 10, 8)),
+    "failover-without-markers": ("failover", "prepared_transactions_complete", (76, 13, 13)),
+    "zombie-offsets-not-fenced": ("rebalance", "no_fenced_member_offsets_commit", (1, 14, 11)),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(KAFKA_BUGS))
+def test_every_kafka_bug_is_found_by_simulation_on_its_scenario(variant: str) -> None:
+    from txnspec.spec.model import build_model
+
+    scenario, prop, pinned = KAFKA_BUGS[variant]
+    model = build_model(scenario, variant)
+    result = simulate(model, seed=0, properties=[prop], max_walks=20_000, seconds=600)
+    cex = result.verdict(prop).counterexample
+    assert result.verdict(prop).holds is False and cex is not None
+    assert_behaviour(model, cex)
+    stats = result.simulation
+    assert (stats.walks, stats.found_length, stats.shrunk_length) == pinned
+    if variant == "failover-without-markers":  # a leads-to: the path ends where nothing more can happen
+        assert cex.stutter and not list(model.next_steps(cex.steps[-1][1]))
