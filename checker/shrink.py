@@ -5,24 +5,30 @@ What is modelled
     that have nothing to do with the bug. :func:`shrink` takes such a path (``[(None, s0), (a1, s1), ...]``)
     and a predicate ``bad`` that its last state satisfies, and returns a path, never longer, whose last state
     satisfies ``bad`` and whose every step is a step of the model (re-validated on ``model.next_steps`` at
-    every try, as Hypothesis re-runs a shrunk test case and Elle re-checks a reduced history). Two moves,
-    repeated until neither shortens the path:
+    every try, as Hypothesis re-runs a shrunk test case and Elle re-checks a reduced history). Three moves,
+    repeated until none shortens the path:
 
     * **shortcuts**: from each state, one of its successors that is a later state of the path (or satisfies
       ``bad``) replaces the steps in between (a loop, where the successor is the state itself, is cut);
     * **deletions**: a run of consecutive steps is left out and the rest re-played from the state before it,
       action by action; an action the shorter past no longer enables is skipped (so removing a client's first
       call removes the calls that depended on it), and the path ends at the first state that is bad. Runs are
-      tried from half the path's length down to single steps (delta debugging's coarse-to-fine order).
+      tried from half the path's length down to single steps (delta debugging's coarse-to-fine order), then
+      every step of one action kind, or of one lifeline (an action's ``source``), at once;
+    * **substitutions**, once nothing can be deleted: a step replaced by another enabled step of its kind (a
+      fault on another message), the rest re-played, kept if the path gets shorter.
 
 Assumptions
     Actions are hashable values, and an action identifies its step among those enabled in a state (the model
     contract); where equality fails after a change of the past (an action whose fields carry a counter), the
-    enabled action with the same text is taken instead. The search is deterministic: same path, same result.
+    enabled action with the same text is taken instead, else the first with the same kind and lifelines. A
+    path that no longer reaches a bad state by its own steps may go on by the model's first enabled steps
+    (weakly fair ones first), as long as it stays shorter. The search is deterministic: same path, same result.
 
 Left out
-    Reordering steps, and any guarantee of a shortest path (that is the breadth-first search's job): the
-    result is locally minimal for the two moves, or whatever was reached when ``deadline`` passed.
+    Reordering steps (beyond what substitutions and the re-play's skipping do), and any guarantee of a shortest
+    path (that is the breadth-first search's job): the result is locally minimal for the three moves, or
+    whatever was reached when ``deadline`` passed.
 """
 
 from __future__ import annotations
@@ -180,6 +186,26 @@ def shrink(model: Model[Any], steps: Sequence[Step], bad: Callable[[Any], bool],
             if taken is not None and first + len(taken) < len(path):
                 path = [*path[:first], *taken]
                 changed = True
+        if changed:
+            continue
+        # nothing left to delete: another step of the same kind in a step's place (a fault on another message)
+        position = 1
+        while position < len(path) and not changed:
+            if out_of_time():
+                return ShrinkOutcome(tuple(path), before, len(path) - 1, tries, time.perf_counter() - started, False)
+            action = path[position][0]
+            kind = action_kind(action)
+            rest = [a for a, _ in path[position + 1:]]
+            for other, successor in replayer.successors(path[position - 1][1]).items():
+                if other == action or action_kind(other) != kind:
+                    continue
+                tries += 1
+                taken = [] if bad(successor) else replayer.replay(successor, rest, bad, len(path) - position - 1)
+                if taken is not None and position + 1 + len(taken) < len(path):
+                    path = [*path[:position], (other, successor), *taken]
+                    changed = True
+                    break
+            position += 1
     return ShrinkOutcome(tuple(path), before, len(path) - 1, tries, time.perf_counter() - started, finished)
 
 

@@ -50,6 +50,7 @@ from dataclasses import asdict, dataclass
 from dataclasses import replace as dc_replace
 from typing import Any
 
+from txnspec.checker.fingerprints import FingerprintSet
 from txnspec.checker.model import Expectation, Model, Property
 from txnspec.checker.report import CheckResult, Counterexample, PropertyVerdict, action_kind
 from txnspec.checker.shrink import ShrinkOutcome, shrink
@@ -92,7 +93,7 @@ class _Tally:
     """One worker's counts; ``steps_of`` holds each walk's steps, in the worker's order."""
 
     steps_of: array[int]
-    fingerprints: set[int]
+    fingerprints: FingerprintSet | array[int]  # a worker's set; what it shipped, in the parent
     coverage: dict[str, int]
     witnessed: set[str]
     longest: int = 0
@@ -131,7 +132,7 @@ class _Walker:
         depth_bound = rng.randint(1, self.max_depth)
         state = self.initial[rng.randrange(len(self.initial))]
         path: list[tuple[Any, Any]] = [(None, state)]
-        seen = tally.fingerprints if tally is not None else set()
+        seen = tally.fingerprints if tally is not None else FingerprintSet(64)
         coverage = tally.coverage if tally is not None else {}
         if self._bad(state, seen, tally):
             return path
@@ -175,12 +176,10 @@ class _Walker:
                 return index
         return len(successors) - 1
 
-    def _bad(self, state: Any, seen: set[int], tally: _Tally | None) -> bool:
+    def _bad(self, state: Any, seen: FingerprintSet, tally: _Tally | None) -> bool:
         """Judge ``state`` unless this process judged it before: True if an invariant fails."""
-        fingerprint = hash(state)
-        if fingerprint in seen:
+        if not seen.add(hash(state)):
             return False
-        seen.add(fingerprint)
         if tally is not None:
             for prop in self.sometimes:
                 if prop.name not in tally.witnessed and prop.condition(state):
@@ -223,7 +222,7 @@ def _run(walker: _Walker, worker: int, workers: int, deadline: float, max_walks:
          bound: Any, started: float) -> _Tally:
     """Worker ``worker``'s walks ``worker, worker + workers, ...`` until one violates, a walk past ``bound`` (the
     lowest violating walk any worker found) is next, the deadline passes or ``max_walks`` walks are numbered."""
-    tally = _Tally(array("q"), set(), {}, set())
+    tally = _Tally(array("q"), FingerprintSet(), {}, set())
     number = worker
     while (max_walks is None or number < max_walks) and time.perf_counter() < deadline:
         if bound is not None and number > bound.value:
@@ -247,7 +246,7 @@ def _serve(walker: _Walker, worker: int, workers: int, deadline: float, max_walk
            started: float, connection: Any) -> None:
     gc.disable()
     tally = _run(walker, worker, workers, deadline, max_walks, bound, started)
-    connection.send((tally.steps_of.tobytes(), array("q", tally.fingerprints).tobytes(), tally.coverage,
+    connection.send((tally.steps_of.tobytes(), tally.fingerprints.members().tobytes(), tally.coverage,
                      tally.witnessed, tally.longest, tally.found, tally.found_after))
     connection.close()
 
@@ -315,7 +314,9 @@ def _in_workers(walker: _Walker, workers: int, deadline: float, max_walks: int |
     try:
         for pipe in pipes:
             steps, fingerprints, coverage, witnessed, longest, found, after = pipe.recv()
-            tally = _Tally(array("q"), set(array("q", fingerprints)), coverage, witnessed, longest, found, after)
+            held = array("q")
+            held.frombytes(fingerprints)
+            tally = _Tally(array("q"), held, coverage, witnessed, longest, found, after)
             tally.steps_of.frombytes(steps)
             tallies.append(tally)
     finally:
@@ -368,7 +369,14 @@ def _result(model: Model[Any], walker: _Walker, tallies: list[_Tally], found: in
             if worker + index * workers_count <= found:
                 walks += 1
                 steps += count
-    distinct = len(set().union(*(t.fingerprints for t in tallies)))
+    if len(tallies) == 1:
+        distinct = len(tallies[0].fingerprints)
+    else:
+        union = FingerprintSet(sum(len(t.fingerprints) for t in tallies))
+        for tally in tallies:
+            for fingerprint in tally.fingerprints:
+                union.add(fingerprint)
+        distinct = len(union)
     coverage: dict[str, int] = {}
     for tally in tallies:
         for kind, count in tally.coverage.items():
