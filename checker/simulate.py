@@ -132,7 +132,8 @@ class _Walker:
         depth_bound = rng.randint(1, self.max_depth)
         state = self.initial[rng.randrange(len(self.initial))]
         path: list[tuple[Any, Any]] = [(None, state)]
-        seen = tally.fingerprints if tally is not None else FingerprintSet(64)
+        seen = tally.fingerprints if tally is not None and isinstance(tally.fingerprints, FingerprintSet) \
+            else FingerprintSet(64)
         coverage = tally.coverage if tally is not None else {}
         if self._bad(state, seen, tally):
             return path
@@ -215,7 +216,7 @@ def _weight(rng: random.Random, scale: float) -> float:
     """Swarm weight: off with probability 1/4, else log-uniform in [1/scale, scale]."""
     if rng.random() < 0.25:
         return 0.0
-    return scale ** rng.uniform(-1.0, 1.0)
+    return float(scale ** rng.uniform(-1.0, 1.0))
 
 
 def _run(walker: _Walker, worker: int, workers: int, deadline: float, max_walks: int | None,
@@ -245,8 +246,14 @@ def _run(walker: _Walker, worker: int, workers: int, deadline: float, max_walks:
 def _serve(walker: _Walker, worker: int, workers: int, deadline: float, max_walks: int | None, bound: Any,
            started: float, connection: Any) -> None:
     gc.disable()
-    tally = _run(walker, worker, workers, deadline, max_walks, bound, started)
-    connection.send((tally.steps_of.tobytes(), tally.fingerprints.members().tobytes(), tally.coverage,
+    try:
+        tally = _run(walker, worker, workers, deadline, max_walks, bound, started)
+    except Exception as exc:  # the model failed in this worker: the parent says so, with what failed
+        connection.send(f"{type(exc).__name__}: {exc}")
+        connection.close()
+        return
+    members = tally.fingerprints.members() if isinstance(tally.fingerprints, FingerprintSet) else tally.fingerprints
+    connection.send((tally.steps_of.tobytes(), members.tobytes(), tally.coverage,
                      tally.witnessed, tally.longest, tally.found, tally.found_after))
     connection.close()
 
@@ -312,8 +319,14 @@ def _in_workers(walker: _Walker, workers: int, deadline: float, max_walks: int |
         processes.append(process)
     tallies = []
     try:
-        for pipe in pipes:
-            steps, fingerprints, coverage, witnessed, longest, found, after = pipe.recv()
+        for worker, pipe in enumerate(pipes):
+            try:
+                answer = pipe.recv()
+            except EOFError:
+                raise RuntimeError(f"simulation worker {worker} died without an answer") from None
+            if isinstance(answer, str):
+                raise RuntimeError(f"simulation worker {worker} failed: {answer}")
+            steps, fingerprints, coverage, witnessed, longest, found, after = answer
             held = array("q")
             held.frombytes(fingerprints)
             tally = _Tally(array("q"), held, coverage, witnessed, longest, found, after)
@@ -374,7 +387,8 @@ def _result(model: Model[Any], walker: _Walker, tallies: list[_Tally], found: in
     else:
         union = FingerprintSet(sum(len(t.fingerprints) for t in tallies))
         for tally in tallies:
-            for fingerprint in tally.fingerprints:
+            held = tally.fingerprints
+            for fingerprint in held.members() if isinstance(held, FingerprintSet) else held:
                 union.add(fingerprint)
         distinct = len(union)
     coverage: dict[str, int] = {}

@@ -225,7 +225,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         from txnspec.cli.html_report import check_page, write_page
 
         command = f"txnspec check --scenario {args.scenario} --variant {args.variant}" + (
-            " --partial-order" if args.partial_order else "")
+            " --partial-order" if args.partial_order else "") + (
+            f" --simulate --seconds {args.seconds or 60:g} --seed {args.seed or 0} --workers {args.workers}"
+            if args.simulate else "")
         write_output(args.html_out, "--html-out", lambda p: write_page(p, check_page(model, result, command)))
     if args.simulate:  # a simulation is never complete: clean for its time budget is all it can say
         return EXIT_OK if result.ok else EXIT_VIOLATION

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 import toys
+
 from txnspec.checker import check
 from txnspec.checker.model import Model, Property
 from txnspec.checker.report import Counterexample

@@ -56,3 +56,24 @@ def test_stop_on_violation_exits_1_at_the_first_violation(engine: list[str],
 def test_bad_simulation_options_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "--scenario", "tiny", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_seed_gives_the_same_walks_whatever_the_hash_salt() -> None:
+    """The walks follow the spec's successor order, which does not depend on PYTHONHASHSEED (two salts, two
+    processes: the same walks and the same shrunk counterexample)."""
+    import os
+    import subprocess
+    import sys
+
+    reports = []
+    for salt in ("1", "2"):
+        done = subprocess.run([sys.executable, "-m", "txnspec.cli", "check", "--scenario", "zombie", "--variant",
+                               "zombie-not-fenced", "--simulate", "--property", "fenced_producer_never_commits",
+                               "--json"], capture_output=True, text=True, timeout=300, check=False,
+                              env={**os.environ, "PYTHONHASHSEED": salt})
+        assert done.returncode == 1, done.stderr
+        reports.append(json.loads(done.stdout))
+    first, second = ({"walks": r["simulation"]["walks"], "steps": r["simulation"]["steps"],
+                      "path": [p["counterexample"] for p in r["properties"] if p["status"] == "violated"]}
+                     for r in reports)
+    assert first == second and first["walks"] == 152 and first["path"][0]["length"] == 19
