@@ -92,7 +92,7 @@ def main() -> int:
         status, report, wall = run(base, args.seconds * 4 + 120)
         print(row(variant, "all", status, report, wall, small), flush=True)
         if prop not in full_properties:
-            print(f"| {variant} | {prop} only | not on full (no consumer-group members) | | | | | | {small} | |",
+            print(f"| {variant} | {prop} only | not on full (no consumer-group members) | | | | | {small} | |",
                   flush=True)
             continue
         status, report, wall = run([*base, "--property", prop], args.seconds * 4 + 120)
