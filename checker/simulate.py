@@ -19,6 +19,10 @@ What is modelled
     model's ``fairness`` calls unfair (faults, client choices) draw on a scale twice as wide. Each walk also
     draws its depth bound, uniform up to ``max_depth``, so that short behaviours are tried as often as long.
 
+    Coverage: the steps of each action kind, and, where ``model.metadata["transition_labels"]`` maps a step's
+    ``(state, next state)`` to labels (the Kafka model's: the coordinator's transaction-state transitions), how
+    often each label was met.
+
 Determinism
     Walk ``k`` draws everything from ``random.Random(f"{seed}/{k}")``: the walks are the same whatever the
     number of workers. With ``workers`` processes, worker ``w`` runs walks ``w, w + workers, ...``; the
@@ -46,7 +50,7 @@ import sys
 import time
 from array import array
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from dataclasses import replace as dc_replace
 from typing import Any
 
@@ -74,10 +78,13 @@ class SimulationStats:
     shrunk_length: int | None
     shrink_tries: int = 0
     shrink_seconds: float = 0.0
+    transitions: dict[str, int] = field(default_factory=dict)  # the model's transition labels met, counted
 
     def render(self) -> str:
         line = (f"  simulation: seed {self.seed}, {self.workers} worker(s): {self.walks:,} walks, {self.steps:,} "
                 f"steps, {self.distinct:,} distinct states, longest walk {self.longest}, {self.seconds:.1f} s")
+        if self.transitions:
+            line += "\n  transitions met: " + ", ".join(f"{t} {n:,}" for t, n in self.transitions.items())
         if self.seconds_to_violation is not None:
             line += (f"\n  violation found after {self.seconds_to_violation:.2f} s; counterexample of "
                      f"{self.found_length} steps shrunk to {self.shrunk_length} ({self.shrink_tries} tries, "
@@ -96,6 +103,7 @@ class _Tally:
     fingerprints: FingerprintSet | array[int]  # a worker's set; what it shipped, in the parent
     coverage: dict[str, int]
     witnessed: set[str]
+    labels: dict[str, int] = field(default_factory=dict)  # the model's transition labels, counted
     longest: int = 0
     found: int = _NONE  # the number of this worker's first violating walk
     found_after: float | None = None
@@ -117,6 +125,7 @@ class _Walker:
         if not self.initial:
             raise ValueError(f"{model.name} has no initial state")
         self.declared = [str(k) for k in (model.metadata or {}).get("action_kinds", ())]
+        self.transition_labels: Callable[[Any, Any], Any] | None = (model.metadata or {}).get("transition_labels")
         self.fairness = model.fairness
 
     def _weight_of(self, kind: str, action: Any, weights: dict[str, float], rng: random.Random) -> float:
@@ -135,6 +144,8 @@ class _Walker:
         seen = tally.fingerprints if tally is not None and isinstance(tally.fingerprints, FingerprintSet) \
             else FingerprintSet(64)
         coverage = tally.coverage if tally is not None else {}
+        labels = tally.labels if tally is not None else {}
+        label = self.transition_labels
         if self._bad(state, seen, tally):
             return path
         leads_to = self.leads_to
@@ -149,10 +160,14 @@ class _Walker:
                     return path
                 break
             chosen = self._choose(successors, weights, rng)
+            before = state
             action, state = successors[chosen]
             path.append((action, state))
             kind = action_kind(action)
             coverage[kind] = coverage.get(kind, 0) + 1
+            if label is not None:
+                for text in label(before, state):
+                    labels[text] = labels.get(text, 0) + 1
             if self._bad(state, seen, tally):
                 return path
             if leads_to:
@@ -254,7 +269,7 @@ def _serve(walker: _Walker, worker: int, workers: int, deadline: float, max_walk
         return
     members = tally.fingerprints.members() if isinstance(tally.fingerprints, FingerprintSet) else tally.fingerprints
     connection.send((tally.steps_of.tobytes(), members.tobytes(), tally.coverage,
-                     tally.witnessed, tally.longest, tally.found, tally.found_after))
+                     tally.witnessed, tally.labels, tally.longest, tally.found, tally.found_after))
     connection.close()
 
 
@@ -326,10 +341,10 @@ def _in_workers(walker: _Walker, workers: int, deadline: float, max_walks: int |
                 raise RuntimeError(f"simulation worker {worker} died without an answer") from None
             if isinstance(answer, str):
                 raise RuntimeError(f"simulation worker {worker} failed: {answer}")
-            steps, fingerprints, coverage, witnessed, longest, found, after = answer
+            steps, fingerprints, coverage, witnessed, labels, longest, found, after = answer
             held = array("q")
             held.frombytes(fingerprints)
-            tally = _Tally(array("q"), held, coverage, witnessed, longest, found, after)
+            tally = _Tally(array("q"), held, coverage, witnessed, labels, longest, found, after)
             tally.steps_of.frombytes(steps)
             tallies.append(tally)
     finally:
@@ -397,6 +412,10 @@ def _result(model: Model[Any], walker: _Walker, tallies: list[_Tally], found: in
             coverage[str(kind)] = coverage.get(str(kind), 0) + count
     for kind in walker.declared:
         coverage.setdefault(kind, 0)
+    labels: dict[str, int] = {}
+    for tally in tallies:
+        for text, count in tally.labels.items():
+            labels[text] = labels.get(text, 0) + count
     witnessed = set().union(*(t.witnessed for t in tallies))
     violated: Property[Any] | None = None
     cex: Counterexample | None = None
@@ -429,11 +448,12 @@ def _result(model: Model[Any], walker: _Walker, tallies: list[_Tally], found: in
     if found != _NONE:
         reason = "the simulation stops at its first violation"
     elif max_walks is not None and walks >= max_walks:
-        reason = f"{walks:,} walks were run (the walk cap)"
+        reason = f"the walk cap ({walks:,} walks) was reached"
     else:
-        reason = f"the time budget ran out after {walks:,} walks"
+        reason = f"the time budget ran out ({walks:,} walks)"
     stats = SimulationStats(seed, workers_count, walks, steps, distinct, max(t.longest for t in tallies),
-                            searched, found_after, found_length, shrunk_length, tries, shrink_time)
+                            searched, found_after, found_length, shrunk_length, tries, shrink_time,
+                            dict(sorted(labels.items())))
     return CheckResult(
         model_name=model.name, states=distinct, transitions=steps, depth=stats.longest, seconds=searched,
         complete=False, verdicts=tuple(verdicts), deadlock=deadlock, deadlock_count=int(deadlock is not None),

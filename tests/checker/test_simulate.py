@@ -47,7 +47,7 @@ def test_a_clean_model_holds_nothing_and_reports_what_it_saw() -> None:
     assert result.verdict("consistent").holds is None  # a simulation proves nothing
     assert result.verdict("some_commit").holds is True and result.verdict("all_abort").holds is True
     assert result.verdict("prepared_decides").holds is None
-    assert result.simulation.walks == 200 and result.stop_reason == "200 walks were run (the walk cap)"
+    assert result.simulation.walks == 200 and result.stop_reason == "the walk cap (200 walks) was reached"
     assert result.states <= 288  # TLC's count: a walk cannot see more than there is
     assert result.never_taken == ("RMCrash",) and result.coverage["TMCommit"] > 0
     assert result.to_json()["simulation"]["walks"] == 200
@@ -154,3 +154,20 @@ def test_every_kafka_bug_is_found_by_simulation_on_its_scenario(variant: str) ->
     assert (stats.walks, stats.found_length, stats.shrunk_length) == pinned
     if variant == "failover-without-markers":  # a leads-to: the path ends where nothing more can happen
         assert cex.stutter and not list(model.next_steps(cex.steps[-1][1]))
+
+
+def test_the_models_transition_labels_are_counted() -> None:
+    """The Kafka model labels a step by the coordinator transitions it makes: on ``tiny`` (one transaction, no
+    faults) every walk that commits goes Empty -> Ongoing -> PrepareCommit -> CompleteCommit."""
+    from txnspec.spec.model import build_model
+
+    result = simulate(build_model("tiny"), seed=0, max_walks=30)
+    met = result.simulation.transitions
+    assert {"none -> Empty", "Empty -> Ongoing", "Ongoing -> PrepareCommit", "PrepareCommit -> CompleteCommit"} \
+        <= set(met)
+    assert met["Ongoing -> PrepareCommit"] == met["PrepareCommit -> CompleteCommit"] > 0
+    assert "transitions met: " in result.render() and result.to_json()["simulation"]["transitions"] == met
+    counted = simulate(Model("parity", lambda: [0], lambda n: [("inc", n + 1)] if n < 5 else [],
+                             is_final=lambda n: True, metadata={"transition_labels": lambda a, b: [f"{b % 2}"]}),
+                       max_walks=1, max_depth=100, seed=0)
+    assert sum(counted.simulation.transitions.values()) == counted.simulation.steps
