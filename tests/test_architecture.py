@@ -1,6 +1,7 @@
 """The dependency direction is a rule of the project (ARCHITECTURE.md draws it): checker and impl import
 nothing of ours, spec imports only checker's model contract (and its symbolic twin), serve imports only impl,
-conformance joins spec, checker and impl, cli may import everything and nothing imports cli. And no import
+conformance joins spec, checker and impl, audit (real brokers) stands on conformance, cli may import
+everything and nothing imports cli. And no import
 cycles among txnspec's modules, counting imports inside functions too (a lazy import that closes a cycle is
 still a cycle: the two modules cannot be understood apart)."""
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("spec", "checker", "impl", "serve", "conformance", "cli")
+PACKAGES = ("spec", "checker", "impl", "serve", "conformance", "audit", "cli")
 
 # package -> the packages of ours it may import (modules of checker allowed to spec are listed below)
 ALLOWED = {
@@ -21,7 +22,8 @@ ALLOWED = {
     "spec": {"checker"},
     "serve": {"impl"},
     "conformance": {"spec", "checker", "impl"},
-    "cli": {"spec", "checker", "impl", "serve", "conformance"},
+    "audit": {"spec", "checker", "impl", "conformance"},
+    "cli": {"spec", "checker", "impl", "serve", "conformance", "audit"},
 }
 SPEC_MAY_IMPORT_FROM_CHECKER = ("txnspec.checker.model", "txnspec.checker.symbolic")
 

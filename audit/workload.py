@@ -31,8 +31,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from txnspec.conformance.audit import history as hist
-from txnspec.conformance.audit.report import RuleResult
+from txnspec.audit import history as hist
+from txnspec.audit.report import RuleResult
 
 TIMEOUT = 10.0
 
