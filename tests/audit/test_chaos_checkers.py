@@ -357,3 +357,28 @@ def test_more_transactions_of_one_instance_than_a_thousand_epochs() -> None:
     b.read("read_uncommitted", records, ends)
     verdict = validate.validate(b.history(), 2)
     assert verdict.explained and verdict.markers == 1100
+
+
+def test_the_command_exits_0_1_2_on_saved_histories_and_bad_arguments(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from txnspec.cli import main
+
+    clean_file, lost_file, broken = tmp_path / "clean.jsonl", tmp_path / "lost.jsonl", tmp_path / "broken.jsonl"
+    history.save(clean().history(), clean_file)
+    b = clean()
+    for v in ("chaos-p0#0.0/0", "chaos-p0#0.0/1"):
+        _drop(b, "read_committed", v)
+    history.save(b.history(), lost_file)
+    broken.write_text('{"time": 1, "process": "p", "type": "ok", "f": "bogus"}\n')
+    html = tmp_path / "page.html"
+    assert main(["chaos", "--check-history", str(clean_file), "--html-out", str(html)]) == 0
+    assert "explained by the spec" in capsys.readouterr().out and "<svg" in html.read_text()
+    assert main(["chaos", "--check-history", str(lost_file)]) == 1
+    assert "lost_write" in capsys.readouterr().out
+    for argv, says in ((["--check-history", str(broken)], "unknown f"),
+                       (["--check-history", str(tmp_path / "none.jsonl")], "does not exist"),
+                       (["--seconds", "5"], "--seconds 5"), (["--faults", "kill,partition"], "partition"),
+                       (["--broker", "tansu"], "tansu"), (["--broker", "serve", "--faults", "network"], "proxy"),
+                       (["--nodes", "1", "--faults", "kill"], "3 nodes")):
+        assert main(["chaos", *argv]) == 2, argv
+        assert says in capsys.readouterr().err
