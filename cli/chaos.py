@@ -26,8 +26,9 @@ def _arguments(p: argparse.ArgumentParser) -> None:
                    help="the cluster's transaction.version (default 2, KIP-890)")
     p.add_argument("--seconds", type=float, default=60.0, help="how long the workload runs (default 60)")
     p.add_argument("--faults", default="kill,pause,client,timeout",
-                   help="fault kinds, comma separated: kill,pause,network,client,timeout (or none); network puts a "
-                        "TCP proxy in front of every node")
+                   help="fault kinds, comma separated: kill,pause,network,client,timeout,member (or none); network "
+                        "puts a TCP proxy in front of every node; member stops a consumer-group member past its "
+                        "session timeout")
     p.add_argument("--seed", type=int, default=0, help="seed of the fault schedule and the workload's choices")
     p.add_argument("--out", type=Path, default=None,
                    help="folder for faults.json, history.jsonl, summary.json and the nodes' logs "

@@ -13,6 +13,9 @@ What it models
     * ``network``: through the TCP proxy of :mod:`.proxy` in front of every node, the node is cut off
       (every connection to it closed, new ones refused) or every byte to and from it delayed by
       :data:`DELAY_MS`, for :attr:`Fault.duration` seconds (opt in: the run then puts the proxy in place);
+    * ``member``: a consume-transform-produce process stopped (SIGSTOP) past its consumer group session
+      timeout, so the group evicts it and rebalances, then resumed (SIGCONT): a zombie member whose next
+      ``send_offsets_to_transaction`` carries a stale generation (KIP-447 must refuse it);
     * ``timeout``: a producer leaves its open transaction idle past ``transaction.timeout.ms`` before it
       tries to commit (the coordinator must abort it; the commit must fail).
 
@@ -26,8 +29,7 @@ Assumes
     (partition leaders) and ``DescribeQuorum`` (the active controller, forwarded by a broker).
 
 Leaves out
-    A Kafka-aware proxy (dropping one request type) and a two-way isolation, disk faults, clock skew, and the
-    eviction of a consumer-group member by a pause of the client (the member's process is only killed).
+    A Kafka-aware proxy (dropping one request type) and a two-way isolation, disk faults, clock skew.
 """
 
 from __future__ import annotations
@@ -38,9 +40,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-FaultKind = Literal["kill", "pause", "network", "client", "timeout"]
-KINDS: tuple[FaultKind, ...] = ("kill", "pause", "network", "client", "timeout")
-DEFAULT_KINDS: tuple[FaultKind, ...] = ("kill", "pause", "client", "timeout")  # network: opt in (a proxy)
+FaultKind = Literal["kill", "pause", "network", "client", "timeout", "member"]
+KINDS: tuple[FaultKind, ...] = ("kill", "pause", "network", "client", "timeout", "member")
+DEFAULT_KINDS: tuple[FaultKind, ...] = ("kill", "pause", "client", "timeout")  # network, member: opt in
+MEMBER_FOR = (13.0, 15.0)  # a stopped consumer-group member: past its 10 s session timeout, so it is evicted
 NETWORK_ACTIONS = ("cut", "delay")
 NETWORK_FOR = (4.0, 6.0)
 DELAY_MS = 400
@@ -80,8 +83,10 @@ def parse_kinds(text: str) -> tuple[FaultKind, ...]:
     return tuple(dict.fromkeys(kinds))  # type: ignore[arg-type]
 
 
-def schedule(seed: int, seconds: float, kinds: tuple[FaultKind, ...], producers: int) -> list[Fault]:
-    """Faults for a workload of ``seconds`` with ``producers`` transactional producers, drawn from ``seed``.
+def schedule(seed: int, seconds: float, kinds: tuple[FaultKind, ...], producers: int, members: int = 2
+             ) -> list[Fault]:
+    """Faults for a workload of ``seconds`` with ``producers`` transactional producers and ``members``
+    consume-transform-produce members, drawn from ``seed``.
 
     The last fault starts at least :data:`SPACING` seconds before the end so that it heals in the run."""
     if seconds <= 0:
@@ -106,6 +111,9 @@ def schedule(seed: int, seconds: float, kinds: tuple[FaultKind, ...], producers:
         elif kind == "network":
             fault = Fault(round(at, 1), kind, roles.pop(), rng.choice(NETWORK_ACTIONS),
                           duration=round(rng.uniform(*NETWORK_FOR), 1))
+        elif kind == "member":
+            fault = Fault(round(at, 1), kind, f"ctp-{rng.randrange(members)}", "stop",
+                          duration=round(rng.uniform(*MEMBER_FOR), 1))
         elif kind == "client":
             fault = Fault(round(at, 1), kind, f"producer-{rng.randrange(producers)}", rng.choice(CLIENT_ACTIONS))
         else:

@@ -43,7 +43,7 @@ from typing import Any, Literal
 EventType = Literal["invoke", "ok", "fail", "info"]
 TYPES: tuple[str, ...] = ("invoke", "ok", "fail", "info")
 CALLS: tuple[str, ...] = ("init", "begin", "send", "offsets", "commit", "abort", "poll", "seek", "read", "committed")
-FAULTS: tuple[str, ...] = ("kill", "pause", "network", "client", "timeout")
+FAULTS: tuple[str, ...] = ("kill", "pause", "network", "client", "timeout", "member")
 NEMESIS = "nemesis"  # the node faults; "nemesis-clients": the client faults, which never wait for a node
 
 

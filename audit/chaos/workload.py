@@ -225,6 +225,15 @@ class Run:
             current = slot.current
         if current is None:
             raise RuntimeError(f"{fault.target} has no running process")
+        if fault.kind == "member":
+            name = f"{slot.name}#{len(slot.processes) - 1}"
+            os.killpg(current.pid, signal.SIGSTOP)
+            try:
+                time.sleep(fault.duration)
+            finally:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(current.pid, signal.SIGCONT)
+            return {"stopped": name, "seconds": fault.duration}
         if fault.kind == "timeout":
             if slot.role == "jproducer":  # the JVM keeps SIGUSR1 for itself: a file asks for the stall
                 self.stall_file(slot).touch()

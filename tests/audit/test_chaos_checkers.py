@@ -286,6 +286,8 @@ def test_schedule_is_seeded_spaced_and_mixed() -> None:
     with pytest.raises(ScheduleError, match=r"unknown fault kind.*partition"):
         parse_kinds("kill,partition")
     assert parse_kinds("kill,network,kill") == ("kill", "network")
+    members = schedule(2, 60, ("member",), 3, 2)
+    assert {f.target for f in members} <= {"ctp-0", "ctp-1"} and all(f.duration > 10 for f in members)
     network = schedule(2, 60, ("network",), 3)
     assert {f.action for f in network} == {"cut", "delay"} and all(4 <= f.duration <= 6 for f in network)
     assert copy.copy(parse_kinds("none")) == ()
