@@ -89,12 +89,16 @@ def chaos_run(version: str | None, nodes: int, transaction_version: int, seconds
 
 def render(summary: dict[str, Any]) -> str:
     v = summary["validation"]
-    lines = [f"chaos: {summary.get('kafka', '?')}, {summary.get('nodes', '?')} nodes, transaction.version "
-             f"{summary.get('transaction_version')}, {summary.get('seconds', '?')} s, seed {summary.get('seed')}",
+    head = (f"chaos: {summary['kafka']}, {summary['nodes']} nodes, transaction.version "
+            f"{summary['transaction_version']}, {summary['seconds']} s, seed {summary['seed']}" if "kafka" in summary
+            else f"chaos: the history {summary.get('history')}, transaction.version {summary['transaction_version']}")
+    counts = ", ".join(f"{kind} {n}" for kind, n in sorted(summary["anomaly_counts"].items()))
+    lines = [head,
              f"faults injected ({len(summary['faults_injected'])}): " + "; ".join(summary["faults_injected"]),
              f"transactions: {summary['transactions']}",
              f"anomalies: {len(summary['anomalies'])} over "
-             f"{sum(summary['checked'].values()):,} checks ({summary['seconds_anomalies']} s)"]
+             f"{sum(summary['checked'].values()):,} checks ({summary['seconds_anomalies']} s)"
+             + (f": {counts}" if counts else "")]
     for a in summary["anomalies"][:10]:
         lines.append(f"  {a['kind']}: {a['detail']}")
         for event in a["witness"][:4]:
