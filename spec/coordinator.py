@@ -826,6 +826,11 @@ def markers_written(cs: CoordinatorState, tid: str, *, config: CoordinatorConfig
     if md is None or md.state not in PREPARE_STATES:
         return CoordinatorResult(cs)
     if cs.completion(tid) is None:
+        if md.pending_state is (COMPLETE_COMMIT if md.state is PREPARE_COMMIT else COMPLETE_ABORT):
+            # prepareComplete ran (its transition is pending) but no channel holds it: Kafka's
+            # completeTransitionTo(prepareComplete(now)) completes it (TransactionCoordinatorTest
+            # shouldReturnConcurrentTxnOnAddPartitionsIfEndTxnV2EpochOverflowAndNotComplete)
+            md = replace(md, pending_state=None)
         complete = prepare_complete(md, cs.now_ms)
         cs, pending_md = prepare_transition_to(cs, replace(md, has_failed_epoch_fence=False), complete, config)
         if pending_md is None:
@@ -911,7 +916,8 @@ def load_from_log(txn_log: tuple[tuple[str, TxnTransit], ...], now_ms: int, coor
     In-memory fields start afresh (``last_producer_epoch`` -1, nothing pending, no failed fence).
     Every Prepare* transaction is completed: ``prepareComplete`` and its markers re-sent. With the
     cluster at transaction version 0 the log values are version 0, which have no previous or next
-    producer id (tagged fields of version 1): they reload as -1.
+    producer id and no client transaction version (tagged fields of version 1, ``TransactionLogValue.json``):
+    they reload as their defaults, -1, -1 and 0 (``TransactionLog.read``).
     """
     cs = CoordinatorState(coordinator_epoch=coordinator_epoch, now_ms=now_ms, next_producer_id=next_producer_id,
                           txn_log=txn_log)
@@ -922,7 +928,7 @@ def load_from_log(txn_log: tuple[tuple[str, TxnTransit], ...], now_ms: int, coor
         md = TxnMetadata(tid, t.producer_id, t.prev_producer_id if tagged else NO_PRODUCER_ID,
                          t.next_producer_id if tagged else NO_PRODUCER_ID, t.producer_epoch,
                          NO_PRODUCER_EPOCH, t.txn_timeout_ms, t.state, t.partitions, t.txn_start_ms,
-                         t.txn_last_update_ms, t.transaction_version)
+                         t.txn_last_update_ms, t.transaction_version if tagged else 0)
         cs = with_metadata(cs, md, tid)
     for tid, md in cs.cache:
         if md.state in PREPARE_STATES:

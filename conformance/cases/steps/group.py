@@ -19,6 +19,7 @@ from txnspec.conformance.cases.format import CaseInputError
 from txnspec.conformance.cases.values import (
     RESULTS,
     Observation,
+    error_name,
     get_bool,
     get_choice,
     get_int,
@@ -82,6 +83,16 @@ class OffsetCommitStep:
 
 
 @dataclass(frozen=True)
+class CommitVerification:
+    """A ``TxnOffsetCommit``'s ``verification`` (a txnspec extension, FORMAT.md): the group coordinator's leader
+    verified the offsets partition with the transaction coordinator (KIP-890), which answered
+    ``coordinator_error``; ``version`` is the TxnOffsetCommit version the client sent."""
+
+    coordinator_error: str  # Kafka's error name; NONE: verified
+    version: int = 5
+
+
+@dataclass(frozen=True)
 class TxnOffsetCommitStep:
     """A ``TxnOffsetCommit`` as it reaches the group coordinator; the member fields default to a producer
     outside group management (the generation fields are a txnspec extension, KIP-447)."""
@@ -93,6 +104,17 @@ class TxnOffsetCommitStep:
     member_id: str = ""
     generation_id: int = -1
     group_instance_id: str | None = None
+    verification: CommitVerification | None = None
+
+
+def _commit_verification(when: Mapping[str, Any]) -> CommitVerification | None:
+    verification = when.get("verification")
+    if verification is None:
+        return None
+    if not isinstance(verification, Mapping):
+        raise CaseInputError("'verification' must be an object")
+    return CommitVerification(error_name({"error": verification.get("coordinator_error")}),
+                              get_int(verification, "txn_offset_commit_version", 5, minimum=0))
 
 
 @dataclass(frozen=True)
@@ -131,7 +153,8 @@ def parse_group_step(when: Mapping[str, Any]) -> GroupStep:
         return TxnOffsetCommitStep(group_id, get_int(when, "producer_id", minimum=0),
                                    get_int(when, "producer_epoch", minimum=0), _offsets(when, "offsets"),
                                    get_str(when, "member_id", ""), get_int(when, "generation_id", -1, minimum=-1),
-                                   get_str(when, "group_instance_id", None, nullable=True))
+                                   get_str(when, "group_instance_id", None, nullable=True),
+                                   _commit_verification(when))
     if "append" in when:
         get_choice(when, "append", ("marker",))
         return GroupMarkerStep(get_int(when, "producer_id", minimum=0), get_int(when, "producer_epoch", minimum=0),
