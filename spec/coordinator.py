@@ -909,6 +909,22 @@ def expire_transactional_ids(cs: CoordinatorState, now_ms: int, expiration_ms: i
     return CoordinatorResult(cs, None, tuple(appended))
 
 
+def expire_transactional_id(cs: CoordinatorState, tid: str, *, config: CoordinatorConfig = DEFAULT_CONFIG
+                            ) -> CoordinatorResult:
+    """``removeExpiredTransactionalIds`` for one id whose ``transactional.id.expiration.ms`` has passed (the system
+    model's abstract time): Empty or Complete*, nothing pending, no markers being written; ``prepareDead``, the
+    tombstone, and the id leaves the cache. Anything else is left as it is."""
+    md = cs.metadata(tid)
+    if md is None or md.pending_state is not None or md.state not in EXPIRATION_ALLOWED \
+            or cs.completion(tid) is not None:
+        return CoordinatorResult(cs)
+    cs, pending = prepare_transition_to(cs, md, prepare_dead(md), config)
+    if pending is None:
+        return CoordinatorResult(cs)
+    cs = replace(cs, txn_log=_put(cs.txn_log, tid, None))
+    return CoordinatorResult(with_metadata(cs, None, tid), None, ((tid, None),))
+
+
 def load_from_log(txn_log: tuple[tuple[str, TxnTransit], ...], now_ms: int, coordinator_epoch: int,
                   next_producer_id: int, config: CoordinatorConfig = DEFAULT_CONFIG) -> CoordinatorResult:
     """``loadTransactionsForTxnTopicPartition``: rebuild the cache from the log after a failover.
@@ -951,7 +967,8 @@ def coordinator_failover(cs: CoordinatorState, *, config: CoordinatorConfig = DE
 __all__ = [
     "CoordinatorConfig", "CoordinatorResult", "CoordinatorState", "PendingCompletion", "TxnMetadata", "TxnTransit",
     "abort_timed_out_transaction", "abort_timed_out_transactions", "append_transaction_to_log",
-    "complete_transition_to", "coordinator_failover", "expire_transactional_ids", "handle_add_offsets_to_txn",
+    "complete_transition_to", "coordinator_failover", "expire_transactional_id", "expire_transactional_ids",
+    "handle_add_offsets_to_txn",
     "handle_add_partitions_to_txn", "handle_end_txn", "handle_init_producer_id",
     "handle_write_txn_markers_response", "load_from_log", "markers_written", "prepare_transition_to",
     "supports_epoch_bump", "timed_out_transactions",

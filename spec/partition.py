@@ -369,6 +369,16 @@ def expire_producers(state: PartitionState, now_ms: int,
     return replace(state, producers=kept, verifying=verifying)
 
 
+def expire_producer_ids(state: PartitionState, producer_ids: frozenset[int]) -> PartitionState:
+    """``removeExpiredProducers`` at a moment when exactly ``producer_ids`` have been idle for
+    ``producer.id.expiration.ms`` (the system model's abstract time): their entries go unless a transaction of
+    theirs is open here, and their verification entries go."""
+    kept = tuple((pid, e) for pid, e in state.producers
+                 if pid not in producer_ids or e.current_txn_first_offset != -1)
+    verifying = tuple((pid, v) for pid, v in state.verifying if pid not in producer_ids)
+    return replace(state, producers=kept, verifying=verifying)
+
+
 # --- reading ----------------------------------------------------------------------------------------
 
 def collect_aborted_transactions(state: PartitionState, fetch_offset: int, upper_bound: int
