@@ -226,7 +226,7 @@ IN_FLIGHT_2 = scenario(Scenario(
     "in-flight-2", "one producer, one partition, three records with two batches in flight; a message may be "
     "duplicated: batches answered out of order are retried in sequence order",
     records_per_transaction=3, max_in_flight=2, max_epoch=4, max_sequence=3, faults={"duplicate": 1},
-    expected_states=3_570))
+    expected_states=3_684))
 
 IN_FLIGHT_5 = scenario(Scenario(
     "in-flight-5", "one producer, one partition, five records with five batches in flight (Kafka's default); "
