@@ -44,8 +44,8 @@ FAST: dict[tuple[str, int], tuple[int, int, dict[pj.Difference, int]]] = {
     ("loss", 2): (4_352, 3_259, {}), ("loss", 1): (5_625, 4_795, {}),
 }
 SLOW: dict[tuple[str, int], tuple[int, int, dict[pj.Difference, int]]] = {
-    ("append-failure", 2): (4_055, 3_583, {}), ("append-failure", 1): (6_935, 7_737, {}),
-    ("faults", 2): (31_468, 38_693, {}), ("faults", 1): (48_598, 59_779, {}),
+    ("append-failure", 2): (4_977, 5_157, {}), ("append-failure", 1): (6_935, 7_737, {}),
+    ("faults", 2): (31_130, 38_317, {}), ("faults", 1): (44_426, 54_698, {}),
     ("rebalance", 2): (9_048, 11_855, {}), ("rebalance", 1): (10_568, 14_467, {}),
     ("in-flight-5", 2): (78_010, 219_372, {OOO_RETRY: 3_578}),
     ("default", 2): (167_644, 250_763, {}),

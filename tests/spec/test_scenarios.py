@@ -33,7 +33,7 @@ PINNED_FAULTS = {
     ("loss", "current"): 4352, ("loss", "tv1"): 5625,
     ("append-failure", "current"): 4977, ("append-failure", "tv1"): 6935,
     ("crash", "current"): 7104, ("crash", "tv1"): 9785,
-    ("faults", "current"): 31468, ("faults", "tv1"): 48598,
+    ("faults", "current"): 31130, ("faults", "tv1"): 44426,
 }
 FAULT_KINDS = {"loss": ("lose",), "append-failure": ("append fails",), "crash": ("crash",),
                "faults": ("lose", "append fails", "crash")}

@@ -78,8 +78,14 @@ class GroupGiven:
 
 @dataclass(frozen=True)
 class OffsetCommitStep:
+    """A plain ``OffsetCommit``; the member fields (a txnspec extension, KIP-447's checks of classic groups)
+    default to a consumer outside group management."""
+
     group_id: str
     offsets: tuple[tuple[str, int], ...]
+    member_id: str = ""
+    generation_id: int = -1
+    group_instance_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -149,7 +155,9 @@ def parse_group_step(when: Mapping[str, Any]) -> GroupStep:
         if not group_id:
             raise CaseInputError("'group_id' must not be empty")
         if request == "OffsetCommit":
-            return OffsetCommitStep(group_id, _offsets(when, "offsets"))
+            return OffsetCommitStep(group_id, _offsets(when, "offsets"), get_str(when, "member_id", ""),
+                                    get_int(when, "generation_id", -1, minimum=-1),
+                                    get_str(when, "group_instance_id", None, nullable=True))
         return TxnOffsetCommitStep(group_id, get_int(when, "producer_id", minimum=0),
                                    get_int(when, "producer_epoch", minimum=0), _offsets(when, "offsets"),
                                    get_str(when, "member_id", ""), get_int(when, "generation_id", -1, minimum=-1),

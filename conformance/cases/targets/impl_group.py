@@ -58,7 +58,9 @@ class GroupSession:
         step = steps.parse_group_step(when)
         c = self.coordinator
         if isinstance(step, steps.OffsetCommitStep):
-            errors = c.handle_offset_commit(step.group_id, dict(step.offsets), member=MemberIdentity())
+            errors = c.handle_offset_commit(step.group_id, dict(step.offsets),
+                                            member=MemberIdentity(step.member_id, step.group_instance_id,
+                                                                  step.generation_id))
             return steps.GroupObservation(error=_request_error(errors)).as_json()
         if isinstance(step, steps.TxnOffsetCommitStep):
             refused = self._verification_refusal(step)

@@ -44,7 +44,8 @@ class GroupSession:
     def apply(self, when: Mapping[str, Any]) -> dict[str, Any]:
         step = steps.parse_group_step(when)
         if isinstance(step, steps.OffsetCommitStep):
-            error = group_mod.validate_offset_commit(self.state, step.group_id, "", None, -1, transactional=False)
+            error = group_mod.validate_offset_commit(self.state, step.group_id, step.member_id, step.group_instance_id,
+                                                     step.generation_id, transactional=False)
             if error is Errors.NONE and step.offsets:
                 first = self._append(-1, -1, len(step.offsets))
                 self.state, response = group_mod.handle_offset_commit(self.state, step.group_id, step.offsets,
