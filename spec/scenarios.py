@@ -232,7 +232,7 @@ IN_FLIGHT_5 = scenario(Scenario(
     "in-flight-5", "one producer, one partition, five records with five batches in flight (Kafka's default); "
     "a message may be duplicated: the broker's five-batch duplicate window",
     records_per_transaction=5, max_in_flight=5, max_epoch=4, max_sequence=8, faults={"duplicate": 1},
-    expected_states=78_010))
+    expected_states=97_978))
 
 FULL = scenario(Scenario(
     "full", "the combination bugs live in: two transactional ids, the first with a zombie instance, two partitions, "

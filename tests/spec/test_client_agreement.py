@@ -47,7 +47,7 @@ SLOW: dict[tuple[str, int], tuple[int, int, dict[pj.Difference, int]]] = {
     ("append-failure", 2): (4_977, 5_157, {}), ("append-failure", 1): (6_935, 7_737, {}),
     ("faults", 2): (31_130, 38_317, {}), ("faults", 1): (44_426, 54_698, {}),
     ("rebalance", 2): (9_048, 11_855, {}), ("rebalance", 1): (10_568, 14_467, {}),
-    ("in-flight-5", 2): (78_010, 219_372, {OOO_RETRY: 3_578}),
+    ("in-flight-5", 2): (97_978, 284_690, {OOO_RETRY: 3_578}),
     ("default", 2): (167_644, 250_763, {}),
 }
 
