@@ -130,7 +130,7 @@ DEFAULT = scenario(Scenario(
     "default", "one producer, two partitions, two transactions with consumer offsets (consume-transform-"
     "produce); a duplicated request and a transaction timeout",
     partitions=("p0", "p1"), transactions_per_producer=2, commit_offsets=True, max_epoch=6, max_sequence=7,
-    faults={"duplicate": 1, "timeout": 1}, expected_states=167_644))
+    faults={"duplicate": 1, "timeout": 1}, expected_states=200_342))
 
 ZOMBIE = scenario(Scenario(
     "zombie", "two producer instances sharing one transactional id (a zombie), one partition",

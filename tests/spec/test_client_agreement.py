@@ -48,7 +48,7 @@ SLOW: dict[tuple[str, int], tuple[int, int, dict[pj.Difference, int]]] = {
     ("faults", 2): (31_130, 38_317, {}), ("faults", 1): (44_426, 54_698, {}),
     ("rebalance", 2): (9_048, 11_855, {}), ("rebalance", 1): (10_568, 14_467, {}),
     ("in-flight-5", 2): (97_978, 284_690, {OOO_RETRY: 3_578}),
-    ("default", 2): (167_644, 250_763, {}),
+    ("default", 2): (200_342, 322_049, {}),
 }
 
 
