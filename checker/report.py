@@ -187,6 +187,7 @@ class CheckResult:
     # state cap or an early stop cut is left out; the level a depth bound reached is finished)
     level_sizes: tuple[int, ...] = ()
     simulation: Any = None  # a simulation's SimulationStats (checker/simulate.py): walks, steps, shrinking
+    coordinator_seconds: float | None = None  # the partitioned search: CPU time of the coordinating process
 
     @property
     def ok(self) -> bool:
