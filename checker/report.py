@@ -265,6 +265,9 @@ class CheckResult:
                 if self.memory_bytes is not None else ""
             lines.append(f"  store: {self.store} (64-bit; chance that a collision hid a state: "
                          f"{self.collision_probability:.1e}{memory})")
+        if self.coordinator_seconds is not None and self.seconds > 0:
+            lines.append(f"  coordinator: {self.coordinator_seconds:.2f} s of CPU, "
+                         f"{self.coordinator_seconds / self.seconds:.1%} of the search's wall time (its serial part)")
         for v in self.verdicts:
             lines.append(f"  {v.status.upper() if v.holds is False else v.status:9} {v.expectation:9} {v.name}")
         for v in self.violated:
@@ -313,4 +316,5 @@ class CheckResult:
             "deadlocks": self.deadlock_count, "deadlock": path(self.deadlock),
             "coverage": self.coverage, "never_taken": list(self.never_taken),
             "simulation": self.simulation.to_json() if self.simulation is not None else None,
+            "coordinator_seconds": None if self.coordinator_seconds is None else round(self.coordinator_seconds, 3),
         }
