@@ -208,13 +208,19 @@ class _Worker:
         won.sort(key=lambda item: item[0])
         self.sent = []
         judged = [self.properties[name] for name in pending]
+        always = tuple(p.condition for p in judged if p.expectation is Expectation.ALWAYS)
+        sometimes = tuple(p.condition for p in judged if p.expectation is Expectation.SOMETIMES)
         hits: dict[str, bytes] = {}
-        for key, state in won:
-            for prop in judged:
-                if prop.name not in hits and _hit(prop, state):
-                    hits[prop.name] = key
-            if len(hits) == len(judged):
-                break
+        for key, state in won:  # as levels.py: one pass over the pending conditions, a closer look on a hit
+            if any(not condition(state) for condition in always) or any(condition(state) for condition in sometimes):
+                for prop in judged:
+                    if prop.name not in hits and _hit(prop, state):
+                        hits[prop.name] = key
+                judged = [p for p in judged if p.name not in hits]
+                always = tuple(p.condition for p in judged if p.expectation is Expectation.ALWAYS)
+                sometimes = tuple(p.condition for p in judged if p.expectation is Expectation.SOMETIMES)
+                if not judged:
+                    break
         # the last level a depth bound reaches is never expanded: its keys are kept (a stop may cut it), not its states
         self.level = won if keep else [(key, None) for key, _ in won]
         return _Accepted(len(won), hits)
