@@ -127,6 +127,7 @@ class _Walker:
         self.declared = [str(k) for k in (model.metadata or {}).get("action_kinds", ())]
         self.transition_labels: Callable[[Any, Any], Any] | None = (model.metadata or {}).get("transition_labels")
         self.fairness = model.fairness
+        self.report: Callable[[str], None] | None = None  # progress, about once a second
 
     def _weight_of(self, kind: str, action: Any, weights: dict[str, float], rng: random.Random) -> float:
         """A kind met for the first time in this walk draws its weight now (unfair kinds on a wider scale)."""
@@ -240,9 +241,16 @@ def _run(walker: _Walker, worker: int, workers: int, deadline: float, max_walks:
     lowest violating walk any worker found) is next, the deadline passes or ``max_walks`` walks are numbered."""
     tally = _Tally(array("q"), FingerprintSet(), {}, set())
     number = worker
+    report = walker.report if worker == 0 else None  # the first worker speaks for all (its own counts)
+    next_report = started + 1.0
     while (max_walks is None or number < max_walks) and time.perf_counter() < deadline:
         if bound is not None and number > bound.value:
             break
+        if report is not None and time.perf_counter() >= next_report:
+            next_report = time.perf_counter() + 1.0
+            report(f"{len(tally.steps_of):,} walks, {sum(tally.steps_of):,} steps, {len(tally.fingerprints):,} "
+                   f"distinct states" + (f" (worker 1 of {workers})" if workers > 1 else "")
+                   + f", {time.perf_counter() - started:.0f} s")
         before = sum(tally.coverage.values())
         path = walker.walk(number, tally)
         steps = sum(tally.coverage.values()) - before
@@ -282,7 +290,8 @@ def simulate(model: Model[Any], *, properties: Sequence[str] | None = None, seco
     The result is a :class:`CheckResult` like the breadth-first engines' (``store`` is "simulation", its
     ``simulation`` field has the :class:`SimulationStats`): the violated invariant (or the deadlock) with its
     shrunk counterexample; every other invariant unknown (a simulation proves nothing); a ``sometimes``
-    property holds if a walk met it, else unknown.
+    property holds if a walk met it, else unknown. ``progress`` is called about once a second with a line of
+    counts (the first worker's), and once with the walk found violating.
 
     >>> from txnspec.checker.model import Model, Property
     >>> walk = Model("walk", lambda: [0], lambda n: [("up", n + 1), ("down", n - 1)] if abs(n) < 20 else [],
@@ -302,6 +311,7 @@ def simulate(model: Model[Any], *, properties: Sequence[str] | None = None, seco
     sometimes = [p for p in selected if p.expectation is Expectation.SOMETIMES]
     leads_to = [p for p in selected if p.expectation is Expectation.LEADS_TO]
     walker = _Walker(model, always, sometimes, leads_to, seed, max_depth, check_deadlock)
+    walker.report = progress
     started = time.perf_counter()
     deadline = started + seconds
     collecting = gc.isenabled()

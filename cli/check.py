@@ -201,8 +201,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.simulate:
         from txnspec.checker.simulate import simulate
 
+        def line(text: str) -> None:
+            print(f"\r  {text}   ", end="", file=sys.stderr, flush=True)
+
         result = simulate(model, properties=names, seconds=args.seconds or 60.0, max_depth=args.depth or 100,
-                          seed=args.seed or 0, workers=args.workers)
+                          seed=args.seed or 0, workers=args.workers, progress=line if show_progress else None)
+        if show_progress:
+            print(file=sys.stderr)
     elif args.master is not None:
         result = _check_on_spark(args, model, _without_liveness(model, names), show_progress)
     elif args.store == "partitioned":
