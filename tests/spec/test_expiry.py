@@ -78,7 +78,8 @@ def _newest_transactional_offset_wins(state: Any, producer_id: int, commit: bool
 @pytest.mark.parametrize(("name", "broken"), [
     ("producer-expiry", CURRENT.but("expire-open", "", expire_producer_ids=_expire_open_transactions_too)),
     ("id-expiry", CURRENT.but("reuse-pid", "", expire_transactional_id=_reuse_the_expired_producer_id)),
-    ("plain-commit", CURRENT.but("newest-txn", "", complete_pending_txn_offset_commit=_newest_transactional_offset_wins)),
+    ("plain-commit", CURRENT.but("newest-txn", "",
+                                 complete_pending_txn_offset_commit=_newest_transactional_offset_wins)),
 ])
 def test_each_new_invariant_catches_a_protocol_that_breaks_it(name: str, broken: Protocol,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
