@@ -40,7 +40,7 @@ def test_stop_on_violation_exits_1_at_the_first_violation(engine: list[str],
     out = capsys.readouterr().out
     assert status == 1
     assert "end_txn_applies_to_its_transaction: shortest counterexample (15 steps)" in out
-    assert "392 distinct states" in out and "stop on violation" in out
+    assert "363 distinct states" in out and "stop on violation" in out
 
 
 @pytest.mark.parametrize(("argv", "message"), [
