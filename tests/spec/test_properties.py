@@ -11,7 +11,7 @@ from txnspec.spec import partition as part
 from txnspec.spec import properties as props
 from txnspec.spec import system as sysm
 from txnspec.spec.coordinator import IllegalTransition
-from txnspec.spec.group import GroupState
+from txnspec.spec.group import GroupState, OffsetRecord
 from txnspec.spec.messages import TransactionResult
 from txnspec.spec.model import build_system
 from txnspec.spec.scenarios import SCENARIOS
@@ -63,7 +63,8 @@ def violating_states() -> dict[str, sysm.SystemState]:
         "atomic_outcome": with_ghost(closed_transaction(closed_transaction(s, "p0", COMMIT), "p1", ABORT),
                                      batches=(batch("p0"), batch("p1"))),
         "end_txn_applies_to_its_transaction": with_ghost(s, decisions=(("t1", T2, COMMIT, T1),)),
-        "offsets_only_with_committed_output": replace(s, group=GroupState(committed=((("g", "input-0"), 1),))),
+        "offsets_only_with_committed_output": replace(s, group=GroupState(
+            committed=((("g", "input-0"), OffsetRecord(1, 0)),))),
         "no_hanging_transaction": set_partition(s, "p0", part.append_data(
             s.partition("p0"), 0, 0, 0, 1, True)[0]),
     }
