@@ -106,6 +106,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from txnspec.conformance.adapters.spec_adapter import StepNotEnabledError
+from txnspec.conformance.envelope_diff import sent_difference
 from txnspec.conformance.traces import Step, Trace, TraceError
 
 __all__ = ["Adapter", "StepNotEnabledError", "Verdict", "replay", "shrink"]
@@ -137,6 +138,11 @@ def _diff(expected: dict[str, Any], actual: dict[str, Any], what: str) -> str | 
     keys = sorted(set(expected) | set(actual))
     parts = []
     for k in keys:
+        if k == "sent" and isinstance(expected.get(k), list) and isinstance(actual.get(k), list):
+            sent = sent_difference(expected[k], actual[k])
+            if sent is not None:
+                parts.append(f"{what}.{sent}")
+            continue
         if expected.get(k) != actual.get(k):
             parts.append(f"{what}.{k}: expected {json.dumps(expected.get(k), sort_keys=True)}, "
                          f"got {json.dumps(actual.get(k), sort_keys=True)}")
