@@ -101,10 +101,11 @@ Divergence
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
+from txnspec.conformance.abstraction import AbstractState, compare
 from txnspec.conformance.adapters.spec_adapter import StepNotEnabledError
 from txnspec.conformance.envelope_diff import sent_difference
 from txnspec.conformance.traces import Step, Trace, TraceError
@@ -117,7 +118,7 @@ class Adapter(Protocol):
 
     def apply(self, step: Step) -> dict[str, Any]: ...
 
-    def abstract_state(self) -> dict[str, Any]: ...
+    def abstract_state(self) -> AbstractState: ...
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,17 @@ class Verdict:
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "divergence_step": self.divergence_step, "detail": self.detail,
                 "steps_run": self.steps_run}
+
+
+def _abstract_difference(expected: dict[str, Any], adapter: Adapter) -> str | None:
+    """The first difference between the trace's abstract state and the adapter's, outside the adapter's table of
+    legitimate differences (``abstraction_differences``); a component the adapter does not return is one."""
+    actual = adapter.abstract_state()
+    if not isinstance(actual, Mapping):
+        return f"abstract: abstract_state() returned {type(actual).__name__}, not an AbstractState"
+    table = getattr(adapter, "abstraction_differences", None) or {}
+    found = compare(expected, actual, table, system=getattr(adapter, "name", "impl"))
+    return None if found is None else f"abstract.{found}"
 
 
 def _diff(expected: dict[str, Any], actual: dict[str, Any], what: str) -> str | None:
@@ -164,9 +176,7 @@ def replay(trace: Trace, adapter: Adapter, *, compare_abstract: bool = True) -> 
         expected = project(step.observation) if callable(project) else step.observation
         problem = _diff(expected, observed, "observation")
         if problem is None and compare_abstract and step.abstract is not None:
-            actual = adapter.abstract_state()
-            if actual:
-                problem = _diff(step.abstract, actual, "abstract")
+            problem = _abstract_difference(step.abstract, adapter)
         if problem is not None:
             return Verdict(False, i, f"trace {trace.id!r}, step {i} ({step.action}): {problem}", i + 1)
     return Verdict(True, None, "", len(trace.steps))

@@ -41,7 +41,9 @@ import contextlib
 import json
 from typing import Any
 
+from txnspec.conformance.abstraction import AbstractState
 from txnspec.conformance.adapters import impl_messages as implmsg
+from txnspec.conformance.adapters.impl_abstraction import DIFFERENCES, differences, of_cluster
 from txnspec.conformance.adapters.impl_messages import Names
 from txnspec.conformance.adapters.spec_adapter import StepNotEnabledError
 from txnspec.conformance.envelope_diff import compared_json, describe_mismatch, key, plain, same
@@ -104,6 +106,8 @@ class ImplAdapter:
         self.members: dict[str, Any] = {}  # producer -> its consumer's MemberIdentity (KIP-447 scenarios)
         self.group_clock = 0  # the membership's own clock: only the rebalance moves it
         self.offsets_partition = ""
+        self.spec_partitions: tuple[str, ...] = ()
+        self.group_ids: tuple[str, ...] = ()
         self.generation_offset = 0  # see impl_messages.Names
 
     def reset(self, scenario: str, variant: str = "current") -> None:
@@ -122,6 +126,9 @@ class ImplAdapter:
                                config=BrokerConfig(max_producer_epoch=s.max_epoch))
         self.partitions, self.group = s.partitions, s.group_id
         self.offsets_partition = system.offsets_partition
+        self.abstraction_differences = differences(s.transaction_version)
+        self.spec_partitions = tuple(name for name, _ in initial_state(system).partitions)
+        self.group_ids = tuple(g.group_id for g in initial_state(system).group.groups)
         self.producers, self.txn_no, self.results, self.marker_answers = {}, {}, [], []
         self.handles, self.instances, self.lost, self.lost_markers = {}, {}, [], []
         self.max_in_flight = s.max_in_flight
@@ -491,5 +498,11 @@ class ImplAdapter:
                 "sent": sorted((compared_json(m) for m in expected.get("sent", [])),
                                key=lambda m: json.dumps(m, sort_keys=True))}
 
-    def abstract_state(self) -> dict[str, Any]:
-        return {}
+    abstraction_differences: dict[str, str] = DIFFERENCES  # the reset sets the table of its cluster
+
+    def abstract_state(self) -> AbstractState:
+        """The implementation's state as the spec's abstraction (:mod:`.impl_abstraction`)."""
+        producers = {who: p for who, (_, p) in self.producers.items()}
+        partitions = {p: p if p == self.offsets_partition else impl_partition(p) for p in self.spec_partitions}
+        return of_cluster(self.cluster, self.names(), producers, partitions, self.txn_no, self.generation_offset,
+                          self.group_ids)
