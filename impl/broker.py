@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from txnspec.impl import _mutants
 from txnspec.impl.coordinator import (
     GROUP_METADATA_TOPIC,
     TRANSACTION_STATE_TOPIC,
@@ -217,7 +218,10 @@ class Broker:
         if isinstance(request, EndTxn):
             e = tc.handle_end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
                                   request.result, request.transaction_version, now_ms=now_ms)
-            return Response(e.error, e.producer_id, e.producer_epoch, correlation_id=rid)
+            epoch = e.producer_epoch
+            if _mutants.active("end-txn-response-stale-epoch") and epoch > 0 and request.transaction_version >= 2:
+                epoch -= 1
+            return Response(e.error, e.producer_id, epoch, correlation_id=rid)
         if isinstance(request, TxnOffsetCommit):
             return self._txn_offset_commit(request, now_ms)
         if isinstance(request, Produce):

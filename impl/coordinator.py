@@ -645,8 +645,9 @@ class TransactionCoordinator:
         targets = sorted(md.topic_partitions)
         if _mutants.active("markers-skip-a-partition") and len(targets) > 1:
             targets = targets[:-1]
+        sent_epoch = coordinator_epoch + 1 if _mutants.active("marker-coordinator-epoch-ahead") else coordinator_epoch
         for p in targets:
-            self._outbox.append(TxnMarker(tid, p, md.producer_id, md.producer_epoch, coordinator_epoch, result,
+            self._outbox.append(TxnMarker(tid, p, md.producer_id, md.producer_epoch, sent_epoch, result,
                                           md.client_transaction_version))
         if not self.config.manual_marker_completion:
             self._maybe_write_txn_completion(tid, now_ms)

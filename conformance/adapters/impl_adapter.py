@@ -65,6 +65,12 @@ ANSWERS: dict[type, tuple[type, ...]] = {
     spec.ErrorResponse: (implm.AddPartitionsToTxn, implm.AddOffsetsToTxn, implm.TxnOffsetCommit),
 }
 K = ActionKind
+# the scenario's fault budget (spec/scenarios.py FAULTS) each fault step spends: the trace's environment
+FAULT_BUDGET: dict[ActionKind, str] = {
+    K.LOSE: "loss", K.DUPLICATE: "duplicate", K.APPEND_FAILS: "append_failure", K.TIMEOUT: "timeout",
+    K.FAILOVER: "failover", K.CRASH: "crash", K.EXPIRE_BATCH: "expire_batch", K.REBALANCE: "rebalance"}
+BLOCKING_CALLS = frozenset({K.INIT_TRANSACTIONS, K.SEND_OFFSETS_TO_TRANSACTION, K.COMMIT_TRANSACTION,
+                            K.ABORT_TRANSACTION})
 
 
 def impl_partition(name: str) -> str:
@@ -105,6 +111,7 @@ class ImplAdapter:
         self.lost_markers: list[Any] = []  # markers lost, or whose answer was lost, not yet re-sent
         self.members: dict[str, Any] = {}  # producer -> its consumer's MemberIdentity (KIP-447 scenarios)
         self.group_clock = 0  # the membership's own clock: only the rebalance moves it
+        self.budget: dict[str, int] = {}  # faults left in the scenario's budget
         self.offsets_partition = ""
         self.spec_partitions: tuple[str, ...] = ()
         self.group_ids: tuple[str, ...] = ()
@@ -132,6 +139,7 @@ class ImplAdapter:
         self.producers, self.txn_no, self.results, self.marker_answers = {}, {}, [], []
         self.handles, self.instances, self.lost, self.lost_markers = {}, {}, [], []
         self.max_in_flight = s.max_in_flight
+        self.budget = {fault: s.budget(fault) for fault in FAULT_BUDGET.values()}
         for p in initial_state(system).producers:
             self._start_producer(producer_address(p.index), p.transactional_id)
             self.txn_no[producer_address(p.index)] = 0
@@ -284,10 +292,20 @@ class ImplAdapter:
         answers_before = len(self.marker_answers)
         action = step.action
         kind = action.kind
+        fault = FAULT_BUDGET.get(kind)
+        if fault is not None:
+            if self.budget[fault] <= 0:
+                raise self._not_enabled(step, f"the scenario's budget allows no more {fault} faults")
+            self.budget[fault] -= 1
         if kind in APPLICATION_CALLS:
             who = action.actor
             _, p = self.producers[who]
             self._ack()
+            pending = p.tm.pending_transition
+            if kind in BLOCKING_CALLS and pending is not None and not pending[0].acked:
+                # Kafka hands the pending call's result back (TransactionManager.handleCachedTransactionRequestResult):
+                # the application re-awaits a call that timed out, which the spec's application never does
+                raise self._not_enabled(step, f"{pending[2]} is still pending: the call would re-await its result")
             result = None
             try:
                 if kind is K.INIT_TRANSACTIONS:
@@ -484,16 +502,17 @@ class ImplAdapter:
         return offsets
 
     def observe(self) -> dict[str, Any]:
-        visible = {p: {"read_committed": self._visible(impl_partition(p), "READ_COMMITTED"),
-                       "read_uncommitted": self._visible(impl_partition(p), "READ_UNCOMMITTED")}
-                   for p in self.partitions}
+        broker_name = {p: p if p == self.offsets_partition else impl_partition(p) for p in self.spec_partitions}
+        visible = {p: {"read_committed": self._visible(broker_name[p], "READ_COMMITTED"),
+                       "read_uncommitted": self._visible(broker_name[p], "READ_UNCOMMITTED")}
+                   for p in self.spec_partitions}
         _, committed = self.cluster.broker.group_coordinator.fetch_offsets(self.group, ["input-0"])
         return {"visible": visible, "offsets": {f"{self.group}/{tp}": off for tp, off in committed.items()}}
 
     def project(self, expected: dict[str, Any]) -> dict[str, Any]:
         """The part of the spec's observation this adapter reports."""
         visible = expected.get("visible", {})
-        return {"visible": {p: visible[p] for p in self.partitions if p in visible},
+        return {"visible": {p: visible[p] for p in self.spec_partitions if p in visible},
                 "offsets": expected.get("offsets", {}), "errors": expected.get("errors", []),
                 "sent": sorted((compared_json(m) for m in expected.get("sent", [])),
                                key=lambda m: json.dumps(m, sort_keys=True))}
