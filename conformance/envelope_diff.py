@@ -69,15 +69,18 @@ def same(expected: Envelope, actual: Envelope) -> bool:
 
 
 def describe_mismatch(expected: Envelope, candidates: Sequence[Envelope], *, what: str = "in flight") -> str:
-    """Why none of ``candidates`` is ``expected``: the differing fields of the nearest candidate of the same type,
-    or, with none of that type, the message's first field and 'impl has none in flight'."""
+    """Why none of ``candidates`` is ``expected``: the differing fields of the nearest candidate of the same type
+    (between the same endpoints if there is one), or, with none of that type, the message's first field and 'impl
+    has none in flight'."""
     body = expected.body
     of_type = [c for c in candidates if type(c.body) is type(body)]
     if not of_type:
         key = dataclasses.fields(body)[0].name
         return (f"{type(body).__name__}.{key}: trace {shown(getattr(body, key))!r}, impl has none {what} "
                 f"({expected.source}->{expected.target})")
-    best = min(of_type, key=lambda c: len(differences(expected, c)))
+    # the nearest: between the same endpoints first, then the fewest differing fields
+    best = min(of_type, key=lambda c: ((c.source, c.target) != (expected.source, expected.target),
+                                       len(differences(expected, c))))
     return "; ".join(f"{name}: trace {x!r}, impl {y!r}" for name, x, y in differences(expected, best))
 
 

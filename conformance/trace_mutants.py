@@ -227,7 +227,11 @@ def trace_mutation_score(traces: Sequence[Trace], adapters: Mapping[str, Callabl
         for mutant in mutants_of(trace, rng, foreign=foreign, per_operator=per_operator):
             killed, detail = {}, {}
             for name, make in adapters.items():
-                verdict = replay(mutant.trace, make())
+                try:
+                    verdict = replay(mutant.trace, make())
+                except Exception as exc:  # noqa: BLE001 - an adapter that crashes on a wrong trace: said as such
+                    killed[name], detail[name] = True, f"the adapter raised {type(exc).__name__}: {exc}"
+                    continue
                 killed[name], detail[name] = not verdict.ok, verdict.detail
             equivalent = None if all(killed.values()) else equivalence(mutant)
             result = TraceMutantResult(mutant.operator, mutant.trace_id, mutant.where, killed, detail, equivalent)

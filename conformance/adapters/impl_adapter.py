@@ -133,7 +133,7 @@ class ImplAdapter:
                                config=BrokerConfig(max_producer_epoch=s.max_epoch))
         self.partitions, self.group = s.partitions, s.group_id
         self.offsets_partition = system.offsets_partition
-        self.abstraction_differences = differences(s.transaction_version)
+        self.abstraction_differences = {**type(self).abstraction_differences, **differences(s.transaction_version)}
         self.spec_partitions = tuple(name for name, _ in initial_state(system).partitions)
         self.group_ids = tuple(g.group_id for g in initial_state(system).group.groups)
         self.producers, self.txn_no, self.results, self.marker_answers = {}, {}, [], []
@@ -292,6 +292,8 @@ class ImplAdapter:
         answers_before = len(self.marker_answers)
         action = step.action
         kind = action.kind
+        if action.actor.startswith("producer-") and action.actor not in self.producers:
+            raise self._not_enabled(step, f"the scenario has no {action.actor}")
         fault = FAULT_BUDGET.get(kind)
         if fault is not None:
             if self.budget[fault] <= 0:
