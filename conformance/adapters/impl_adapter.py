@@ -112,6 +112,7 @@ class ImplAdapter:
         self.members: dict[str, Any] = {}  # producer -> its consumer's MemberIdentity (KIP-447 scenarios)
         self.group_clock = 0  # the membership's own clock: only the rebalance moves it
         self.budget: dict[str, int] = {}  # faults left in the scenario's budget
+        self.visible_cache: dict[tuple[str, str], tuple[Any, tuple[int, ...]]] = {}
         self.offsets_partition = ""
         self.spec_partitions: tuple[str, ...] = ()
         self.group_ids: tuple[str, ...] = ()
@@ -140,6 +141,7 @@ class ImplAdapter:
         self.handles, self.instances, self.lost, self.lost_markers = {}, {}, [], []
         self.max_in_flight = s.max_in_flight
         self.budget = {fault: s.budget(fault) for fault in FAULT_BUDGET.values()}
+        self.visible_cache = {}
         for p in initial_state(system).producers:
             self._start_producer(producer_address(p.index), p.transactional_id)
             self.txn_no[producer_address(p.index)] = 0
@@ -484,6 +486,18 @@ class ImplAdapter:
     # --- observation ---
 
     def _visible(self, partition: str, isolation: str) -> list[int]:
+        """The offsets a consumer reads from 0; fetched again only when the partition changed (an append-only log:
+        its end, high watermark, last stable offset and aborted index say whether it did)."""
+        p = self.cluster.broker.partition(partition)
+        key = (p.log_start_offset, p.log_end_offset, p.high_watermark, p.last_stable_offset, len(p.txn_index.entries))
+        cached = self.visible_cache.get((partition, isolation))
+        if cached is not None and cached[0] == key:
+            return list(cached[1])
+        offsets = self._fetch_all(partition, isolation)
+        self.visible_cache[(partition, isolation)] = (key, tuple(offsets))
+        return offsets
+
+    def _fetch_all(self, partition: str, isolation: str) -> list[int]:
         from txnspec.impl.consumer import Consumer
         from txnspec.impl.messages import Fetch
         from txnspec.impl.partition import IsolationLevel
