@@ -18,8 +18,8 @@ from txnspec.checker import check
 from txnspec.checker.levels import check_levels
 from txnspec.checker.model import Model
 from txnspec.checker.spark_bfs import check_spark
-from txnspec.conformance.cli import main as cli_main
-from txnspec.conformance.cli_main import java_problem
+from txnspec.cli import main as cli_main
+from txnspec.conformance.environment import java_problem
 from txnspec.conformance.model_factory import ModelFactory
 
 
