@@ -60,6 +60,11 @@ class _Strict:
         state: dict[str, Any] = self.adapter.abstract_state()
         return state
 
+    @property
+    def abstraction_differences(self) -> Any:
+        """The wrapped adapter's table of legitimate differences (set by its reset)."""
+        return getattr(self.adapter, "abstraction_differences", {})
+
 
 def read_traces(path: Path, fmt: str) -> Iterator[Any]:
     """Each trace of the file, or the TraceError of a part that is not one (the others still come)."""

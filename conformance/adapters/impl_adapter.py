@@ -42,9 +42,9 @@ import json
 from typing import Any
 
 from txnspec.conformance.abstraction import AbstractState
-from txnspec.conformance.adapters import impl_messages as implmsg
 from txnspec.conformance.adapters.impl_abstraction import DIFFERENCES, differences, of_cluster
-from txnspec.conformance.adapters.impl_messages import Names
+from txnspec.conformance.adapters.impl_messages import Names, marker_answer
+from txnspec.conformance.adapters.impl_messages import envelope as spec_envelope
 from txnspec.conformance.adapters.spec_adapter import StepNotEnabledError
 from txnspec.conformance.envelope_diff import compared_json, describe_mismatch, key, plain, same
 from txnspec.impl import messages as implm
@@ -249,7 +249,7 @@ class ImplAdapter:
         names = self.names()
         out = []
         for m in self.cluster.network.messages:
-            translated = implmsg.envelope(m, names)
+            translated = spec_envelope(m, names)
             if translated is not None:
                 out.append((m, translated))
         return out
@@ -406,8 +406,8 @@ class ImplAdapter:
     def _sent(self, before: set[int], answers_before: int) -> list[dict[str, Any]]:
         """What this step put in flight, as the spec's messages (source, target, body), in a canonical order."""
         names = self.names()
-        sent = [implmsg.envelope(m, names) for m in self.cluster.network.messages if m.id not in before]
-        sent += [implmsg.marker_answer(marker, error, names) for marker, error in self.marker_answers[answers_before:]]
+        sent = [spec_envelope(m, names) for m in self.cluster.network.messages if m.id not in before]
+        sent += [marker_answer(marker, error, names) for marker, error in self.marker_answers[answers_before:]]
         return [plain(e) for e in sorted((e for e in sent if e is not None), key=key)]
 
     def _take_marker_answer(self, step: Any) -> tuple[Any, Any]:
@@ -421,7 +421,7 @@ class ImplAdapter:
         if answered is None:
             raise self._not_enabled(step, "no marker answer from that partition")
         expected = step.action.message
-        actual = implmsg.marker_answer(answered[0], answered[1], self.names())
+        actual = marker_answer(answered[0], answered[1], self.names())
         if not same(expected, actual):
             raise self._not_enabled(step, describe_mismatch(expected, [actual]))
         self.marker_answers.remove(answered)

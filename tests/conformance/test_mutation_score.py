@@ -86,3 +86,12 @@ def test_the_command_reports_the_score(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["mutation-score", "--traces", "2", "--mutant", "timeout-commits"]) == 0
     assert "mutation score 1/1" in capsys.readouterr().out
     assert main(["mutation-score", "--scenario", "nope"]) == 2
+
+
+def test_the_command_scores_trace_mutants_on_both_adapters(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["mutation-score", "--scenario", "zombie", "--traces", "1", "--mutant", "stale-sequence-kept",
+                 "--trace-mutants", "1", "--per-operator", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "trace mutants: 16 of 1 traces, 0 equivalent" in out
+    assert "spec  killed 16/16" in out and "impl  killed 16/16" in out
+    assert main(["mutation-score", "--trace-mutants", "-1"]) == 2
