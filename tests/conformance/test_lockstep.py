@@ -170,3 +170,20 @@ def test_messages_map_field_by_field() -> None:
                                            implm.TxnOffsetCommit, implm.EndTxn, implm.Produce, TxnMarker}
     assert set(impl_messages.RESPONSES) == set(impl_messages.REQUESTS) - {TxnMarker}
     assert all(dataclasses.is_dataclass(t) for t in impl_messages.REQUESTS)
+
+
+def test_the_group_coordinators_transactional_offsets_batch_starts_at_sequence_0() -> None:
+    """Found by the lock-step abstraction: the spec wrote the TxnOffsetCommit batch of __consumer_offsets with base
+    sequence -1, the implementation (as Kafka's CoordinatorRuntime.maybeAllocateNewBatch, which builds the batch
+    with baseSequence 0) with 0. Pinned on both sides."""
+    trace = random_walk("offsets", 1)
+    i = _first_delivery(trace, "TxnOffsetCommit")
+    assert replay(trace, ImplAdapter()).ok
+    batch = trace.steps[i].abstract["partitions"]["__consumer_offsets-3"]["log"][0]
+    # [base offset, last offset, pid, epoch, base seq, last seq, transactional, control, coordinator epoch]
+    assert batch[4:7] == [0, 0, True]
+    impl = ImplAdapter()
+    impl.reset(trace.scenario, trace.variant)
+    for step in trace.steps[:i + 1]:
+        impl.apply(step)
+    assert impl.abstract_state()["partitions"]["__consumer_offsets-3"]["log"][0][4:7] == [0, 0, True]
