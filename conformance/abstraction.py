@@ -22,7 +22,8 @@ What it models
         groups' generations and member counts (:class:`GroupView`).
     ``producers``
         Per spec producer (``producer-k``) its client's ``TransactionManager``: state, producer id and epoch,
-        the application's transaction number, the batches in flight (:class:`ClientView`).
+        the application's transaction number, the batches in flight, the partitions added to the transaction
+        (:class:`ClientView`).
 
     :func:`of_spec` is the spec's abstraction of a :class:`~txnspec.spec.system_state.SystemState`;
     :func:`txnspec.conformance.adapters.impl_abstraction.of_cluster` the implementation's. :func:`compare`
@@ -106,6 +107,7 @@ class ClientView(TypedDict):
     epoch: int
     txn: int
     in_flight: list[list[Any]]  # [partition, producer id, epoch, base sequence], sorted
+    added: list[str]  # TV1: the partitions the coordinator acknowledged in the transaction (TV2 keeps none)
 
 
 class AbstractState(TypedDict):
@@ -168,7 +170,7 @@ def _group_view(g: Any) -> GroupView:
 @functools.lru_cache(maxsize=4096)
 def _client_view(p: Any) -> ClientView:
     return {"phase": p.phase.value, "producer_id": p.producer_id, "epoch": p.producer_epoch, "txn": p.txn_no,
-            "in_flight": sorted([list(b) for b in p.in_flight])}
+            "in_flight": sorted([list(b) for b in p.in_flight]), "added": sorted(p.added)}
 
 
 def of_spec(state: Any) -> AbstractState:

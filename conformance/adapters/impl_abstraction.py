@@ -123,8 +123,12 @@ def _client(producer: Any, names: Names, txn: int) -> ab.ClientView:
                        for tp, queue in producer.accumulator.items() for b in queue if b.base_sequence != -1)
     if producer.tm.state.value == "FATAL_ERROR":
         in_flight = []  # the spec sees a fatal client only as fatal (spec/projection.py): nothing it waits for
-    return {"phase": producer.tm.state.value, "producer_id": producer.tm.producer_id,
-            "epoch": producer.tm.producer_epoch, "txn": txn, "in_flight": in_flight}
+    # TransactionManager.partitionsInTransaction; under TV2 the leader adds them (KIP-890) and the spec's client
+    # keeps none (spec/projection.py): the abstraction shows none either
+    tm = producer.tm
+    added = [] if tm.transaction_version >= 2 else sorted(names.partition(p) for p in tm.partitions_in_transaction)
+    return {"phase": tm.state.value, "producer_id": tm.producer_id, "epoch": tm.producer_epoch, "txn": txn,
+            "in_flight": in_flight, "added": added}
 
 
 def of_cluster(cluster: Any, names: Names, producers: Mapping[str, Any], partitions: Mapping[str, str],
