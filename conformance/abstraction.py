@@ -9,8 +9,9 @@ What it models
         epoch, last epoch, previous and next producer id, partitions, timeout, the client's transaction
         version (:class:`CoordinatorEntry`).
     ``txn_log``
-        Per transactional id the last record of the transaction log (``TxnTransitMetadata``), None for a
-        tombstone (:class:`TxnLogRecord`).
+        Per transactional id the last record of the transaction log (``TxnTransitMetadata``), as compaction
+        leaves the log: an id whose last record is a tombstone (an expired transactional id) has none
+        (:class:`TxnLogRecord`).
     ``partitions``
         Per partition (the data partitions and the group's ``__consumer_offsets`` partition) its log (each batch:
         offsets, producer id, epoch, sequences, transactional flag, control marker and its coordinator
@@ -112,7 +113,7 @@ class ClientView(TypedDict):
 
 class AbstractState(TypedDict):
     coordinator: dict[str, CoordinatorEntry]
-    txn_log: dict[str, TxnLogRecord | None]
+    txn_log: dict[str, TxnLogRecord]
     partitions: dict[str, PartitionView]
     group: GroupView
     producers: dict[str, ClientView]
@@ -130,9 +131,7 @@ def _coordinator_entry(md: Any) -> CoordinatorEntry:
 
 
 @functools.lru_cache(maxsize=4096)
-def _log_record(t: Any) -> TxnLogRecord | None:
-    if t is None:
-        return None
+def _log_record(t: Any) -> TxnLogRecord:
     return {"state": str(t.state), "producer_id": t.producer_id, "producer_epoch": t.producer_epoch,
             "prev_producer_id": t.prev_producer_id, "next_producer_id": t.next_producer_id,
             "partitions": sorted(t.partitions), "txn_timeout_ms": t.txn_timeout_ms,
@@ -177,7 +176,7 @@ def of_spec(state: Any) -> AbstractState:
     """The spec's abstract state of a :class:`txnspec.spec.system_state.SystemState`."""
     cs = state.coordinator
     return {"coordinator": {tid: _coordinator_entry(md) for tid, md in cs.cache},
-            "txn_log": {tid: _log_record(t) for tid, t in cs.txn_log},
+            "txn_log": {tid: _log_record(t) for tid, t in cs.txn_log if t is not None},
             "partitions": {name: _partition_view(ps) for name, ps in state.partitions},
             "group": _group_view(state.group),
             "producers": {producer_address(p.index): _client_view(p) for p in state.producers}}

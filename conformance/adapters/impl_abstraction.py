@@ -32,9 +32,10 @@ DIFFERENCES: dict[str, str] = {}
 # what a version-0 transaction log value (server transaction version 0) does not hold
 UNTAGGED_LOG: dict[str, str] = {
     f"txn_log.*.{field}": "a version-0 transaction log value (the cluster at transaction version 0) has no previous "
-                          "or next producer id (tagged fields of version 1, TransactionLog.valueToBytes); the spec keeps "
-                          "the whole transit and drops them when it loads the log (spec/coordinator.py load_from_log)"
-    for field in ("prev_producer_id", "next_producer_id")}
+                          "or next producer id nor client transaction version (tagged fields of version 1, "
+                          "TransactionLog.valueToBytes); the spec keeps the whole transit and drops them when it "
+                          "loads the log (spec/coordinator.py load_from_log)"
+    for field in ("prev_producer_id", "next_producer_id", "transaction_version")}
 
 
 def differences(server_transaction_version: int) -> dict[str, str]:
@@ -54,7 +55,7 @@ def _coordinator(cluster: Any, names: Names) -> dict[str, ab.CoordinatorEntry]:
     return out
 
 
-def _txn_log(cluster: Any, names: Names) -> dict[str, ab.TxnLogRecord | None]:
+def _txn_log(cluster: Any, names: Names) -> dict[str, ab.TxnLogRecord]:
     from txnspec.impl.txn_metadata import TransactionState
 
     last: dict[str, str | None] = {}
@@ -62,17 +63,16 @@ def _txn_log(cluster: Any, names: Names) -> dict[str, ab.TxnLogRecord | None]:
         for batch in partition.log.batches:
             for record in batch.records:
                 last[str(record.key)] = None if record.value is None else str(record.value)
-    out: dict[str, ab.TxnLogRecord | None] = {}
+    out: dict[str, ab.TxnLogRecord] = {}
     for tid, raw in sorted(last.items()):
         if raw is None:
-            out[tid] = None
-            continue
+            continue  # a tombstone: the log as compaction leaves it has no record of the id (the spec's txn_log)
         v = json.loads(raw)
         out[tid] = {"state": TransactionState.from_id(v["status"]).value, "producer_id": v["producer_id"],
                     "producer_epoch": v["producer_epoch"], "prev_producer_id": v.get("prev_producer_id", -1),
                     "next_producer_id": v.get("next_producer_id", -1),
                     "partitions": sorted(names.partition(p) for p in v["partitions"] or ()),
-                    "txn_timeout_ms": v["timeout_ms"], "transaction_version": v["client_tv"]}
+                    "txn_timeout_ms": v["timeout_ms"], "transaction_version": v.get("client_tv", 0)}
     return out
 
 
