@@ -56,9 +56,8 @@ class _Strict:
                                       f"{str(exc).splitlines()[0] if str(exc) else ''})", []) from None
         return observed
 
-    def abstract_state(self) -> dict[str, Any]:
-        state: dict[str, Any] = self.adapter.abstract_state()
-        return state
+    def abstract_state(self) -> Any:
+        return self.adapter.abstract_state()
 
     @property
     def abstraction_differences(self) -> Any:

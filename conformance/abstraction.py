@@ -85,7 +85,8 @@ class ProducerEntryView(TypedDict):
 
 
 class PartitionView(TypedDict):
-    log: list[list[Any]]  # [base offset, last offset, pid, epoch, base seq, last seq, transactional, control, coord epoch]
+    # [base offset, last offset, pid, epoch, base seq, last seq, transactional, control, coordinator epoch]
+    log: list[list[Any]]
     log_end: int
     hw: int
     lso: int

@@ -94,7 +94,8 @@ def _offset_commit(r: implm.TxnOffsetCommit, names: Names) -> spec.TxnOffsetComm
     return spec.TxnOffsetCommit(
         r.transactional_id, r.group_id, r.producer_id, r.producer_epoch, tuple(r.offsets),
         "" if member is None else names.members.get(member.member_id, member.member_id),
-        -1 if member is None else member.generation_id - names.generation_offset, None if member is None else member.group_instance_id)
+        -1 if member is None else member.generation_id - names.generation_offset,
+        None if member is None else member.group_instance_id)
 
 
 def _end_txn(r: implm.EndTxn, names: Names) -> spec.EndTxn:

@@ -32,7 +32,7 @@ from txnspec.spec import partition as partition_mod
 from txnspec.spec import system as sysm
 from txnspec.spec.actions import Action
 from txnspec.spec.messages import IsolationLevel
-from txnspec.spec.network import is_request, producer_address
+from txnspec.spec.network import is_request
 
 MUTATIONS = ("read-committed-leak", "lost-offsets", "stale-lso")
 
@@ -158,6 +158,6 @@ class SpecAdapter:
         _, state = self._require()
         out = abstract_state(state)
         if self.mutation == "stale-lso":  # the views are shared (memoised): change copies
-            out = {**out, "partitions": {name: {**view, "lso": view["hw"]}  # type: ignore[typeddict-item]
+            out = {**out, "partitions": {name: {**view, "lso": view["hw"]}
                                          for name, view in out["partitions"].items()}}
         return out

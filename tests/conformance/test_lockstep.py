@@ -80,6 +80,7 @@ def test_an_edited_abstract_state_names_component_and_field() -> None:
     trace = random_walk("zombie", 3)
     i = next(i for i, s in enumerate(trace.steps) if s.abstract and s.abstract["coordinator"])
     step = trace.steps[i]
+    assert step.abstract is not None
     entry = step.abstract["coordinator"]["t1"]
     abstract = {**step.abstract, "coordinator": {"t1": {**entry, "producer_epoch": entry["producer_epoch"] + 7}}}
     verdict = replay(_with_step(trace, i, Step(step.action, step.observation, abstract)), ImplAdapter())
@@ -119,7 +120,7 @@ def test_a_component_the_adapter_does_not_return_is_a_divergence_unless_its_tabl
     assert "abstract.group: spec (present), impl (not returned by the adapter)" in verdict.detail
 
     class Declared(Partial):
-        abstraction_differences = {"group": "this system has no group coordinator"}
+        abstraction_differences = {"group": "this system has no group coordinator"}  # noqa: RUF012
 
     assert replay(trace, Declared()).ok
 
@@ -162,7 +163,6 @@ def test_the_impl_mutants_of_what_is_sent_or_held_are_killed_naming_what_differs
 def test_messages_map_field_by_field() -> None:
     """The typed mapping of impl messages onto the spec's: every field of every request type is mapped."""
     from txnspec.conformance.adapters import impl_messages
-
     from txnspec.impl import messages as implm
     from txnspec.impl.coordinator import TxnMarker
 
@@ -179,7 +179,9 @@ def test_the_group_coordinators_transactional_offsets_batch_starts_at_sequence_0
     trace = random_walk("offsets", 1)
     i = _first_delivery(trace, "TxnOffsetCommit")
     assert replay(trace, ImplAdapter()).ok
-    batch = trace.steps[i].abstract["partitions"]["__consumer_offsets-3"]["log"][0]
+    abstract = trace.steps[i].abstract
+    assert abstract is not None
+    batch = abstract["partitions"]["__consumer_offsets-3"]["log"][0]
     # [base offset, last offset, pid, epoch, base seq, last seq, transactional, control, coordinator epoch]
     assert batch[4:7] == [0, 0, True]
     impl = ImplAdapter()
