@@ -121,8 +121,15 @@ class Broker:
             num_offsets_partitions=self.config.num_offsets_partitions,
             max_producer_epoch=self.config.max_producer_epoch)
         self.producer_ids = ProducerIdManager(next_pid, persist)
+        recovery = None
+        if data_dir is not None:  # a transaction log cut behind the data logs (lost power without fsync)
+            from txnspec.impl.txn_recovery import TxnLogRecovery
+            recovery = TxnLogRecovery(self.partitions)
         self.txn_coordinator = TransactionCoordinator(txn_parts, self.producer_ids, self.coordinator_config,
-                                                      coordinator_epoch=coordinator_epoch, now_ms=now_ms)
+                                                      coordinator_epoch=coordinator_epoch, now_ms=now_ms,
+                                                      recovery=recovery)
+        self.txn_coordinator.recovery = None  # only the first load can find the log behind: later ones reload
+        # what this broker wrote itself
         offsets = {f"{GROUP_METADATA_TOPIC}-{i}": self.partition(f"{GROUP_METADATA_TOPIC}-{i}")
                    for i in range(self.config.num_offsets_partitions)}
         self.group_coordinator = GroupCoordinator(offsets, self.config.num_offsets_partitions)

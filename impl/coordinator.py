@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from txnspec.impl import _mutants
 from txnspec.impl.errors import Errors, KafkaStorageException
@@ -48,6 +49,9 @@ from txnspec.impl.txn_metadata import (
     is_epoch_exhausted,
     supports_epoch_bump,
 )
+
+if TYPE_CHECKING:
+    from txnspec.impl.txn_recovery import TxnLogRecovery
 
 S = TransactionState
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -325,8 +329,9 @@ class TransactionCoordinator:
 
     def __init__(self, log_partitions: Sequence[Partition], producer_ids: ProducerIdManager | None = None,
                  config: CoordinatorConfig | None = None, *, coordinator_epoch: int = 0, load: bool = True,
-                 now_ms: int = 0) -> None:
+                 now_ms: int = 0, recovery: TxnLogRecovery | None = None) -> None:
         self.config = config or CoordinatorConfig()
+        self.recovery = recovery  # durable broker: settles a transaction log cut behind the data logs
         self.producer_ids = producer_ids or ProducerIdManager()
         self.txn_manager = TransactionStateManager(log_partitions, self.config, coordinator_epoch)
         self._pending: dict[str, _PendingCompleteTxn] = {}
@@ -341,10 +346,19 @@ class TransactionCoordinator:
         self._pending.clear()
         self._outbox.clear()
         loaded = self.txn_manager.load(coordinator_epoch)
+        if self.recovery is not None:
+            self.recovery.prune_delivered_markers(loaded)
         for _tid, md in loaded.items():
             if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
                 result = ControlType.COMMIT if md.state is S.PREPARE_COMMIT else ControlType.ABORT
                 self._add_txn_markers_to_send(coordinator_epoch, result, md, md.prepare_complete(now_ms), now_ms)
+        if self.recovery is not None:
+            self.recovery.adopt_lost_transitions(loaded, now_ms, lambda tid, md: self._record(tid, md, now_ms))
+
+    def _record(self, transactional_id: str, md: TransactionMetadata, now_ms: int) -> None:
+        """Write ``md`` as it stands (a state recovery settled) so the next load starts from it."""
+        self.txn_manager._write(transactional_id, value_to_json(md.prepare_no_transit(),
+                                                                self.config.transaction_version), now_ms)
 
     def resign(self) -> None:
         """Stop being the coordinator (``onResignation``): drop the cache and every pending marker."""
