@@ -118,6 +118,8 @@ class CoordinatorConfig:
     # test reach epoch exhaustion and the producer-id rotation after it in a few transactions, as the spec's
     # bounded scenarios do
     max_producer_epoch: int = SHORT_MAX
+    # loading re-sends the markers of PrepareCommit/PrepareAbort (off only in the durability sabotage matrix)
+    resend_prepared_markers: bool = True
 
 
 class ProducerIdManager:
@@ -349,7 +351,7 @@ class TransactionCoordinator:
         if self.recovery is not None:
             self.recovery.prune_delivered_markers(loaded)
         for _tid, md in loaded.items():
-            if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) and self.config.resend_prepared_markers:
                 result = ControlType.COMMIT if md.state is S.PREPARE_COMMIT else ControlType.ABORT
                 self._add_txn_markers_to_send(coordinator_epoch, result, md, md.prepare_complete(now_ms), now_ms)
         if self.recovery is not None:
