@@ -9,7 +9,14 @@ import pytest
 
 from txnspec.impl.cluster import Cluster, named
 from txnspec.impl.log import Record
-from txnspec.impl.storage import SEGMENT, CorruptDataError, ProducerIdBlockFile, SegmentStore, open_partition, write_snapshot
+from txnspec.impl.storage import (
+    SEGMENT,
+    CorruptDataError,
+    ProducerIdBlockFile,
+    SegmentStore,
+    open_partition,
+    write_snapshot,
+)
 from txnspec.impl.testing import restart
 
 
