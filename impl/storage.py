@@ -48,8 +48,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from txnspec.impl import durability as _durability
 from txnspec.impl.checkpoint import Checkpoints, CorruptDataError, StorageError, atomic_write
-from txnspec.impl.durability import DEFAULT, Durability
+from txnspec.impl.durability import Durability
 from txnspec.impl.log import ControlType, Record, RecordBatch, RecordValue
 from txnspec.impl.partition import Partition
 
@@ -168,7 +169,7 @@ class SegmentStore:
 
     def __init__(self, directory: str, fsync: bool = False, failures: FailureSink | None = None,
                  policy: Durability | None = None, checkpoints: Checkpoints | None = None) -> None:
-        self.policy = policy or DEFAULT
+        self.policy = policy or _durability.DEFAULT
         self.ops = self.policy.ops
         self.directory = directory
         self.name = os.path.basename(os.path.normpath(directory))
@@ -340,7 +341,7 @@ def write_snapshot(data_dir: str, p: Partition, policy: Durability | None = None
     """Write ``<log end offset>.snapshot`` (producer state + aborted index), CRC-framed, atomically."""
     snap = p.snapshot()
     path = os.path.join(data_dir, p.name, f"{int(snap['offset']):020d}.snapshot")  # type: ignore[call-overload]
-    atomic_write(path, frame(json.dumps(snap).encode()), policy or DEFAULT)
+    atomic_write(path, frame(json.dumps(snap).encode()), policy or _durability.DEFAULT)
     for old in os.listdir(os.path.join(data_dir, p.name)):
         if old.endswith(".snapshot") and os.path.join(data_dir, p.name, old) != path:
             os.remove(os.path.join(data_dir, p.name, old))
@@ -355,7 +356,7 @@ def _snapshot_offset(name: str) -> int | None:
 def latest_snapshot(directory: str, log_end_offset: int, policy: Durability | None = None) -> dict[str, Any] | None:
     """The newest valid snapshot at or below ``log_end_offset``. A damaged or unreadable one is skipped with a
     warning: a snapshot only saves work, the log replayed from its start rebuilds the same state."""
-    check = (policy or DEFAULT).check_snapshot_checksum
+    check = (policy or _durability.DEFAULT).check_snapshot_checksum
     names = sorted((n for n in os.listdir(directory) if n.endswith(".snapshot")), reverse=True)
     for name in names:
         path = os.path.join(directory, name)
@@ -385,7 +386,7 @@ def open_partition(data_dir: str, name: str, kwargs: dict[str, int], fsync: bool
                    failures: FailureSink | None = None, recover_corruption: bool = False,
                    policy: Durability | None = None, checkpoints: Checkpoints | None = None) -> Partition:
     """Open (and recover) a partition's directory: valid batches, producer state from snapshot + replay."""
-    policy = policy or DEFAULT
+    policy = policy or _durability.DEFAULT
     directory = os.path.join(data_dir, name)
     store = SegmentStore(directory, fsync, failures, policy, checkpoints)
     try:
@@ -422,7 +423,7 @@ class ProducerIdBlockFile:
     def __init__(self, path: str, failures: FailureSink | None = None, policy: Durability | None = None) -> None:
         self.path = path
         self.failures = failures
-        self.policy = policy or DEFAULT
+        self.policy = policy or _durability.DEFAULT
         self.block_end = 0
         if os.path.exists(path):
             try:
