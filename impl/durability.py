@@ -75,7 +75,7 @@ def sabotaged(name: str, base: Durability = DEFAULT) -> Durability:
     """``base`` with mechanism ``name`` off; ``ValueError`` naming the known ones."""
     if name not in SABOTAGES:
         raise ValueError(f"unknown durability mechanism {name!r}; known: {', '.join(SABOTAGES)}")
-    return replace(base, **{name: False})
+    return replace(base, **{name: False})  # type: ignore[arg-type]
 
 
 __all__ = ["DEFAULT", "SABOTAGES", "Durability", "FileOps", "sabotaged"]

@@ -394,7 +394,7 @@ def open_partition(data_dir: str, name: str, kwargs: dict[str, int], fsync: bool
         batches = store.recover(recover_corruption,
                                 checkpoints.log_starts.get(name) if checkpoints is not None and known else None,
                                 checkpoints.recovery_points.get(name, 0) if checkpoints is not None else 0)
-        p = Partition(name, store=store, **kwargs)  # type: ignore[arg-type]
+        p = Partition(name, store=store, **kwargs)
         start = batches[0].base_offset if batches else store.base_offset
         if checkpoints is not None and known:
             start = checkpoints.log_starts.get(name, start)

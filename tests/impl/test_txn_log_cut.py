@@ -109,8 +109,8 @@ def check_cut(src: Path, work: Path, tv: int, cut: int, starts: list[int]) -> No
             assert len(values) == len(set(values)), values
         assert ("x-1" in seen["out-0"]) == ("x-2" in seen["out-1"]), seen  # all or nothing
         for part in ("out-0", "out-1"):
-            p = c.broker.partition(part)
-            assert p.last_stable_offset == p.high_watermark
+            leader = c.broker.partition(part)
+            assert leader.last_stable_offset == leader.high_watermark
 
 
 @pytest.mark.parametrize("tail", ["next", "reinit"])
