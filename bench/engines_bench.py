@@ -57,7 +57,7 @@ class Run:
 
 def _txnspec(tree: Path) -> list[str]:
     script = tree / ".venv" / "bin" / "txnspec"
-    return [str(script)] if script.exists() else [sys.executable, "-c", "from txnspec.conformance.cli import main; "
+    return [str(script)] if script.exists() else [sys.executable, "-c", "from txnspec.cli import main; "
                                                    "raise SystemExit(main())"]
 
 

@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any
 
 QUIET: dict[str, Any] = {"log_level": 0, "broker.address.family": "v4"}
-CLI = "import sys; from txnspec.conformance.cli import main; sys.exit(main())"
+CLI = "import sys; from txnspec.cli import main; sys.exit(main())"
 
 
 @contextlib.contextmanager
 def target(name: str) -> Iterator[str]:
-    from txnspec.conformance.audit.targets import free_port, open_target, wait_for_port
+    from txnspec.audit.targets import free_port, open_target, wait_for_port
 
     if name != "serve":
         with open_target(name) as t:

@@ -41,7 +41,9 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from txnspec.checker.model import Model
+from txnspec.checker.model import Model, Projection
+
+__all__ = ["Projection", "language_difference"]
 
 Label = tuple[Hashable | None, Hashable | None]
 """An observable step: ``(action label or None, the new view or None when the view did not change)``."""
@@ -50,21 +52,6 @@ LanguageProgress = Callable[[int, int, float], None]
 """Called about once a second with ``(concrete states of both models, macro-state pairs, states per second)``."""
 
 
-@dataclass(frozen=True)
-class Projection:
-    """What an observer sees of a step.
-
-    Attributes
-    ----------
-    action_label:
-        The observable label of an action, or ``None`` when the action itself is unobservable.
-    state_view:
-        What the observer sees of a state; a step that changes it is observable even when its action
-        is not. ``None``: only action labels are observed.
-    """
-
-    action_label: Callable[[Any], Hashable | None]
-    state_view: Callable[[Any], Hashable] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,7 +241,9 @@ def language_difference(left: Model[Any], right: Model[Any], projection: Project
 
     Examples
     --------
-    >>> from txnspec.checker.model import Model
+    >>> from txnspec.checker.model import Model, Projection
+
+__all__ = ["Projection", "language_difference"]
     >>> def counter(limit: int) -> Model[int]:
     ...     return Model(f"up-to-{limit}", lambda: [0], lambda n: [("tick", n + 1)] if n < limit else [])
     >>> d = language_difference(counter(2), counter(3), Projection(lambda a: a))

@@ -162,3 +162,20 @@ class Model(Generic[S]):
             raise ValueError(f"leads-to properties need the whole state graph, which {engine} does not keep: "
                              f"{', '.join(liveness)} (liveness stays local: use the exact engine for them)")
         return selected
+
+
+@dataclass(frozen=True)
+class Projection:
+    """What an observer sees of a step.
+
+    Attributes
+    ----------
+    action_label:
+        The observable label of an action, or ``None`` when the action itself is unobservable.
+    state_view:
+        What the observer sees of a state; a step that changes it is observable even when its action
+        is not. ``None``: only action labels are observed.
+    """
+
+    action_label: Callable[[Any], Hashable | None]
+    state_view: Callable[[Any], Hashable] | None = None

@@ -8,7 +8,7 @@ What is modelled
     application gets one executor per worker.
 
 Assumes
-    Java 17 or 21 (see :func:`txnspec.conformance.cli_main.java_problem`); every address is 127.0.0.1 and every
+    Java 17 or 21 (see :func:`txnspec.conformance.environment.java_problem`); every address is 127.0.0.1 and every
     port is picked free. Logs, PID files and the workers' folders stay under ``directory``.
 
 Bounds

@@ -24,7 +24,7 @@ Assumptions
 Left out
     Timing (the view is compared step by step, not by a clock) and consumer positions other than 0. The
     projection handed to the checker (``checker.language.Projection``) is built from these functions in
-    ``conformance/cli_diff.py`` (spec imports nothing of the checker but its model contract).
+    ``cli/diff.py`` (spec imports nothing of the checker but its model contract).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Literal
 
+from txnspec.checker.model import Projection
 from txnspec.spec.actions import APPLICATION_CALLS, Action
 from txnspec.spec.messages import EndTxn, IsolationLevel
 from txnspec.spec.system import System, SystemState, Tag
@@ -140,3 +141,10 @@ def render_labels(labels: tuple[Label, ...], start: Hashable | None) -> list[str
         if isinstance(label[1], ClientView):
             current = label[1]
     return out
+
+
+def projection(system: System, level: Level = "application") -> Projection:
+    """What clients observe of ``system``'s steps at ``level``, as the checker's :class:`Projection`."""
+    if level not in LEVELS:
+        raise ValueError(f"unknown observation level {level!r}; known: {', '.join(LEVELS)}")
+    return Projection(lambda action: action_label(action, level), lambda state: client_view(system, state))

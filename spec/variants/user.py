@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib.util
 import traceback
+from collections.abc import Iterable
 from pathlib import Path
 
 from txnspec.spec.protocol import CURRENT, Protocol
@@ -59,6 +60,8 @@ def load_variant_file(path: str | Path) -> Variant:
     module.__file__ = str(resolved)
     try:
         exec(code, module.__dict__)
+    except SystemExit as exc:  # sys.exit in a variant file must not end the command that loads it
+        raise VariantFileError(f"variant file {where!r} called sys.exit({exc.code!r}) while loading") from None
     except Exception as exc:
         frame = next((f for f in reversed(traceback.extract_tb(exc.__traceback__)) if f.filename == where), None)
         line = f" at line {frame.lineno}" if frame is not None else ""
@@ -77,6 +80,11 @@ def load_variant_file(path: str | Path) -> Variant:
     VARIANTS[variant.name] = variant
     _LOADED[resolved] = variant
     return variant
+
+
+def load_variant_files(files: Iterable[str | Path]) -> list[str]:
+    """Load each file (:func:`load_variant_file`); the names of the variants they define."""
+    return [load_variant_file(file).name for file in files]
 
 
 def _check(variant: Variant, where: str) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from txnspec.conformance.cases import CaseInputError, compare, run_cases, target_named
-from txnspec.conformance.cli import main
+from txnspec.cli import main
+from txnspec.conformance.cases.runner import CaseInputError, compare, run_cases, target_named
 
 PUBLIC = Path(__file__).resolve().parents[2] / "conformance" / "data" / "public.jsonl"
 FOUND = PUBLIC.with_name("found.jsonl")  # answers real Kafka gave the audit, pinned as cases

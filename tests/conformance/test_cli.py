@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from txnspec.conformance.cli import main
+from txnspec.cli import main
 
 
 def test_help_lists_the_subcommands(capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from txnspec.conformance.cli import main
+from txnspec.cli import main
 from txnspec.conformance.compare import Cell, Comparison, ScenarioRun, compare, run_scenario
 from txnspec.spec.catalog import systems
 from txnspec.spec.guarantees import GUARANTEES, GuaranteeCheck, NotApplicable

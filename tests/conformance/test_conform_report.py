@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from txnspec.conformance.cli import main
-from txnspec.conformance.cli_main import java_problem
-from txnspec.conformance.progress import progress_line
+from txnspec.cli import main
+from txnspec.cli.progress import progress_line
+from txnspec.conformance.environment import java_problem
 from txnspec.conformance.spark_job import spark_session
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "end_txn_keeps_epoch.py"

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from txnspec.conformance import cli
-from txnspec.conformance.cli import main
+import txnspec.cli as cli_package
+from txnspec.cli import check as check_command
+from txnspec.cli import main
 from txnspec.conformance.generate import random_walk
 from txnspec.conformance.traces import write_itf, write_jsonl
 
@@ -64,12 +65,11 @@ def test_debug_shows_the_traceback(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_an_internal_error_is_exit_4_in_one_line(capsys: pytest.CaptureFixture[str],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    cli._load_subcommands()
-    help_text, arguments, _ = cli._SUBCOMMANDS["check"]
-
     def broken(args: argparse.Namespace) -> int:
         raise ZeroDivisionError("division by zero\nsecond line")
-    monkeypatch.setitem(cli._SUBCOMMANDS, "check", (help_text, arguments, broken))
+    broken_check = check_command.COMMAND._replace(run=broken)
+    monkeypatch.setattr(cli_package, "COMMANDS",
+                        tuple(broken_check if c.name == "check" else c for c in cli_package.COMMANDS))
     status, _, err = run(["check"], capsys)
     assert status == 4
     line = one_error_line(err, "check")
@@ -291,3 +291,37 @@ def test_a_trace_file_with_no_traces_is_an_error(tmp_path: Path, capsys: pytest.
 def test_an_unknown_adapter_is_exit_2(traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
     status, _, err = run(["replay", str(traces / "good.jsonl"), "--adapter", "kafka"], capsys)
     assert status == 2 and "unknown adapter 'kafka'" in one_error_line(err, "replay")
+
+
+# --- every command refuses a bad argument at once ------------------------------------------------------------
+
+BAD_ARGUMENTS = [
+    (["main", "--traces", "-1"], "--traces must be a positive number"),
+    (["main", "--scenario", "nope"], "unknown scenario 'nope'"),
+    (["check", "--scenario", "nope"], "unknown scenario 'nope'"),
+    (["check", "--variant", "nope"], "unknown variant 'nope'"),
+    (["check", "--workers", "0"], "--workers must be at least 1"),
+    (["conform", "--traces", "0"], "--traces must be a positive number"),
+    (["conform", "--scenario", "nope"], "unknown scenario 'nope'"),
+    (["conform", "--max-steps", "0"], "--max-steps must be a positive number"),
+    (["diff", "--variant", "nope"], "unknown variant 'nope'"),
+    (["diff", "--max-states", "0"], "--max-states must be a positive number"),
+    (["replay", "{folder}"], "is a directory, not a file"),
+    (["cases", "{folder}"], "is a directory, not a file"),
+    (["audit", "--broker", "serve", "--ops", "0"], "--ops must be at least 1"),
+    (["audit", "--broker", "serve", "--traces", "-1"], "--traces must be at least 0"),
+    (["serve", "--port", "70000"], "--port must be in 0..65535"),
+    (["mutation-score", "--traces", "0"], "--traces must be at least 1"),
+    (["prove", "--bmc-depth", "-1"], "--bmc-depth must be >= 0"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), BAD_ARGUMENTS, ids=[" ".join(a) for a, _ in BAD_ARGUMENTS])
+def test_every_command_refuses_a_bad_argument_within_two_seconds(
+        argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [a.replace("{folder}", str(tmp_path)) for a in argv]
+    started = time.process_time()  # the work done before refusing, not a loaded machine's waiting
+    status, _, err = run(argv, capsys)
+    elapsed = time.process_time() - started
+    assert status == 2 and message in one_error_line(err, argv[0])
+    assert elapsed < 2.0, f"txnspec {' '.join(argv)} took {elapsed:.1f} s to refuse"

@@ -20,14 +20,15 @@ from typing import Any
 
 import pytest
 
+from txnspec.audit.report import AuditReport, RuleResult
 from txnspec.checker.html import render_page
 from txnspec.checker.language import language_difference
-from txnspec.conformance.audit.report import AuditReport, RuleResult
-from txnspec.conformance.cli import main
-from txnspec.conformance.cli_diff import projection, summarise
+from txnspec.cli import main
+from txnspec.cli.diff import summarise
+from txnspec.cli.html_report import audit_page, conform_page, diagram_event, diff_page
 from txnspec.conformance.generate import random_walk
-from txnspec.conformance.html_report import audit_page, conform_page, diagram_event, diff_page
 from txnspec.spec.model import build_model
+from txnspec.spec.observe import projection
 from txnspec.spec.variants.user import load_variant_file
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "end_txn_keeps_epoch.py"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from txnspec.conformance.cli import main as cli_main
-from txnspec.conformance.cli_main import java_problem
+from txnspec.cli import main as cli_main
+from txnspec.conformance.environment import java_problem
 from txnspec.conformance.matrix import Cell, all_kinds, all_transitions, render
 from txnspec.spec.actions import ActionKind
 from txnspec.spec.scenarios import SCENARIOS

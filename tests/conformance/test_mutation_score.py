@@ -7,8 +7,8 @@ import inspect
 
 import pytest
 
+from txnspec.cli import main
 from txnspec.conformance.adapters import make_adapter
-from txnspec.conformance.cli import main
 from txnspec.conformance.mutation import SCENARIOS, ImplMutantAdapter, mutation_score, trace_pool
 from txnspec.impl import _mutants
 

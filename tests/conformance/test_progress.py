@@ -15,7 +15,7 @@ CHECK = ["check", "--scenario", "delayed-produce", "--variant", "tv1"]
 
 def run(argv: list[str], terminal: bool) -> tuple[int, str]:
     """Run txnspec with stderr on a pseudo-terminal (or a pipe); its exit status and what stderr showed."""
-    command = [sys.executable, "-c", "import sys; from txnspec.conformance.cli import main; sys.exit(main())", *argv]
+    command = [sys.executable, "-c", "import sys; from txnspec.cli import main; sys.exit(main())", *argv]
     if not terminal:
         done = subprocess.run(command, capture_output=True, text=True, timeout=300)
         return done.returncode, done.stderr

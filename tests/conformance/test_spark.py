@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from txnspec.cli import main as cli_main
 from txnspec.conformance.adapters.spec_adapter import SpecAdapter
-from txnspec.conformance.cli import main as cli_main
-from txnspec.conformance.cli_main import java_problem
+from txnspec.conformance.environment import java_problem
 from txnspec.conformance.replay import replay
 from txnspec.conformance.spark_cluster import standalone_cluster
 from txnspec.conformance.spark_job import JobConfig, run_job, spark_session
@@ -28,9 +28,9 @@ def spark_test(f: Any) -> Any:
 
 def test_conform_without_java_exits_2_with_a_clear_message(monkeypatch: pytest.MonkeyPatch,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    import txnspec.conformance.cli_main as cli_main_module
+    from txnspec.conformance import environment
 
-    monkeypatch.setattr(cli_main_module, "java_problem", lambda: "Spark needs Java 17 (or 21) and none was found")
+    monkeypatch.setattr(environment, "java_problem", lambda: "Spark needs Java 17 (or 21) and none was found")
     assert cli_main(["conform", "--scenario", "tiny", "--traces", "5"]) == 2
     assert "needs Java" in capsys.readouterr().err
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from txnspec.conformance.cli_main import java_problem
+from txnspec.conformance.environment import java_problem
 from txnspec.conformance.spark_job import JobConfig, run_job, spark_session
 
 pytestmark = [pytest.mark.spark, pytest.mark.skipif(java_problem() is not None, reason=str(java_problem()))]

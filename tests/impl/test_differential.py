@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from txnspec.conformance.case_targets.impl_target import impl_session
-from txnspec.conformance.case_targets.spec_target import spec_session
-from txnspec.conformance.cases import CaseInputError, compare
+from txnspec.conformance.cases.runner import CaseInputError, compare
+from txnspec.conformance.cases.targets.impl_target import impl_session
+from txnspec.conformance.cases.targets.spec_target import spec_session
 
 STATES = ["Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort"]
 

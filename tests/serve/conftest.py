@@ -1,3 +1,3 @@
-"""The fixtures users import (``txnspec.conformance.serve.testing``), used here as a user would."""
+"""The fixtures users import (``txnspec.serve.testing``), used here as a user would."""
 
-from txnspec.conformance.serve.testing import kafka_bootstrap, kafka_bootstrap_tv1, txnspec_server  # noqa: F401
+from txnspec.serve.testing import kafka_bootstrap, kafka_bootstrap_tv1, txnspec_server  # noqa: F401

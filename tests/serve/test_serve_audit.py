@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from txnspec.conformance.audit.wire_traces import run_wire_audit
-from txnspec.conformance.cli import main
-from txnspec.conformance.serve.server import ServerThread
+from txnspec.audit.wire_traces import run_wire_audit
+from txnspec.cli import main
 from txnspec.impl import _mutants
+from txnspec.serve.server import ServerThread
 
 # as tests/conformance/test_audit_wire_traces.py finds them in process, with the rule that catches each
 KILLED_IN_PROCESS = {"no-duplicate-check": "txn.Produce", "no-epoch-fencing": "txn.Produce",

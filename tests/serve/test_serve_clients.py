@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from txnspec.conformance.serve.server import ServerThread
+from txnspec.serve.server import ServerThread
 
 QUIET: dict[str, Any] = {"log_level": 0, "broker.address.family": "v4"}
 TIMEOUT = 10.0
@@ -147,7 +147,7 @@ def test_aiokafka_transactional_produce_and_read_committed(kafka_bootstrap_tv1: 
 @pytest.mark.skipif(shutil.which("javac") is None or shutil.which("mvn") is None, reason="needs a JDK and Maven")
 @pytest.mark.parametrize("tv", [2, pytest.param(1, marks=pytest.mark.slow)])
 def test_the_java_client_consume_transform_produce_with_a_zombie_and_a_restart(tv: int) -> None:
-    from txnspec.conformance.serve.java_harness import run_harness
+    from txnspec.serve.java_harness import run_harness
 
     with ServerThread(transaction_version=tv) as server:
         result = run_harness(server.bootstrap)

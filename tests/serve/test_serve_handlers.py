@@ -18,9 +18,9 @@ from kafka.protocol.producer.transaction import (
     TxnOffsetCommitRequest,
 )
 
-from txnspec.conformance.serve.broker import Pending, ServeConfig, WireBroker
-from txnspec.conformance.serve.dispatch import HANDLERS
-from txnspec.conformance.serve.protocol import decode_request, encode_response
+from txnspec.serve.broker import Pending, ServeConfig, WireBroker
+from txnspec.serve.dispatch import HANDLERS
+from txnspec.serve.protocol import decode_request, encode_response
 
 int16 = st.integers(-(1 << 15), (1 << 15) - 1)
 int32 = st.integers(-(1 << 31), (1 << 31) - 1)

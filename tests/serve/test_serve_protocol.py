@@ -19,15 +19,15 @@ from kafka.protocol.metadata.metadata import MetadataRequest
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from txnspec.conformance.audit.connection import BrokerConnection
-from txnspec.conformance.serve import records as wire_records
-from txnspec.conformance.serve.dispatch import HANDLERS
-from txnspec.conformance.serve.protocol import APIS, FrameError, decode_request
-from txnspec.conformance.serve.server import ServerThread
+from txnspec.audit.connection import BrokerConnection
 from txnspec.impl.log import ControlType, Record, RecordBatch
+from txnspec.serve import records as wire_records
+from txnspec.serve.dispatch import HANDLERS
+from txnspec.serve.protocol import APIS, FrameError, decode_request
+from txnspec.serve.server import ServerThread
 
 WAIT = 5.0
-CLI = "import sys; from txnspec.conformance.cli import main; sys.exit(main())"
+CLI = "import sys; from txnspec.cli import main; sys.exit(main())"
 
 
 @pytest.fixture(scope="module")

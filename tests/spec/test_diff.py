@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 
 from txnspec.checker.language import language_difference
-from txnspec.conformance.cli import main
-from txnspec.conformance.cli_diff import projection
+from txnspec.cli import main
 from txnspec.spec.model import build_model
-from txnspec.spec.observe import client_view, render_labels
+from txnspec.spec.observe import client_view, projection, render_labels
 from txnspec.spec.variants.user import load_variant_file
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "end_txn_keeps_epoch.py"

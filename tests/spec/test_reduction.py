@@ -13,7 +13,7 @@ import pytest
 from txnspec.checker import check
 from txnspec.checker.levels import check_levels
 from txnspec.checker.model import Model
-from txnspec.conformance.cli import main
+from txnspec.cli import main
 from txnspec.spec.model import build_model
 from txnspec.spec.network import producer_index
 from txnspec.spec.reduction import NOT_LOCAL, ample_steps

@@ -13,7 +13,7 @@ import pytest
 from txnspec.checker import check
 from txnspec.checker.model import Model
 from txnspec.checker.report import CheckResult
-from txnspec.conformance.cli import main
+from txnspec.cli import main
 from txnspec.spec import symmetry as sym
 from txnspec.spec.model import build_model
 from txnspec.spec.scenarios import SCENARIOS, Scenario

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from txnspec.conformance.cli import main
+from txnspec.cli import main
 from txnspec.spec.variants import VARIANTS, variant_named
 from txnspec.spec.variants.user import VariantFileError, load_variant_file
 

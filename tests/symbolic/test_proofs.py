@@ -7,7 +7,7 @@ import json
 import pytest
 
 from txnspec.checker.symbolic import bmc, check_inductive
-from txnspec.conformance.cli import main
+from txnspec.cli import main
 from txnspec.spec import symbolic
 from txnspec.spec.txn_state import TxnState
 from txnspec.spec.variants import variant_named

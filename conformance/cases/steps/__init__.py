@@ -1,0 +1,1 @@
+"""The case format per component, in FORMAT.md's order: coordinator, partition, client, group."""

@@ -1,0 +1,317 @@
+"""The reference implementation behind Kafka's requests: one broker, node 0, leader of every partition and
+coordinator of every transactional id and group.
+
+:class:`WireBroker` turns each decoded request (:mod:`.protocol`) into calls on
+:class:`txnspec.impl.broker.Broker` and the answers into the response struct of the request's version, as
+``KafkaApis`` does: topic checks (UNKNOWN_TOPIC_OR_PARTITION, OPERATION_NOT_ATTEMPTED for the rest of an
+AddPartitionsToTxn), version-dependent error codes (PRODUCER_FENCED answered as INVALID_PRODUCER_EPOCH to
+clients older than the version that introduced it), one v2 batch per produced partition (:mod:`.records`).
+The transaction version of a request follows ``TransactionVersion``: Produce v12+ and EndTxn v5+ are TV2
+when the broker's finalized ``transaction.version`` is 2.
+
+After every request the coordinator's markers are written at once (``deliver_markers``: the implementation's
+marker channel with no delay); :meth:`WireBroker.tick` lets wall time reach the implementation's clock
+(transaction timeouts, id expiration, session timeouts), as the in-process :class:`~txnspec.impl.cluster.
+Cluster` does with ``advance``. A request that must wait (a Fetch below ``min_bytes``, a JoinGroup or
+SyncGroup during a rebalance) answers a :class:`Pending`, which the server polls after each change until
+its deadline.
+
+The handlers are grouped by the component that answers in Kafka: cluster metadata here, the transaction
+coordinator's in :mod:`.transactions`, the partition leader's in :mod:`.leader`, the group coordinator's in
+:mod:`.groups`; :mod:`.dispatch` gathers them into the dispatch table. Left out: topic ids (requests that name
+topics by id are not advertised), fetch sessions (every Fetch is a full one: session id 0), quotas, ACLs,
+DeleteTopics and configs, more than one broker.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka.protocol.admin.topics import CreateTopicsResponse
+from kafka.protocol.metadata.api_versions import ApiVersionsResponse
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorResponse
+from kafka.protocol.metadata.metadata import MetadataResponse
+
+from txnspec.impl.broker import Broker, BrokerConfig
+from txnspec.impl.coordinator import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
+from txnspec.impl.errors import Errors
+from txnspec.impl.messages import (
+    CoordinatorType,
+    FindCoordinator,
+)
+from txnspec.impl.partition import Partition
+from txnspec.serve.protocol import Request, advertised
+
+NODE_ID = 0
+CLUSTER_ID = "txnspec-serve"
+INTERNAL_TOPICS = (TRANSACTION_STATE_TOPIC, GROUP_METADATA_TOPIC)
+_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+# KafkaApis answers INVALID_PRODUCER_EPOCH instead of PRODUCER_FENCED to clients older than these versions
+PRODUCER_FENCED_SINCE = {"InitProducerId": 4, "AddPartitionsToTxn": 2, "AddOffsetsToTxn": 2, "EndTxn": 2,
+                         "TxnOffsetCommit": 2}
+
+
+@dataclass
+class ServeConfig:
+    host: str = "127.0.0.1"
+    port: int = 9092  # the advertised port (the one bound)
+    transaction_version: int = 2
+    data_dir: str | None = None
+    fsync: bool = False  # fsync every append before it is acknowledged (survives power loss), durable mode only
+    recover_corruption: bool = False  # truncate damaged segments at the damage instead of refusing to start
+    default_partitions: int = 1
+    topics: tuple[str, ...] = ()  # created at start: "name" or "name:partitions"
+    auto_create_topics: bool = True
+    max_request_bytes: int = 100 * 1024 * 1024
+
+
+@dataclass
+class Pending:
+    """A request answered later: ``poll()`` gives the response once it can, ``expire()`` at the deadline."""
+
+    poll: Callable[[], Any | None]
+    expire: Callable[[], Any]
+    deadline_ms: int
+
+
+@dataclass
+class Topic:
+    name: str
+    partitions: int
+    topic_id: uuid.UUID = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.topic_id = uuid.uuid5(uuid.NAMESPACE_URL, f"txnspec-serve:{self.name}")
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def topic_name_problem(name: object) -> str:
+    if not isinstance(name, str) or not _TOPIC_NAME.match(name) or name in (".", ".."):
+        return f"invalid topic name {name!r}: 1-249 of [a-zA-Z0-9._-]"
+    return ""
+
+
+class WireBroker:
+    """The implementation's broker behind Kafka's requests (see the module docstring)."""
+
+    def __init__(self, config: ServeConfig, handlers: Mapping[str, Handler],
+                 clock: Callable[[], int] = wall_clock_ms) -> None:
+        self.config = config
+        self.handlers = handlers  # by Kafka's API name (txnspec.serve.dispatch.HANDLERS)
+        self.clock = clock
+        self.broker = Broker(BrokerConfig(transaction_version=config.transaction_version),
+                             data_dir=config.data_dir, now_ms=clock(), fsync=config.fsync,
+                             recover_corruption=config.recover_corruption)
+        self.topics: dict[str, Topic] = {}
+        counts = (self.broker.config.num_txn_log_partitions, self.broker.config.num_offsets_partitions)
+        self.internal = {name: Topic(name, n) for name, n in zip(INTERNAL_TOPICS, counts, strict=True)}
+        for name in self.broker.partitions:  # durable mode: the topics found on disk
+            topic, _, index = name.rpartition("-")
+            if topic and topic not in INTERNAL_TOPICS and index.isdigit():
+                known = self.topics.get(topic)
+                self.topics[topic] = Topic(topic, max(int(index) + 1, known.partitions if known else 0))
+        for spec in config.topics:
+            name, _, count = spec.partition(":")
+            self.create_topic(name, int(count) if count else config.default_partitions)
+        self.changes = 0  # bumped whenever logs, offsets or groups may have changed (waiters re-poll)
+        self._encoded: dict[tuple[str, int], bytes] = {}
+        # the client's bytes of each batch appended in this run, as Kafka's log holds them (as large as the log,
+        # which the implementation keeps in memory too)
+        self.produced: dict[tuple[str, int], bytes] = {}
+        self.deliver_markers()
+
+    # --- time, markers, topics ---
+
+    def now(self) -> int:
+        return self.clock()
+
+    def deliver_markers(self) -> None:
+        """Write every marker the coordinator queued (and those its completions queue in turn)."""
+        for _ in range(1000):
+            if not self.broker.deliver_markers(self.now()):
+                return
+            self.changes += 1
+
+    def tick(self) -> None:
+        """Let wall time reach the implementation: timeouts, expirations, retried completions, sessions."""
+        now = self.now()
+        self.broker.tick(now)
+        self.broker.membership.tick(now)
+        self.deliver_markers()
+        self.changes += 1
+
+    def create_topic(self, name: str, partitions: int) -> Topic:
+        topic = self.topics.get(name)
+        if topic is None:
+            topic = self.topics[name] = Topic(name, partitions)
+            for i in range(partitions):
+                self.broker.partition(f"{name}-{i}")
+        return topic
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        known = self.topics.get(topic)
+        if known is None or not 0 <= index < known.partitions:
+            return None
+        return self.broker.partition(f"{topic}-{index}")
+
+    def flush(self) -> None:
+        self.broker.flush()
+
+    # --- dispatch ---
+
+    def handle(self, request: Request) -> Any:
+        """The response struct to ``request`` (or a :class:`Pending`); None for Produce with acks=0."""
+        response = self.handlers[request.api.name](self, request)
+        if request.api.name not in ("ApiVersions", "Metadata", "FindCoordinator", "Fetch", "ListOffsets",
+                                    "OffsetFetch"):
+            self.deliver_markers()
+            self.changes += 1
+        return response
+
+    def error_for(self, request: Request, error: Errors) -> int:
+        since = PRODUCER_FENCED_SINCE.get(request.api.name)
+        if error is Errors.PRODUCER_FENCED and since is not None and request.version < since:
+            return Errors.INVALID_PRODUCER_EPOCH.code
+        return error.code
+
+    def request_tv(self, request: Request, since: int) -> int:
+        return 2 if self.config.transaction_version >= 2 and request.version >= since else 0
+
+
+# --- cluster metadata -------------------------------------------------------------------------------------
+
+def handle_api_versions(wb: WireBroker, request: Request) -> Any:
+    v = request.version
+    fields: dict[str, Any] = {"error_code": 0, "api_keys": advertised(v), "throttle_time_ms": 0}
+    if v >= 3:
+        R = ApiVersionsResponse
+        fields["supported_features"] = [R.SupportedFeatureKey(name="transaction.version", min_version=0,
+                                                              max_version=2)]
+        level = wb.config.transaction_version
+        fields["finalized_features_epoch"] = 1
+        fields["finalized_features"] = [R.FinalizedFeatureKey(name="transaction.version", max_version_level=level,
+                                                              min_version_level=level)] if level > 0 else []
+        fields["zk_migration_ready"] = False
+    return ApiVersionsResponse(version=v, **fields)
+
+
+def _metadata_topic(wb: WireBroker, name: str, error: Errors, v: int) -> Any:
+    M = MetadataResponse.MetadataResponseTopic
+    topic = wb.topics.get(name) or wb.internal.get(name)
+    partitions = [] if topic is None else [
+        M.MetadataResponsePartition(error_code=0, partition_index=i, leader_id=NODE_ID, leader_epoch=0,
+                                    replica_nodes=[NODE_ID], isr_nodes=[NODE_ID], offline_replicas=[])
+        for i in range(topic.partitions)]
+    return M(error_code=error.code, name=name, topic_id=topic.topic_id if topic else uuid.UUID(int=0),
+             is_internal=name in wb.internal, partitions=partitions)
+
+
+def handle_metadata(wb: WireBroker, request: Request) -> Any:
+    body, v = request.body, request.version
+    requested = body.topics
+    if requested is None or (v == 0 and not requested):
+        names = sorted(wb.topics)
+        topics = [_metadata_topic(wb, n, Errors.NONE, v) for n in names]
+    else:
+        topics = []
+        auto = wb.config.auto_create_topics and (v < 4 or bool(body.allow_auto_topic_creation))
+        for t in requested:
+            name = t.name
+            if topic_name_problem(name):
+                topics.append(_metadata_topic(wb, str(name), Errors.INVALID_REQUEST, v)
+                              if name is None else _invalid_topic(str(name)))
+            elif name in wb.topics or name in wb.internal:
+                topics.append(_metadata_topic(wb, name, Errors.NONE, v))
+            elif auto:
+                wb.create_topic(name, wb.config.default_partitions)
+                topics.append(_metadata_topic(wb, name, Errors.NONE, v))
+            else:
+                topics.append(_metadata_topic(wb, name, Errors.UNKNOWN_TOPIC_OR_PARTITION, v))
+    broker = MetadataResponse.MetadataResponseBroker(node_id=NODE_ID, host=wb.config.host, port=wb.config.port,
+                                                     rack=None)
+    return MetadataResponse(version=v, throttle_time_ms=0, brokers=[broker], cluster_id=CLUSTER_ID,
+                            controller_id=NODE_ID, topics=topics,
+                            error_code=0)
+
+
+INVALID_TOPIC_EXCEPTION = 17
+
+
+def _invalid_topic(name: str) -> Any:
+    return MetadataResponse.MetadataResponseTopic(error_code=INVALID_TOPIC_EXCEPTION, name=name,
+                                                  topic_id=uuid.UUID(int=0), is_internal=False, partitions=[])
+
+
+def handle_find_coordinator(wb: WireBroker, request: Request) -> Any:
+    body, v = request.body, request.version
+    key_type = int(body.key_type) if v >= 1 else 0
+    keys = list(body.coordinator_keys or []) if v >= 4 else [body.key]
+
+    def answer(key: str) -> tuple[int, str | None]:
+        if key_type not in (0, 1):
+            return Errors.INVALID_REQUEST.code, f"unknown coordinator type {key_type}"
+        kind = CoordinatorType.TRANSACTION if key_type == 1 else CoordinatorType.GROUP
+        r = wb.broker.handle(FindCoordinator(kind, key or ""), wb.now())
+        return r.error.code, None
+
+    R = FindCoordinatorResponse
+    if v >= 4:
+        coordinators = []
+        for key in keys:
+            code, message = answer(key)
+            coordinators.append(R.Coordinator(key=key, node_id=NODE_ID if code == 0 else -1, host=wb.config.host
+                                              if code == 0 else "", port=wb.config.port if code == 0 else -1,
+                                              error_code=code, error_message=message))
+        return R(version=v, throttle_time_ms=0, coordinators=coordinators)
+    code, message = answer(keys[0])
+    return R(version=v, throttle_time_ms=0, error_code=code, error_message=message,
+             node_id=NODE_ID if code == 0 else -1, host=wb.config.host if code == 0 else "",
+             port=wb.config.port if code == 0 else -1)
+
+
+TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR = 36, 37, 38
+
+
+def handle_create_topics(wb: WireBroker, request: Request) -> Any:
+    body, v = request.body, request.version
+    R = CreateTopicsResponse
+    results = []
+    for t in body.topics:
+        count = wb.config.default_partitions if t.num_partitions == -1 else int(t.num_partitions)
+        code, message = 0, None
+        if topic_name_problem(t.name) or t.name in INTERNAL_TOPICS:
+            code, message = INVALID_TOPIC_EXCEPTION, topic_name_problem(t.name) or f"{t.name} is internal"
+        elif t.name in wb.topics:
+            code, message = TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
+        elif t.assignments:
+            count = len(t.assignments)
+        if code == 0 and count < 1:
+            code, message = INVALID_PARTITIONS, f"Number of partitions must be larger than 0, got {count}."
+        if code == 0 and int(t.replication_factor) not in (-1, 1):
+            code, message = INVALID_REPLICATION_FACTOR, (f"Replication factor: {t.replication_factor} larger than "
+                                                         "available brokers: 1.")
+        if code == 0 and not body.validate_only:
+            wb.create_topic(t.name, count)
+        topic = wb.topics.get(t.name)
+        results.append(R.CreatableTopicResult(
+            name=t.name, topic_id=topic.topic_id if topic else uuid.UUID(int=0), error_code=code,
+            error_message=message, num_partitions=count if code == 0 else -1,
+            replication_factor=1 if code == 0 else -1, configs=[]))
+    return R(version=v, throttle_time_ms=0, topics=results)
+
+
+Handler = Callable[[WireBroker, Request], Any]
+# the cluster-metadata requests this module answers; the others are in transactions, leader and groups
+HANDLERS: dict[str, Handler] = {"ApiVersions": handle_api_versions, "Metadata": handle_metadata,
+                                "FindCoordinator": handle_find_coordinator, "CreateTopics": handle_create_topics}
+
+
+__all__ = ["HANDLERS", "NODE_ID", "Handler", "Pending", "ServeConfig", "Topic", "WireBroker", "topic_name_problem"]

@@ -1,0 +1,81 @@
+"""The Java client on a broker: ``TxnHarness.java`` (consume-transform-produce with a zombie and a restart),
+compiled with the machine's ``javac`` against ``kafka-clients`` resolved by Maven into
+``~/.cache/txnspec/`` (outside the repository), run against any bootstrap address.
+
+``run_harness(bootstrap)`` returns the harness's RESULT line as a dict (``ok``, ``output``,
+``committed_offset``, ``zombie_commit``: the exception class the zombie's commit raised). A missing JDK or
+Maven raises :class:`JavaUnavailable` naming what is missing. Against any broker (a real Kafka too)::
+
+    python -m txnspec.serve.java_harness HOST:PORT     # prints the RESULT, exit 0 when ok
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent / "java"
+KAFKA_CLIENTS = "4.1.0"
+CACHE = Path(os.environ.get("TXNSPEC_CACHE", Path.home() / ".cache" / "txnspec"))
+
+
+class JavaUnavailable(RuntimeError):
+    """No JDK, no Maven, or the client could not be resolved."""
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        raise JavaUnavailable(f"{name} is not installed (the Java harness needs a JDK 17+ and Maven)")
+    return found
+
+
+def classpath() -> str:
+    """The kafka-clients jars (resolved once with Maven into the cache) and the compiled harness."""
+    jars = CACHE / f"kafka-clients-{KAFKA_CLIENTS}"
+    if not (jars / f"kafka-clients-{KAFKA_CLIENTS}.jar").is_file():
+        mvn = _tool("mvn")
+        done = subprocess.run([mvn, "-q", "-B", f"-Dmaven.repo.local={CACHE / 'm2'}", "dependency:copy-dependencies",
+                               f"-DoutputDirectory={jars}"], cwd=HERE, capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            raise JavaUnavailable(f"mvn could not resolve kafka-clients {KAFKA_CLIENTS}: "
+                                  f"{(done.stdout + done.stderr)[-800:]}")
+    classes = CACHE / "serve-harness-classes"
+    source = HERE / "TxnHarness.java"
+    compiled = classes / "TxnHarness.class"
+    libs = os.pathsep.join(str(p) for p in sorted(jars.glob("*.jar")))
+    if not compiled.is_file() or compiled.stat().st_mtime < source.stat().st_mtime:
+        classes.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run([_tool("javac"), "-cp", libs, "-d", str(classes), str(source)], capture_output=True,
+                              text=True, timeout=300)
+        if done.returncode != 0:
+            raise JavaUnavailable(f"javac failed on {source.name}: {done.stderr[-800:]}")
+    return libs + os.pathsep + str(classes)
+
+
+def run_harness(bootstrap: str, run: str | None = None, timeout: float = 120.0) -> dict[str, Any]:
+    cp = classpath()
+    done = subprocess.run([_tool("java"), "-cp", cp, "TxnHarness", bootstrap, run or uuid.uuid4().hex[:8]],
+                          capture_output=True, text=True, timeout=timeout)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if not lines:
+        raise RuntimeError(f"the Java harness printed no RESULT (exit {done.returncode}): "
+                           f"{(done.stdout + done.stderr)[-1500:]}")
+    result: dict[str, Any] = json.loads(lines[-1][len("RESULT "):])
+    result["exit"] = done.returncode
+    return result
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        print("usage: python -m txnspec.serve.java_harness HOST:PORT", file=sys.stderr)
+        sys.exit(2)
+    outcome = run_harness(sys.argv[1])
+    print(json.dumps(outcome))
+    sys.exit(0 if outcome["ok"] else 1)

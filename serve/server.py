@@ -1,0 +1,242 @@
+"""The TCP server of ``txnspec serve``: asyncio, one event loop, one :class:`WireBroker`.
+
+Each connection reads size-prefixed frames and answers them in order, one at a time (as Kafka mutes a
+channel while its request is processed). The implementation is single-threaded and sans-I/O, so every
+request is handled on the loop thread with no lock; a request that has to wait (:class:`Pending`: a Fetch
+below ``min_bytes``, a JoinGroup or SyncGroup in a rebalance) waits on a condition notified after every
+change, bounded by its deadline. A ticker lets wall time reach the implementation every
+:data:`TICK_SECONDS` (transaction timeouts, session timeouts, id expiration).
+
+Robustness: a frame larger than ``max_request_bytes``, a negative size, an unknown API key, a version we
+do not advertise or a body that does not decode closes that connection (ApiVersions of an unknown version
+is first answered, KIP-511); a client that vanishes mid-frame only ends its own connection; an exception
+inside a handler is logged with the request's name and closes the connection, never the server.
+
+:class:`ServerThread` runs a server on a background thread for tests and the pytest fixture
+(:mod:`.testing`); :func:`serve_forever` is the command's foreground loop (SIGTERM/SIGINT stop it; in
+durable mode the logs are flushed first).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+import threading
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from txnspec.serve.broker import Pending, ServeConfig, WireBroker
+from txnspec.serve.dispatch import HANDLERS
+from txnspec.serve.protocol import FrameError, decode_request, encode_response, frame_size
+
+TICK_SECONDS = 0.1
+log = logging.getLogger("txnspec.serve")
+
+
+class PortInUse(OSError):
+    """The port is taken (``txnspec serve`` exits 2 naming it)."""
+
+
+class Server:
+    """One listening socket and its connections (see the module docstring)."""
+
+    def __init__(self, config: ServeConfig, clock: Callable[[], int] | None = None) -> None:
+        self.config = config
+        self.broker = WireBroker(config, HANDLERS, clock) if clock is not None else WireBroker(config, HANDLERS)
+        self.changed: asyncio.Condition | None = None
+        self.connections: set[asyncio.StreamWriter] = set()
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.requests: Counter[tuple[str, int]] = Counter()  # (API name, version) of every request answered
+        self._server: asyncio.base_events.Server | None = None
+        self._ticker: asyncio.Task[None] | None = None
+
+    @staticmethod
+    def bind(host: str, port: int) -> socket.socket:
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            sock.close()
+            raise PortInUse(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        sock.listen(128)
+        sock.setblocking(False)
+        return sock
+
+    async def start(self, sock: socket.socket) -> None:
+        self.config.port = int(sock.getsockname()[1])
+        self.changed = asyncio.Condition()
+        self._server = await asyncio.start_server(self._connection, sock=sock, limit=1 << 16)
+        self._ticker = asyncio.create_task(self._tick())
+
+    async def stop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+        if self._server is not None:
+            self._server.close()
+        for writer in list(self.connections):
+            writer.close()
+        if self.tasks:  # closed connections end their tasks; a waiting Fetch ends within a second
+            await asyncio.wait(list(self.tasks), timeout=3)
+        for task in list(self.tasks):
+            task.cancel()
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+        self.broker.flush()
+
+    async def _notify(self) -> None:
+        assert self.changed is not None
+        async with self.changed:
+            self.changed.notify_all()
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_SECONDS)
+            try:
+                self.broker.tick()
+            except Exception:
+                log.exception("periodic work of the implementation failed")
+            await self._notify()
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections.add(writer)
+        task = asyncio.current_task()
+        if task is not None:
+            self.tasks.add(task)
+        peer = writer.get_extra_info("peername")
+        try:
+            while True:
+                try:
+                    prefix = await reader.readexactly(4)
+                    size = frame_size(prefix, self.config.max_request_bytes)
+                    payload = await reader.readexactly(size)
+                except asyncio.IncompleteReadError:
+                    return  # the client closed (possibly mid-frame): nothing to answer
+                answer = await self._answer(payload)
+                if answer:
+                    writer.write(answer)
+                    await writer.drain()
+        except FrameError as exc:
+            log.info("closing connection from %s: %s", peer, exc)
+            if exc.answer:
+                with contextlib.suppress(ConnectionError):
+                    writer.write(exc.answer)
+                    await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        except Exception:
+            log.exception("closing connection from %s after an internal error", peer)
+        finally:
+            self.connections.discard(writer)
+            if task is not None:
+                self.tasks.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _answer(self, payload: bytes) -> bytes | None:
+        request = decode_request(payload)
+        self.requests[(request.api.name, request.version)] += 1
+        try:
+            response = self.broker.handle(request)
+        except Exception as exc:
+            log.exception("%s v%d failed", request.api.name, request.version)
+            raise FrameError(f"internal error in {request.api.name}: {exc}") from None
+        await self._notify()
+        if isinstance(response, Pending):
+            response = await self._wait(response)
+        if response is None:
+            return None
+        return encode_response(request, response)
+
+    async def _wait(self, pending: Pending) -> Any:
+        assert self.changed is not None
+        while True:
+            remaining = (pending.deadline_ms - self.broker.now()) / 1000
+            if remaining <= 0:
+                return pending.expire()
+            async with self.changed:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self.changed.wait(), min(remaining, 1.0))
+            answer = pending.poll()
+            if answer is not None:
+                return answer
+
+
+class ServerThread:
+    """A server on a background thread (tests, the pytest fixture): ``bootstrap`` is its address."""
+
+    def __init__(self, config: ServeConfig | None = None, **overrides: Any) -> None:
+        self.config = config or ServeConfig(**{"port": 0, **overrides})
+        self.sock = Server.bind(self.config.host, self.config.port)
+        self.server = Server(self.config)
+        self.loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="txnspec-serve", daemon=True)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.config.host}:{self.config.port}"
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(self.server.start(self.sock))
+        self._ready.set()
+        self.loop.run_forever()
+
+    def start(self) -> ServerThread:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("the txnspec server did not start within 10 s")
+        return self
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` on the server's loop thread (the implementation is not thread-safe) and return its result."""
+        async def run() -> Any:
+            return fn()
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(10)
+
+    def stop(self) -> None:
+        if not self._thread.is_alive():
+            return
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def serve_forever(config: ServeConfig, announce: Callable[[str], None] = print) -> None:
+    """Bind (``PortInUse`` if taken), serve until SIGTERM or SIGINT, then stop cleanly."""
+    sock = Server.bind(config.host, config.port)
+
+    async def main() -> None:
+        server = Server(config)
+        await server.start(sock)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        where = f"durable in {config.data_dir}" if config.data_dir else "in memory"
+        announce(f"txnspec serve: listening on {config.host}:{config.port} (transaction version "
+                 f"{config.transaction_version}, {where})")
+        await stop.wait()
+        await server.stop()
+
+    asyncio.run(main())
+
+
+__all__ = ["PortInUse", "Server", "ServerThread", "serve_forever"]

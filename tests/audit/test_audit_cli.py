@@ -1,0 +1,86 @@
+"""``txnspec audit`` end to end against the brokers it starts itself on 127.0.0.1 (small bounds), and its
+exit statuses for an unreachable broker and bad arguments."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from txnspec.cli import main
+
+# rules each target was found to break (docs/audit.md); any other violation fails the test
+KNOWN = {
+    "noida": {"produce.duplicate_within_last_5", "produce.duplicate_beyond_last_5", "produce.lower_epoch",
+              "produce.unknown_producer_id", "history.aborted_read", "history.fenced_write_accepted",
+              "init_producer_id.expected_stale_epoch", "init_producer_id.expected_other_producer_id",
+              "txn.InitProducerId", "txn.AddPartitionsToTxn", "txn.Produce", "offset_fetch", "txn.timeout_abort"},
+    "tansu": {"produce.duplicate_of_last_batch", "produce.duplicate_within_last_5", "produce.duplicate_beyond_last_5",
+              "produce.lower_epoch", "produce.higher_epoch_seq0", "produce.higher_epoch_nonzero_seq",
+              "produce.unknown_producer_id", "history.aborted_read", "history.fenced_write_accepted",
+              "init_producer_id.expected_current_epoch", "init_producer_id.expected_stale_epoch",
+              "init_producer_id.expected_other_producer_id", "init_producer_id.empty_transactional_id",
+              "init_producer_id.producer_id_without_epoch", "init_producer_id.transaction_timeout",
+              "txn.InitProducerId", "txn.Produce", "fetch.read_committed", "offset_fetch", "txn.timeout_abort"},
+    "librdkafka-mock": {"produce.duplicate_of_last_batch", "produce.duplicate_within_last_5",
+                        "produce.duplicate_beyond_last_5", "produce.sequence_gap", "produce.lower_epoch",
+                        "produce.higher_epoch_nonzero_seq", "produce.unknown_producer_id", "history.aborted_read",
+                        "history.fenced_write_accepted", "client.zombie_commit_refused", "history.offsets_lost",
+                        "init_producer_id.first_and_bump", "init_producer_id.expected_stale_epoch",
+                        "init_producer_id.expected_other_producer_id", "init_producer_id.producer_id_without_epoch",
+                        "init_producer_id.transaction_timeout", "txn.InitProducerId", "txn.Produce",
+                        "fetch.read_committed", "fetch.read_uncommitted", "offset_fetch", "txn.timeout_abort"},
+}
+
+
+@pytest.mark.parametrize("broker", sorted(KNOWN))
+def test_a_complete_report_at_both_levels(broker: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["audit", "--broker", broker, "--ops", "4", "--traces", "1", "--seed", "1", "--out", str(tmp_path),
+                   "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert status == (0 if report["ok"] else 1)
+    assert report["levels"] == ["wire", "client"] and report["facts"]["bootstrap"].startswith("127.0.0.1:")
+    rules = {r["rule"]: r for r in report["rules"]}
+    assert {r["level"] for r in rules.values()} == {"wire", "client"}
+    assert rules["workload.completed"]["checked"] > 10 and rules["produce.in_order"]["outcome"] == "held"
+    assert rules["txn.traces"]["checked"] == 6 and rules["txn.EndTxn"]["checked"] >= 3
+    violated = {name for name, r in rules.items() if r["outcome"] == "violated"}
+    assert violated <= KNOWN[broker], violated - KNOWN[broker]
+    for name in violated:
+        assert rules[name]["examples"], name  # each violation comes with a reproducing sequence
+    assert (tmp_path / "report.txt").read_text().rstrip().endswith("violated")
+    assert (tmp_path / "history.jsonl").stat().st_size > 0
+
+
+def test_the_reference_implementation_passes_the_wire_audit(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["audit", "--broker", "impl", "--traces", "1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] and report["levels"] == ["wire"] and len(report["rules"]) == 29
+
+
+def test_an_unreachable_broker_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["audit", "--broker", "127.0.0.1:1", "--level", "wire"]) == 2
+    assert "could be reached" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--broker", "kafka:4.x"], "write kafka or kafka:VERSION"),
+    (["--broker", "kafka-broker"], "'kafka-broker' is not a host:port bootstrap address"),
+    (["--broker", "librdkafka-mock", "--ops", "0"], "--ops must be at least 1"),
+    (["--broker", "librdkafka-mock", "--traces", "-1"], "--traces must be at least 0"),
+    (["--broker", "impl", "--level", "both"], "it has no socket for a client, use --level wire"),
+])
+def test_bad_arguments_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["audit", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_txnspec_serve_started_by_the_audit_passes_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--broker serve``: the implementation behind Kafka's protocol, in a child process txnspec starts and stops."""
+    status = main(["audit", "--broker", "serve", "--transaction-version", "1", "--ops", "4", "--traces", "1",
+                   "--out", str(tmp_path), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert [r["rule"] for r in report["rules"] if r["outcome"] == "violated"] == []
+    assert status == 0 and report["facts"]["transaction.version"] == 1
+    assert {r["rule"]: r["outcome"] for r in report["rules"]}["txn.timeout_abort"] == "held"
