@@ -29,9 +29,9 @@ Assumed / left out: one broker owns every transaction-log partition; no KIP-939 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from txnspec.impl import _mutants
 from txnspec.impl.errors import Errors, KafkaStorageException
@@ -49,9 +49,6 @@ from txnspec.impl.txn_metadata import (
     is_epoch_exhausted,
     supports_epoch_bump,
 )
-
-if TYPE_CHECKING:
-    from txnspec.impl.txn_recovery import TxnLogRecovery
 
 S = TransactionState
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -304,6 +301,16 @@ class TransactionStateManager:
         return loaded
 
 
+class LoadRecovery(Protocol):
+    """What a durable broker gives the first load to settle a transaction log cut behind the data logs
+    (``impl.txn_recovery.TxnLogRecovery``)."""
+
+    def prune_delivered_markers(self, loaded: Mapping[str, TransactionMetadata]) -> None: ...
+
+    def adopt_lost_transitions(self, loaded: Mapping[str, TransactionMetadata], now_ms: int,
+                               write: Callable[[str, TransactionMetadata], None]) -> None: ...
+
+
 @dataclass
 class _PendingCompleteTxn:
     transactional_id: str
@@ -331,7 +338,7 @@ class TransactionCoordinator:
 
     def __init__(self, log_partitions: Sequence[Partition], producer_ids: ProducerIdManager | None = None,
                  config: CoordinatorConfig | None = None, *, coordinator_epoch: int = 0, load: bool = True,
-                 now_ms: int = 0, recovery: TxnLogRecovery | None = None) -> None:
+                 now_ms: int = 0, recovery: LoadRecovery | None = None) -> None:
         self.config = config or CoordinatorConfig()
         self.recovery = recovery  # durable broker: settles a transaction log cut behind the data logs
         self.producer_ids = producer_ids or ProducerIdManager()

@@ -33,6 +33,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from txnspec.impl.coordinator import metadata_from_json
 from txnspec.impl.partition import Partition
 from txnspec.impl.txn_metadata import TransactionMetadata, TransactionState
 
@@ -53,7 +54,6 @@ class TxnLogRecovery:
         return {n: p for n, p in self.partitions.items() if not n.startswith(self.txn_log_prefix)}
 
     def _history(self, transactional_id: str) -> list[TransactionMetadata]:
-        from txnspec.impl.coordinator import metadata_from_json
         out: list[TransactionMetadata] = []
         for name, p in self.partitions.items():
             if not name.startswith(self.txn_log_prefix):
