@@ -189,7 +189,7 @@ class Broker:
         points = {n: (p.log_end_offset if self.fsync else min(cp.recovery_points.get(n, 0), p.log_end_offset))
                   for n, p in self.partitions.items()}
         cp.recovery_points.update(points)
-        cp.write()
+        cp.write(strict=True)  # a data directory that cannot take a checkpoint fails now, naming the file
 
     def _check_producer_id_block(self) -> None:
         """Every producer id in the logs must lie below the reserved block's end, or ids would be reused."""

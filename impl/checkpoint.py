@@ -143,7 +143,7 @@ class Checkpoints:
         """Before a segment is cut back to ``offset``: the recovery point must not stay above it."""
         if self.recovery_points.get(name, 0) > offset:
             self.recovery_points[name] = offset
-            self.write(log_start=False)
+            self.write(log_start=False, strict=True)
 
     def advance(self, points: dict[str, int]) -> None:
         """Segments were fsync'd up to these offsets."""
@@ -157,11 +157,20 @@ class Checkpoints:
         self.log_starts.pop(name, None)
         self.write()
 
-    def write(self, log_start: bool = True) -> None:
-        if log_start:
-            atomic_write(os.path.join(self.data_dir, LOG_START), render(self.log_starts), self.policy, self.fsync)
-        atomic_write(os.path.join(self.data_dir, RECOVERY_POINT), render(self.recovery_points), self.policy,
-                     self.fsync)
+    def write(self, log_start: bool = True, strict: bool = False) -> None:
+        """Rewrite the files. A failure is a warning unless ``strict``: a checkpoint only makes losses
+        detectable, and an append already durable must not fail because its checkpoint could not follow
+        (the recovery point stays lower, which is safe)."""
+        try:
+            if log_start:
+                atomic_write(os.path.join(self.data_dir, LOG_START), render(self.log_starts), self.policy,
+                             self.fsync)
+            atomic_write(os.path.join(self.data_dir, RECOVERY_POINT), render(self.recovery_points), self.policy,
+                         self.fsync)
+        except StorageError as exc:
+            if strict:
+                raise
+            log.warning("checkpoint not written: %s", exc)
 
 
 __all__ = ["LOG_START", "RECOVERY_POINT", "Checkpoints", "CorruptDataError", "StorageError", "atomic_write",

@@ -273,6 +273,35 @@ def test_storage_errors_become_kafka_storage_exceptions_naming_the_path(tmp_path
         ops.on = ""
 
 
+class NoCheckpoints(FileOps):
+    """Once armed, refuses to create the checkpoints' temporary files (a disk that still takes appends)."""
+
+    armed = False
+
+    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        if self.armed and path.endswith("-checkpoint.tmp"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+        return super().open(path, flags, mode)
+
+
+def test_a_checkpoint_that_cannot_follow_never_fails_a_durable_append(tmp_path: Path,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    ops = NoCheckpoints()
+    with caplog.at_level(logging.WARNING, logger="txnspec.impl.storage"), \
+            Cluster(data_dir=str(tmp_path), fsync=True, durability=replace(DEFAULT, ops=ops)) as c:
+        c.produce_plain("out-0", ["a"])
+        ops.armed = True
+        c.produce_plain("out-0", ["b"])  # fsync'd and acknowledged; its checkpoint could not be written
+        assert "checkpoint not written" in caplog.text and "No space left on device" in caplog.text
+        ops.armed = False
+    with Cluster(data_dir=str(tmp_path)) as again:
+        assert [r.value for r in again.read("out-0")] == ["a", "b"]
+        assert not again.broker.recovery_reports
+    ops.armed = True
+    with pytest.raises(KafkaStorageException, match="-offset-checkpoint: writing it failed: No space left"):
+        Cluster(data_dir=str(tmp_path), durability=replace(DEFAULT, ops=ops))  # on open it is an error
+
+
 def test_a_data_directory_that_is_a_file_is_a_storage_error(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(KafkaStorageException, match="file: opening the data directory failed"):
