@@ -240,6 +240,7 @@ class SegmentStore:
         if not reason:
             return batches
         later = _frames_after(data, pos) if pos < len(data) else []
+        torn = torn and not later  # valid frames after a torn one: no crash leaves that
         if not torn and not recover_corruption:
             more = f" followed by {len(later)} valid frames" if later else ""
             raise CorruptDataError(self.path, pos, f"{reason}{more} (damage, not a crash); open with "
