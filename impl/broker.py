@@ -130,6 +130,8 @@ class Broker:
         self.txn_coordinator = TransactionCoordinator(txn_parts, self.producer_ids, self.coordinator_config,
                                                       coordinator_epoch=coordinator_epoch, now_ms=now_ms,
                                                       recovery=recovery)
+        # what the first load settled (impl/txn_recovery.py), one line per transactional id; empty if consistent
+        self.txn_log_recovery_notes: list[str] = recovery.notes if recovery is not None else []
         self.txn_coordinator.recovery = None  # only the first load can find the log behind: later ones reload
         # what this broker wrote itself
         offsets = {f"{GROUP_METADATA_TOPIC}-{i}": self.partition(f"{GROUP_METADATA_TOPIC}-{i}")
