@@ -51,12 +51,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     config = ServeConfig(host=args.host, port=args.port, transaction_version=args.transaction_version,
                          data_dir=args.durable, fsync=args.fsync, recover_corruption=args.recover_corruption,
                          default_partitions=args.partitions, topics=tuple(args.topics))
+    from txnspec.impl.errors import KafkaStorageException
     from txnspec.impl.storage import CorruptDataError
 
     try:
         serve_forever(config, announce=lambda line: print(line, flush=True))
     except CorruptDataError as exc:
         print(f"txnspec serve: error: {exc} (start with --recover-corruption to truncate there)", file=sys.stderr)
+        return EXIT_USAGE
+    except KafkaStorageException as exc:  # the data directory cannot be opened (read-only, full, no access)
+        print(f"txnspec serve: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except PortInUse as exc:
         print(f"txnspec serve: error: {exc.strerror} (is another broker running there? choose --port)",

@@ -165,6 +165,9 @@ class WireBroker:
     def flush(self) -> None:
         self.broker.flush()
 
+    def close(self) -> None:
+        self.broker.close()
+
     # --- dispatch ---
 
     def handle(self, request: Request) -> Any:

@@ -89,7 +89,7 @@ class Server:
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
-        self.broker.flush()
+        self.broker.close()  # durable: flush, checkpoint, close every file
 
     async def _notify(self) -> None:
         assert self.changed is not None
