@@ -45,7 +45,7 @@ from txnspec.impl.messages import (
     FindCoordinator,
 )
 from txnspec.impl.partition import Partition
-from txnspec.serve.protocol import Request, advertised
+from txnspec.serve.protocol import API_VERSIONS_KEY, APIS, Request, advertised
 
 NODE_ID = 0
 CLUSTER_ID = "txnspec-serve"
@@ -188,8 +188,25 @@ class WireBroker:
 
 # --- cluster metadata -------------------------------------------------------------------------------------
 
+# ApiVersionsRequest.SOFTWARE_NAME_VERSION_PATTERN: ApiVersions v3+ with another name or version is INVALID_REQUEST
+_SOFTWARE_NAME_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
 def handle_api_versions(wb: WireBroker, request: Request) -> Any:
+    """``KafkaApis.handleApiVersionsRequest``: an unsupported version gets ``getErrorResponse`` with
+    UNSUPPORTED_VERSION and ApiVersions' own range only (KIP-511), an invalid software name or version
+    INVALID_REQUEST with no ranges; otherwise every API's range and, from v3, the features."""
     v = request.version
+    if request.unsupported_version:
+        own = APIS[API_VERSIONS_KEY]
+        keys = [ApiVersionsResponse.ApiVersion(version=0, api_key=own.key, min_version=own.min_version,
+                                               max_version=own.max_version)]
+        return ApiVersionsResponse(version=0, error_code=Errors.UNSUPPORTED_VERSION.code, api_keys=keys)
+    body = request.body
+    if v >= 3 and not all(_SOFTWARE_NAME_VERSION.fullmatch(str(getattr(body, name) or ""))
+                          for name in ("client_software_name", "client_software_version")):
+        return ApiVersionsResponse(version=v, error_code=Errors.INVALID_REQUEST.code, api_keys=[],
+                                   throttle_time_ms=0)
     fields: dict[str, Any] = {"error_code": 0, "api_keys": advertised(v), "throttle_time_ms": 0}
     if v >= 3:
         R = ApiVersionsResponse

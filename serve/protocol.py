@@ -9,10 +9,11 @@ class by API key are written here.
 ApiVersions: versions whose requests name topics by id (KIP-516: Produce v13, Fetch v13+, OffsetCommit
 v10, OffsetFetch v10) are left out, as are the 2PC fields of InitProducerId v6 (KIP-939).
 
-A frame that cannot be served raises :class:`FrameError`; ``answer`` is what Kafka's ``SocketServer`` /
-``KafkaApis`` would send back first (only ApiVersions of an unknown version is answered, with
-UNSUPPORTED_VERSION and the supported ranges, as KIP-511); for anything else Kafka closes the connection
-(``InvalidRequestException`` while parsing), and so do we.
+ApiVersions of a version we do not support is not an error of the frame: as ``RequestContext.parseRequest``
+(KIP-511) its body is left unread and it is answered at v0 (``RequestContext.apiVersion``), with
+UNSUPPORTED_VERSION and ApiVersions' own range (``ApiVersionsRequest.getErrorResponse``), on a connection
+that stays open for the client's retry. Any other frame that cannot be served raises :class:`FrameError`:
+Kafka closes the connection (``InvalidRequestException`` while parsing), and so do we.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ APIS: dict[int, Api] = {api.key: api for api in (
     Api("Produce", ProduceRequest, ProduceResponse, 3, 12),
     Api("Fetch", FetchRequest, FetchResponse, 4, 12),
     Api("ListOffsets", ListOffsetsRequest, ListOffsetsResponse, 1, 7),
-    Api("Metadata", MetadataRequest, MetadataResponse, 0, 12),
+    Api("Metadata", MetadataRequest, MetadataResponse, 0, 13),
     Api("OffsetCommit", OffsetCommitRequest, OffsetCommitResponse, 2, 9),
     Api("OffsetFetch", OffsetFetchRequest, OffsetFetchResponse, 1, 9),
     Api("FindCoordinator", FindCoordinatorRequest, FindCoordinatorResponse, 0, 6),
@@ -96,20 +97,24 @@ UNSUPPORTED_VERSION = 35
 
 
 class FrameError(Exception):
-    """A request that cannot be served; ``answer`` is a response frame to send before closing, if any."""
-
-    def __init__(self, message: str, answer: bytes | None = None) -> None:
-        super().__init__(message)
-        self.answer = answer
+    """A request that cannot be served: the connection is closed."""
 
 
 @dataclass(frozen=True)
 class Request:
+    """A decoded request. ``version`` is the one the answer is encoded at; ``header_version`` the one the
+    client asked for (they differ only for an ApiVersions of a version we do not support, whose body is None)."""
+
     api: Api
     version: int
     correlation_id: int
     client_id: str | None
     body: Any
+    header_version: int | None = None
+
+    @property
+    def unsupported_version(self) -> bool:
+        return self.header_version is not None and self.header_version != self.version
 
 
 def frame_size(prefix: bytes, max_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> int:
@@ -121,14 +126,6 @@ def frame_size(prefix: bytes, max_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> int
     if size > max_bytes:
         raise FrameError(f"frame of {size} bytes is larger than socket.request.max.bytes {max_bytes}")
     return size
-
-
-def api_versions_unsupported(correlation_id: int) -> bytes:
-    """KIP-511: an ApiVersions request of a version we do not know gets a v0 answer with
-    UNSUPPORTED_VERSION and our ranges, so the client can retry with one we speak."""
-    response = ApiVersionsResponse(version=0, error_code=UNSUPPORTED_VERSION, api_keys=advertised(0))
-    response.with_header(correlation_id=correlation_id)
-    return bytes(response.encode(header=True, framed=True))
 
 
 def advertised(version: int) -> list[Any]:
@@ -145,8 +142,8 @@ def decode_request(payload: bytes) -> Request:
     if api is None:
         raise FrameError(f"unknown or unsupported API key {api_key}")
     if not api.min_version <= version <= api.max_version:
-        if api_key == API_VERSIONS_KEY:
-            raise FrameError(f"ApiVersions v{version} is not supported", api_versions_unsupported(correlation_id))
+        if api_key == API_VERSIONS_KEY:  # KIP-511: answered at v0, body unread (RequestContext.parseRequest)
+            return Request(api, 0, correlation_id, None, None, header_version=version)
         raise FrameError(f"{api.name} v{version} is not supported (versions {api.min_version}..{api.max_version})")
     try:
         body = api.request.decode(payload, version=version, header=True)
@@ -162,5 +159,5 @@ def encode_response(request: Request, response: Any) -> bytes:
     return bytes(response.encode(header=True, framed=True))
 
 
-__all__ = ["APIS", "DEFAULT_MAX_REQUEST_BYTES", "Api", "FrameError", "Request", "advertised", "decode_request",
+__all__ = ["API_VERSIONS_KEY", "APIS", "DEFAULT_MAX_REQUEST_BYTES", "Api", "FrameError", "Request", "advertised", "decode_request",
            "encode_response", "frame_size"]

@@ -8,8 +8,8 @@ change, bounded by its deadline. A ticker lets wall time reach the implementatio
 :data:`TICK_SECONDS` (transaction timeouts, session timeouts, id expiration).
 
 Robustness: a frame larger than ``max_request_bytes``, a negative size, an unknown API key, a version we
-do not advertise or a body that does not decode closes that connection (ApiVersions of an unknown version
-is first answered, KIP-511); a client that vanishes mid-frame only ends its own connection; an exception
+do not advertise or a body that does not decode closes that connection (but ApiVersions of an unknown
+version is answered and the connection kept, KIP-511); a client that vanishes mid-frame only ends its own connection; an exception
 inside a handler is logged with the request's name and closes the connection, never the server.
 
 :class:`ServerThread` runs a server on a background thread for tests and the pytest fixture
@@ -125,10 +125,6 @@ class Server:
                     await writer.drain()
         except FrameError as exc:
             log.info("closing connection from %s: %s", peer, exc)
-            if exc.answer:
-                with contextlib.suppress(ConnectionError):
-                    writer.write(exc.answer)
-                    await writer.drain()
         except (ConnectionError, OSError):
             pass
         except Exception:

@@ -104,15 +104,41 @@ def test_an_unsupported_version_closes_the_connection(server: ServerThread) -> N
     still_serves(server)
 
 
-def test_api_versions_of_an_unknown_version_is_answered_with_unsupported_version(server: ServerThread) -> None:
-    """KIP-511: a v0 answer with UNSUPPORTED_VERSION and our ranges, so a newer client can downgrade."""
+def read_answer(sock: socket.socket) -> bytes:
+    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+    return sock.recv(size, socket.MSG_WAITALL)
+
+
+@pytest.mark.parametrize("version", [5, 99, -1])
+def test_api_versions_of_an_unknown_version_is_answered_at_v0_and_the_connection_stays_open(
+        server: ServerThread, version: int) -> None:
+    """KIP-511 as Kafka does it (RequestContext.parseRequest, ApiVersionsRequest.getErrorResponse): a v0 answer
+    with UNSUPPORTED_VERSION and ApiVersions' own range; the client retries on the same connection."""
     with connect(server) as sock:
-        sock.sendall(frame(ApiVersionsRequest.API_KEY, 99, correlation_id=42))
-        answer = closed_by_server(sock)
-    response = ApiVersionsResponse.decode(answer[4:], version=0, header=True)
-    assert response.header.correlation_id == 42
-    assert response.error_code == 35
-    assert {k.api_key for k in response.api_keys} == set(APIS)
+        sock.sendall(frame(ApiVersionsRequest.API_KEY, version, correlation_id=42, body=b"\x00garbage"))
+        response = ApiVersionsResponse.decode(read_answer(sock), version=0, header=True)
+        assert response.header.correlation_id == 42
+        assert response.error_code == 35
+        assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == [(18, 0, 4)]
+        retry = ApiVersionsRequest(version=3, client_software_name="txnspec-test", client_software_version="1.0")
+        retry.with_header(correlation_id=43, client_id="test")
+        sock.sendall(bytes(retry.encode(header=True, framed=True)))
+        again = ApiVersionsResponse.decode(read_answer(sock), version=3, header=True)
+    assert (again.header.correlation_id, again.error_code) == (43, 0)
+    assert {k.api_key: (k.min_version, k.max_version) for k in again.api_keys} == {
+        api.key: (api.min_version, api.max_version) for api in APIS.values()}
+
+
+def test_api_versions_with_an_invalid_client_software_name_is_invalid_request(server: ServerThread) -> None:
+    """ApiVersionsRequest.isValid: v3+ names and versions match [a-zA-Z0-9](?:[a-zA-Z0-9-.]*[a-zA-Z0-9])?."""
+    with connect(server) as sock:
+        for cid, name in enumerate(("bad name", "-dash", "")):
+            bad = ApiVersionsRequest(version=3, client_software_name=name, client_software_version="1")
+            bad.with_header(correlation_id=cid, client_id="test")
+            sock.sendall(bytes(bad.encode(header=True, framed=True)))
+            # at v3, as Kafka encodes it (kafka-python's decoder reads any error as v0, so the bytes are checked):
+            # correlation id, INVALID_REQUEST, an empty compact array, throttle 0, no tagged fields
+            assert read_answer(sock) == struct.pack(">ihbib", cid, 42, 1, 0, 0)
 
 
 @pytest.mark.parametrize("size", [-1, (1 << 20) + 1])
@@ -203,8 +229,7 @@ def test_produce_with_acks_0_gets_no_answer_and_the_next_request_is_answered(ser
     with connect(server) as sock:
         sock.sendall(bytes(produce_request.encode(header=True, framed=True)) + bytes(versions.encode(header=True,
                                                                                                      framed=True)))
-        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-        answer = ApiVersionsResponse.decode(sock.recv(size, socket.MSG_WAITALL), version=0, header=True)
+        answer = ApiVersionsResponse.decode(read_answer(sock), version=0, header=True)
     assert answer.header.correlation_id == 2
     partition = server.call(lambda: server.server.broker.broker.partition("t-1"))
     assert server.call(lambda: partition.log_end_offset) == 1
