@@ -45,9 +45,13 @@ from txnspec.impl.messages import (
     FindCoordinator,
 )
 from txnspec.impl.partition import Partition
+from txnspec.serve import configs
+from txnspec.serve.codes import Code
+from txnspec.serve.configs import Value, value_of
 from txnspec.serve.protocol import API_VERSIONS_KEY, APIS, Request, advertised
 
 NODE_ID = 0
+UNBOUNDED = (1 << 63) - 1
 CLUSTER_ID = "txnspec-serve"
 INTERNAL_TOPICS = (TRANSACTION_STATE_TOPIC, GROUP_METADATA_TOPIC)
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -83,7 +87,11 @@ class Pending:
 class Topic:
     name: str
     partitions: int
+    configs: dict[str, Value] = field(default_factory=dict)  # the topic's own values (configs.TOPIC_CONFIGS)
     topic_id: uuid.UUID = field(init=False)
+
+    def config(self, name: str) -> Value:
+        return value_of(self.configs, name)
 
     def __post_init__(self) -> None:
         self.topic_id = uuid.uuid5(uuid.NAMESPACE_URL, f"txnspec-serve:{self.name}")
@@ -148,19 +156,23 @@ class WireBroker:
         self.deliver_markers()
         self.changes += 1
 
-    def create_topic(self, name: str, partitions: int) -> Topic:
+    def create_topic(self, name: str, partitions: int, configs: dict[str, Value] | None = None) -> Topic:
         topic = self.topics.get(name)
         if topic is None:
-            topic = self.topics[name] = Topic(name, partitions)
+            topic = self.topics[name] = Topic(name, partitions, dict(configs or {}))
             for i in range(partitions):
-                self.broker.partition(f"{name}-{i}")
+                self.partition(name, i)
         return topic
 
     def partition(self, topic: str, index: int) -> Partition | None:
         known = self.topics.get(topic)
         if known is None or not 0 <= index < known.partitions:
             return None
-        return self.broker.partition(f"{topic}-{index}")
+        p = self.broker.partition(f"{topic}-{index}")
+        # serve bounds the batch as sent by the topic's max.message.bytes (records.decode_produce) before the
+        # implementation sees it; the implementation's own bound is on an estimate of the uncompressed size
+        p.max_message_bytes = UNBOUNDED
+        return p
 
     def flush(self) -> None:
         self.broker.flush()
@@ -259,7 +271,7 @@ def handle_metadata(wb: WireBroker, request: Request) -> Any:
                             error_code=0)
 
 
-INVALID_TOPIC_EXCEPTION = 17
+INVALID_TOPIC_EXCEPTION = Code.INVALID_TOPIC_EXCEPTION
 
 
 def _invalid_topic(name: str) -> Any:
@@ -294,7 +306,28 @@ def handle_find_coordinator(wb: WireBroker, request: Request) -> Any:
              port=wb.config.port if code == 0 else -1)
 
 
-TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR = 36, 37, 38
+def _create_problem(wb: WireBroker, t: Any, count: int) -> tuple[Code, str | None, dict[str, Value]]:
+    """Why one topic of a CreateTopics cannot be created (``ReplicationControlManager.createTopic``'s checks
+    in its order), or NONE with the topic's parsed configs."""
+    if topic_name_problem(t.name) or t.name in INTERNAL_TOPICS:
+        return Code.INVALID_TOPIC_EXCEPTION, topic_name_problem(t.name) or f"{t.name} is internal", {}
+    if t.name in wb.topics:
+        return Code.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.", {}
+    if t.assignments and (t.num_partitions != -1 or t.replication_factor != -1):
+        return Code.INVALID_REQUEST, ("Both numPartitions or replicationFactor and replicasAssignments were set. "
+                                      "Both cannot be used at the same time."), {}
+    if t.assignments and any(list(a.broker_ids) != [NODE_ID] for a in t.assignments):
+        return Code.INVALID_REPLICA_ASSIGNMENT, f"The only broker is {NODE_ID}.", {}
+    if count < 1:
+        return Code.INVALID_PARTITIONS, f"Number of partitions was set to an invalid non-positive value.", {}
+    if int(t.replication_factor) not in (-1, 1):
+        return Code.INVALID_REPLICATION_FACTOR, (f"Unable to replicate the partition {t.replication_factor} time(s): "
+                                                 "The target replication factor of 1 cannot be reached because only 1 "
+                                                 "broker(s) are registered."), {}
+    try:
+        return Code.NONE, None, configs.parse_all({c.name: c.value for c in t.configs or ()})
+    except configs.ConfigError as exc:
+        return Code.INVALID_CONFIG, str(exc), {}
 
 
 def handle_create_topics(wb: WireBroker, request: Request) -> Any:
@@ -302,26 +335,20 @@ def handle_create_topics(wb: WireBroker, request: Request) -> Any:
     R = CreateTopicsResponse
     results = []
     for t in body.topics:
-        count = wb.config.default_partitions if t.num_partitions == -1 else int(t.num_partitions)
-        code, message = 0, None
-        if topic_name_problem(t.name) or t.name in INTERNAL_TOPICS:
-            code, message = INVALID_TOPIC_EXCEPTION, topic_name_problem(t.name) or f"{t.name} is internal"
-        elif t.name in wb.topics:
-            code, message = TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
-        elif t.assignments:
-            count = len(t.assignments)
-        if code == 0 and count < 1:
-            code, message = INVALID_PARTITIONS, f"Number of partitions must be larger than 0, got {count}."
-        if code == 0 and int(t.replication_factor) not in (-1, 1):
-            code, message = INVALID_REPLICATION_FACTOR, (f"Replication factor: {t.replication_factor} larger than "
-                                                         "available brokers: 1.")
-        if code == 0 and not body.validate_only:
-            wb.create_topic(t.name, count)
+        count = len(t.assignments) if t.assignments else (
+            wb.config.default_partitions if t.num_partitions == -1 else int(t.num_partitions))
+        code, message, given = _create_problem(wb, t, count)
+        if code is Code.NONE and not body.validate_only:
+            wb.create_topic(t.name, count, given)
         topic = wb.topics.get(t.name)
+        described = [] if code is not Code.NONE else [  # v5+: the topic's configs, as DescribeConfigs
+            R.CreatableTopicResult.CreatableTopicConfigs(name=c.name, value=c.value, read_only=False,
+                                                         config_source=int(c.source), is_sensitive=False)
+            for c in configs.describe(given)]
         results.append(R.CreatableTopicResult(
-            name=t.name, topic_id=topic.topic_id if topic else uuid.UUID(int=0), error_code=code,
-            error_message=message, num_partitions=count if code == 0 else -1,
-            replication_factor=1 if code == 0 else -1, configs=[]))
+            name=t.name, topic_id=topic.topic_id if topic and code is Code.NONE else uuid.UUID(int=0),
+            error_code=int(code), error_message=message, num_partitions=count if code is Code.NONE else -1,
+            replication_factor=1 if code is Code.NONE else -1, configs=described if v >= 5 else None))
     return R(version=v, throttle_time_ms=0, topics=results)
 
 

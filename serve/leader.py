@@ -57,10 +57,19 @@ def _produce_partition(wb: WireBroker, request: Request, topic: str, index: int,
     partition = wb.partition(topic, index)
     if partition is None:
         return fail(Errors.UNKNOWN_TOPIC_OR_PARTITION.code)
+    config = wb.topics[topic].config
     try:
-        batch = wire_records.decode_produce(data)
+        batch = wire_records.decode_produce(data, request.version, compacted="compact" in config("cleanup.policy"),
+                                            max_message_bytes=int(config("max.message.bytes")))
     except wire_records.InvalidRecords as exc:
-        return fail((Errors.CORRUPT_MESSAGE if exc.corrupt else Errors.INVALID_RECORD).code, str(exc))
+        answer = fail(int(exc.error), str(exc))
+        answer.record_errors = [P.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                                for i, m in exc.record_errors]
+        return answer
+    if acks == -1 and int(config("min.insync.replicas")) > 1:  # Partition.appendRecordsToLeader: one replica
+        return fail(Errors.NOT_ENOUGH_REPLICAS.code, f"The size of the current ISR 1 is insufficient to satisfy the "
+                    f"min.isr requirement of {config('min.insync.replicas')} for partition {topic}-{index}")
+    target = wire_records.target_codec(str(config("compression.type")), batch.codec)
     tid = request.body.transactional_id
     if batch.is_transactional and not tid:
         return fail(Errors.INVALID_REQUEST.code, "a transactional batch needs the request's transactional id")
@@ -70,7 +79,8 @@ def _produce_partition(wb: WireBroker, request: Request, topic: str, index: int,
     if r.error is not Errors.NONE:
         return fail(r.error.code, str(r.extra.get("message") or "") or None)
     if not r.extra.get("duplicate"):
-        wb.produced[(partition.name, r.base_offset)] = wire_records.as_stored(bytes(data or b""), r.base_offset)
+        stored = bytes(data or b"") if target is batch.codec else wire_records.recompress(bytes(data or b""), target)
+        wb.produced[(partition.name, r.base_offset)] = wire_records.as_stored(stored, r.base_offset)
     return P(index=index, error_code=0, base_offset=r.base_offset, log_append_time_ms=-1,
              log_start_offset=partition.log_start_offset, record_errors=[], error_message=None)
 
