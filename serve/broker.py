@@ -6,8 +6,9 @@ coordinator of every transactional id and group.
 ``KafkaApis`` does: topic checks (UNKNOWN_TOPIC_OR_PARTITION, OPERATION_NOT_ATTEMPTED for the rest of an
 AddPartitionsToTxn), version-dependent error codes (PRODUCER_FENCED answered as INVALID_PRODUCER_EPOCH to
 clients older than the version that introduced it), one v2 batch per produced partition (:mod:`.records`).
-The transaction version of a request follows ``TransactionVersion``: Produce v12+ and EndTxn v5+ are TV2
-when the broker's finalized ``transaction.version`` is 2.
+The transaction version of a request follows ``TransactionVersion``: Produce v12+, EndTxn v5+ and
+AddPartitionsToTxn v4+ are TV2 whatever the broker's finalized ``transaction.version`` (a TV1 broker accepts a
+Produce v12 without AddPartitionsToTxn and answers a fenced EndTxn v5 as a TV2 retry, as Kafka 4.1/4.4 do).
 
 After every request the coordinator's markers are written at once (``deliver_markers``: the implementation's
 marker channel with no delay); :meth:`WireBroker.tick` lets wall time reach the implementation's clock
@@ -56,6 +57,8 @@ CLUSTER_ID = "txnspec-serve"
 INTERNAL_TOPICS = (TRANSACTION_STATE_TOPIC, GROUP_METADATA_TOPIC)
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 # KafkaApis answers INVALID_PRODUCER_EPOCH instead of PRODUCER_FENCED to clients older than these versions
+# the request versions a client of transaction version 2 sends (the first with KIP-890 part 2's semantics)
+REQUEST_TV2_SINCE = {"Produce": 12, "EndTxn": 5, "AddPartitionsToTxn": 4}
 PRODUCER_FENCED_SINCE = {"InitProducerId": 4, "AddPartitionsToTxn": 2, "AddOffsetsToTxn": 2, "EndTxn": 2,
                          "TxnOffsetCommit": 2}
 
@@ -194,8 +197,13 @@ class WireBroker:
             return Errors.INVALID_PRODUCER_EPOCH.code
         return error.code
 
-    def request_tv(self, request: Request, since: int) -> int:
-        return 2 if self.config.transaction_version >= 2 and request.version >= since else 0
+    @staticmethod
+    def request_tv(request: Request) -> int:
+        """The transaction version of a request, from its version alone (``TransactionVersion.
+        transactionVersionForEndTxn`` / ``ForAddPartitionsToTxn``, ``AddPartitionsToTxnManager.
+        produceRequestVersionToTransactionSupportedOperation``): the finalized level does not enter."""
+        since = REQUEST_TV2_SINCE.get(request.api.name)
+        return 2 if since is not None and request.version >= since else 0
 
 
 # --- cluster metadata -------------------------------------------------------------------------------------

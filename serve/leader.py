@@ -75,7 +75,7 @@ def _produce_partition(wb: WireBroker, request: Request, topic: str, index: int,
         return fail(Errors.INVALID_REQUEST.code, "a transactional batch needs the request's transactional id")
     r = wb.broker.handle(Produce(f"{topic}-{index}", batch.producer_id, batch.producer_epoch, batch.base_sequence,
                                  batch.records, batch.is_transactional, tid if batch.is_transactional else None,
-                                 wb.request_tv(request, 12)), wb.now())
+                                 wb.request_tv(request), api_version=request.version), wb.now())
     if r.error is not Errors.NONE:
         return fail(r.error.code, str(r.extra.get("message") or "") or None)
     if not r.extra.get("duplicate"):

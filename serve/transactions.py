@@ -55,6 +55,10 @@ def _add_partitions(wb: WireBroker, request: Request, tid: str, pid: int, epoch:
             err = Errors.PRODUCER_FENCED
         errors = {tp: (err if err is not Errors.NONE else Errors.NONE if md is not None and f"{tp[0]}-{tp[1]}"
                        in md.topic_partitions else Errors.INVALID_TXN_STATE).code for tp in wanted}
+    elif wb.request_tv(request) >= 2:  # v4+, the brokers' form: the coordinator takes it as TV2
+        err = wb.broker.txn_coordinator.handle_add_partitions_to_txn(tid, pid, epoch, [f"{t}-{p}" for t, p in wanted],
+                                                                     wb.request_tv(request), now_ms=wb.now())
+        errors = dict.fromkeys(wanted, wb.error_for(request, err))
     else:
         r = wb.broker.handle(AddPartitionsToTxn(tid, pid, epoch, tuple(f"{t}-{p}" for t, p in wanted)), wb.now())
         errors = dict.fromkeys(wanted, wb.error_for(request, r.error))
@@ -118,7 +122,7 @@ def handle_end_txn(wb: WireBroker, request: Request) -> Any:
     body, v = request.body, request.version
     result = ControlType.COMMIT if body.committed else ControlType.ABORT
     r = wb.broker.handle(EndTxn(body.transactional_id, int(body.producer_id), int(body.producer_epoch), result,
-                                wb.request_tv(request, 5)), wb.now())
+                                wb.request_tv(request)), wb.now())
     return EndTxnResponse(version=v, throttle_time_ms=0, error_code=wb.error_for(request, r.error),
                           producer_id=r.producer_id, producer_epoch=r.producer_epoch)
 
