@@ -29,12 +29,11 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka.protocol.admin.topics import CreateTopicsResponse
-from kafka.protocol.metadata.api_versions import ApiVersionsResponse
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorResponse
 from kafka.protocol.metadata.metadata import MetadataResponse
 
@@ -46,10 +45,9 @@ from txnspec.impl.messages import (
     FindCoordinator,
 )
 from txnspec.impl.partition import Partition
-from txnspec.serve import configs
 from txnspec.serve.codes import Code
 from txnspec.serve.configs import Value, value_of
-from txnspec.serve.protocol import API_VERSIONS_KEY, APIS, Request, advertised
+from txnspec.serve.protocol import API_VERSIONS_KEY, APIS, ApiVersionsResponse, Request, advertised
 
 NODE_ID = 0
 UNBOUNDED = (1 << 63) - 1
@@ -74,7 +72,8 @@ class ServeConfig:
     default_partitions: int = 1
     topics: tuple[str, ...] = ()  # created at start: "name" or "name:partitions"
     auto_create_topics: bool = True
-    max_request_bytes: int = 100 * 1024 * 1024
+    max_request_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes: one frame
+    queued_max_request_bytes: int = 100 * 1024 * 1024  # queued.max.request.bytes: frames being read, all connections
 
 
 @dataclass
@@ -91,13 +90,16 @@ class Topic:
     name: str
     partitions: int
     configs: dict[str, Value] = field(default_factory=dict)  # the topic's own values (configs.TOPIC_CONFIGS)
+    incarnation: int = 0  # how many topics of this name were deleted before it in this run
     topic_id: uuid.UUID = field(init=False)
 
     def config(self, name: str) -> Value:
         return value_of(self.configs, name)
 
     def __post_init__(self) -> None:
-        self.topic_id = uuid.uuid5(uuid.NAMESPACE_URL, f"txnspec-serve:{self.name}")
+        # stable across restarts; a topic created again after a deletion gets a new id, as in Kafka
+        suffix = f":{self.incarnation}" if self.incarnation else ""
+        self.topic_id = uuid.uuid5(uuid.NAMESPACE_URL, f"txnspec-serve:{self.name}{suffix}")
 
 
 def wall_clock_ms() -> int:
@@ -122,6 +124,7 @@ class WireBroker:
                              data_dir=config.data_dir, now_ms=clock(), fsync=config.fsync,
                              recover_corruption=config.recover_corruption)
         self.topics: dict[str, Topic] = {}
+        self.deleted: Counter[str] = Counter()  # topics deleted in this run, by name
         counts = (self.broker.config.num_txn_log_partitions, self.broker.config.num_offsets_partitions)
         self.internal = {name: Topic(name, n) for name, n in zip(INTERNAL_TOPICS, counts, strict=True)}
         for name in self.broker.partitions:  # durable mode: the topics found on disk
@@ -162,7 +165,7 @@ class WireBroker:
     def create_topic(self, name: str, partitions: int, configs: dict[str, Value] | None = None) -> Topic:
         topic = self.topics.get(name)
         if topic is None:
-            topic = self.topics[name] = Topic(name, partitions, dict(configs or {}))
+            topic = self.topics[name] = Topic(name, partitions, dict(configs or {}), self.deleted[name])
             for i in range(partitions):
                 self.partition(name, i)
         return topic
@@ -214,8 +217,9 @@ _SOFTWARE_NAME_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?
 
 def handle_api_versions(wb: WireBroker, request: Request) -> Any:
     """``KafkaApis.handleApiVersionsRequest``: an unsupported version gets ``getErrorResponse`` with
-    UNSUPPORTED_VERSION and ApiVersions' own range only (KIP-511), an invalid software name or version
-    INVALID_REQUEST with no ranges; otherwise every API's range and, from v3, the features."""
+    UNSUPPORTED_VERSION and ApiVersions' own range only (KIP-511); an invalid software name or version, or (v5)
+    a cluster id without a node id or the reverse, INVALID_REQUEST with no ranges; a cluster id and node id that
+    are not ours REBOOTSTRAP_REQUIRED; otherwise every API's range and, from v3, the features."""
     v = request.version
     if request.unsupported_version:
         own = APIS[API_VERSIONS_KEY]
@@ -223,10 +227,15 @@ def handle_api_versions(wb: WireBroker, request: Request) -> Any:
                                                max_version=own.max_version)]
         return ApiVersionsResponse(version=0, error_code=Errors.UNSUPPORTED_VERSION.code, api_keys=keys)
     body = request.body
-    if v >= 3 and not all(_SOFTWARE_NAME_VERSION.fullmatch(str(getattr(body, name) or ""))
-                          for name in ("client_software_name", "client_software_version")):
+    names_valid = v < 3 or all(_SOFTWARE_NAME_VERSION.fullmatch(str(getattr(body, name) or ""))
+                               for name in ("client_software_name", "client_software_version"))
+    target_valid = v < 5 or (body.cluster_id is None) == (int(body.node_id) == -1)  # both or neither
+    if not (names_valid and target_valid):
         return ApiVersionsResponse(version=v, error_code=Errors.INVALID_REQUEST.code, api_keys=[],
                                    throttle_time_ms=0)
+    if v >= 5 and body.cluster_id is not None and (body.cluster_id != CLUSTER_ID or int(body.node_id) != NODE_ID):
+        # KafkaApis.clusterIdOrNodeIdIsInvalid: the client reached another cluster or node than it meant
+        return ApiVersionsResponse(version=v, error_code=Code.REBOOTSTRAP_REQUIRED, api_keys=[], throttle_time_ms=0)
     fields: dict[str, Any] = {"error_code": 0, "api_keys": advertised(v), "throttle_time_ms": 0}
     if v >= 3:
         R = ApiVersionsResponse
@@ -314,56 +323,10 @@ def handle_find_coordinator(wb: WireBroker, request: Request) -> Any:
              port=wb.config.port if code == 0 else -1)
 
 
-def _create_problem(wb: WireBroker, t: Any, count: int) -> tuple[Code, str | None, dict[str, Value]]:
-    """Why one topic of a CreateTopics cannot be created (``ReplicationControlManager.createTopic``'s checks
-    in its order), or NONE with the topic's parsed configs."""
-    if topic_name_problem(t.name) or t.name in INTERNAL_TOPICS:
-        return Code.INVALID_TOPIC_EXCEPTION, topic_name_problem(t.name) or f"{t.name} is internal", {}
-    if t.name in wb.topics:
-        return Code.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.", {}
-    if t.assignments and (t.num_partitions != -1 or t.replication_factor != -1):
-        return Code.INVALID_REQUEST, ("Both numPartitions or replicationFactor and replicasAssignments were set. "
-                                      "Both cannot be used at the same time."), {}
-    if t.assignments and any(list(a.broker_ids) != [NODE_ID] for a in t.assignments):
-        return Code.INVALID_REPLICA_ASSIGNMENT, f"The only broker is {NODE_ID}.", {}
-    if count < 1:
-        return Code.INVALID_PARTITIONS, f"Number of partitions was set to an invalid non-positive value.", {}
-    if int(t.replication_factor) not in (-1, 1):
-        return Code.INVALID_REPLICATION_FACTOR, (f"Unable to replicate the partition {t.replication_factor} time(s): "
-                                                 "The target replication factor of 1 cannot be reached because only 1 "
-                                                 "broker(s) are registered."), {}
-    try:
-        return Code.NONE, None, configs.parse_all({c.name: c.value for c in t.configs or ()})
-    except configs.ConfigError as exc:
-        return Code.INVALID_CONFIG, str(exc), {}
-
-
-def handle_create_topics(wb: WireBroker, request: Request) -> Any:
-    body, v = request.body, request.version
-    R = CreateTopicsResponse
-    results = []
-    for t in body.topics:
-        count = len(t.assignments) if t.assignments else (
-            wb.config.default_partitions if t.num_partitions == -1 else int(t.num_partitions))
-        code, message, given = _create_problem(wb, t, count)
-        if code is Code.NONE and not body.validate_only:
-            wb.create_topic(t.name, count, given)
-        topic = wb.topics.get(t.name)
-        described = [] if code is not Code.NONE else [  # v5+: the topic's configs, as DescribeConfigs
-            R.CreatableTopicResult.CreatableTopicConfigs(name=c.name, value=c.value, read_only=False,
-                                                         config_source=int(c.source), is_sensitive=False)
-            for c in configs.describe(given)]
-        results.append(R.CreatableTopicResult(
-            name=t.name, topic_id=topic.topic_id if topic and code is Code.NONE else uuid.UUID(int=0),
-            error_code=int(code), error_message=message, num_partitions=count if code is Code.NONE else -1,
-            replication_factor=1 if code is Code.NONE else -1, configs=described if v >= 5 else None))
-    return R(version=v, throttle_time_ms=0, topics=results)
-
-
 Handler = Callable[[WireBroker, Request], Any]
 # the cluster-metadata requests this module answers; the others are in transactions, leader and groups
 HANDLERS: dict[str, Handler] = {"ApiVersions": handle_api_versions, "Metadata": handle_metadata,
-                                "FindCoordinator": handle_find_coordinator, "CreateTopics": handle_create_topics}
+                                "FindCoordinator": handle_find_coordinator}
 
 
 __all__ = ["HANDLERS", "NODE_ID", "Handler", "Pending", "ServeConfig", "Topic", "WireBroker", "topic_name_problem"]

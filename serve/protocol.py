@@ -22,7 +22,31 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from kafka.protocol.admin.topics import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeClusterResponse
+from kafka.protocol.admin.configs import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from kafka.protocol.admin.groups import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
+from kafka.protocol.admin.topics import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.consumer.group import (
     HeartbeatRequest,
@@ -32,6 +56,8 @@ from kafka.protocol.consumer.group import (
     LeaveGroupRequest,
     LeaveGroupResponse,
     OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
     OffsetCommitResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
@@ -39,7 +65,9 @@ from kafka.protocol.consumer.group import (
     SyncGroupResponse,
 )
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
-from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.api_header import ResponseClassRegistry
+from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.metadata import api_versions as _kafka_api_versions
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
@@ -57,6 +85,34 @@ from kafka.protocol.producer.transaction import (
 )
 
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # socket.request.max.bytes
+
+
+class ApiVersionsRequest(ApiMessage):
+    """ApiVersions v5 (Kafka 4.4, ``ApiVersionsRequestData``): the client may name the cluster and node it means
+    to reach (both or neither); kafka-python's schema stops at v4, so v5's two fields are added to it."""
+
+    @classmethod
+    def json_patch(cls, json: dict[str, Any]) -> dict[str, Any]:
+        json["validVersions"] = "0-5"
+        json["fields"] = [*json["fields"],
+                          {"name": "ClusterId", "type": "string", "versions": "5+", "nullableVersions": "5+",
+                           "default": "null", "about": "The cluster the client means to reach, or null."},
+                          {"name": "NodeId", "type": "int32", "versions": "5+", "default": "-1",
+                           "about": "The node the client means to reach, or -1."}]
+        return json
+
+
+class ApiVersionsResponse(_kafka_api_versions.ApiVersionsResponse):
+    """The ApiVersions response up to v5 (the same fields as v4)."""
+
+    @classmethod
+    def json_patch(cls, json: dict[str, Any]) -> dict[str, Any]:
+        json["validVersions"] = "0-5"
+        return json
+
+
+# defining a response class registers it for its API key: kafka-python's own client keeps its own class
+ResponseClassRegistry.register_response_class(_kafka_api_versions.ApiVersionsResponse)
 
 
 @dataclass(frozen=True)
@@ -84,8 +140,18 @@ APIS: dict[int, Api] = {api.key: api for api in (
     Api("Heartbeat", HeartbeatRequest, HeartbeatResponse, 0, 4),
     Api("LeaveGroup", LeaveGroupRequest, LeaveGroupResponse, 0, 5),
     Api("SyncGroup", SyncGroupRequest, SyncGroupResponse, 0, 5),
-    Api("ApiVersions", ApiVersionsRequest, ApiVersionsResponse, 0, 4),
+    Api("ApiVersions", ApiVersionsRequest, ApiVersionsResponse, 0, 5),
     Api("CreateTopics", CreateTopicsRequest, CreateTopicsResponse, 2, 7),
+    Api("DeleteTopics", DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
+    Api("CreatePartitions", CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
+    Api("DescribeConfigs", DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
+    Api("AlterConfigs", AlterConfigsRequest, AlterConfigsResponse, 0, 2),
+    Api("IncrementalAlterConfigs", IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
+    Api("DescribeCluster", DescribeClusterRequest, DescribeClusterResponse, 0, 2),
+    Api("ListGroups", ListGroupsRequest, ListGroupsResponse, 0, 5),
+    Api("DescribeGroups", DescribeGroupsRequest, DescribeGroupsResponse, 0, 6),
+    Api("DeleteGroups", DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
+    Api("OffsetDelete", OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
     Api("InitProducerId", InitProducerIdRequest, InitProducerIdResponse, 0, 5),
     Api("AddPartitionsToTxn", AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5),
     Api("AddOffsetsToTxn", AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 4),

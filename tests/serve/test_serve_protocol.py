@@ -14,7 +14,6 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.metadata.metadata import MetadataRequest
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -23,7 +22,7 @@ from txnspec.conformance.audit.connection import BrokerConnection
 from txnspec.impl.log import ControlType, Record, RecordBatch
 from txnspec.serve import records as wire_records
 from txnspec.serve.dispatch import HANDLERS
-from txnspec.serve.protocol import APIS, FrameError, decode_request
+from txnspec.serve.protocol import APIS, ApiVersionsRequest, ApiVersionsResponse, FrameError, decode_request
 from txnspec.serve.server import ServerThread
 
 WAIT = 5.0
@@ -58,7 +57,7 @@ def frame(api_key: int, version: int, correlation_id: int = 1, body: bytes = b""
 def still_serves(server: ServerThread) -> None:
     conn = BrokerConnection(server.config.host, server.config.port, timeout=WAIT)
     try:
-        assert conn.versions[APIS[18].key] == (0, 4)
+        assert conn.versions[APIS[18].key] == (0, 5)
     finally:
         conn.close()
 
@@ -109,7 +108,7 @@ def read_answer(sock: socket.socket) -> bytes:
     return sock.recv(size, socket.MSG_WAITALL)
 
 
-@pytest.mark.parametrize("version", [5, 99, -1])
+@pytest.mark.parametrize("version", [6, 99, -1])
 def test_api_versions_of_an_unknown_version_is_answered_at_v0_and_the_connection_stays_open(
         server: ServerThread, version: int) -> None:
     """KIP-511 as Kafka does it (RequestContext.parseRequest, ApiVersionsRequest.getErrorResponse): a v0 answer
@@ -119,7 +118,7 @@ def test_api_versions_of_an_unknown_version_is_answered_at_v0_and_the_connection
         response = ApiVersionsResponse.decode(read_answer(sock), version=0, header=True)
         assert response.header.correlation_id == 42
         assert response.error_code == 35
-        assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == [(18, 0, 4)]
+        assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == [(18, 0, 5)]
         retry = ApiVersionsRequest(version=3, client_software_name="txnspec-test", client_software_version="1.0")
         retry.with_header(correlation_id=43, client_id="test")
         sock.sendall(bytes(retry.encode(header=True, framed=True)))
@@ -139,6 +138,26 @@ def test_api_versions_with_an_invalid_client_software_name_is_invalid_request(se
             # at v3, as Kafka encodes it (kafka-python's decoder reads any error as v0, so the bytes are checked):
             # correlation id, INVALID_REQUEST, an empty compact array, throttle 0, no tagged fields
             assert read_answer(sock) == struct.pack(">ihbib", cid, 42, 1, 0, 0)
+
+
+@pytest.mark.parametrize(("cluster_id", "node_id", "error"), [
+    (None, -1, 0), ("txnspec-serve", 0, 0), ("another-cluster", 0, 130), ("txnspec-serve", 3, 130),
+    ("txnspec-serve", -1, 42), (None, 0, 42)])
+def test_api_versions_v5_checks_the_cluster_and_node_the_client_means(
+        server: ServerThread, cluster_id: str | None, node_id: int, error: int) -> None:
+    """Kafka 4.4's ApiVersions v5: both or neither of cluster id and node id (isValid, else INVALID_REQUEST);
+    another cluster or node is REBOOTSTRAP_REQUIRED (KafkaApis.clusterIdOrNodeIdIsInvalid)."""
+    with connect(server) as sock:
+        request = ApiVersionsRequest(version=5, client_software_name="t", client_software_version="1",
+                                     cluster_id=cluster_id, node_id=node_id)
+        request.with_header(correlation_id=7, client_id="test")
+        sock.sendall(bytes(request.encode(header=True, framed=True)))
+        raw = read_answer(sock)
+    if error:  # an error answer at v5 has no ranges (kafka-python's decoder reads errors as v0: bytes checked)
+        assert raw == struct.pack(">ihbib", 7, error, 1, 0, 0)
+    else:
+        answer = ApiVersionsResponse.decode(raw, version=5, header=True)
+        assert (answer.header.correlation_id, answer.error_code, len(answer.api_keys)) == (7, 0, len(APIS))
 
 
 @pytest.mark.parametrize("size", [-1, (1 << 20) + 1])
