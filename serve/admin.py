@@ -58,8 +58,9 @@ def _create_problem(wb: WireBroker, t: Any, count: int) -> tuple[Code, str | Non
         return Code.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.", {}
     if int(t.replication_factor) not in (-1, 1):
         return Code.INVALID_REPLICATION_FACTOR, (f"Unable to replicate the partition {t.replication_factor} time(s): "
-                                                 "The target replication factor of 1 cannot be reached because only 1 "
-                                                 "broker(s) are registered."), {}
+                                                 f"The target replication factor of {t.replication_factor} cannot be "
+                                                 "reached because only 1 broker(s) are registered or some brokers "
+                                                 "have all their log directories cordoned."), {}
     try:
         return Code.NONE, None, configs.parse_all({c.name: c.value for c in t.configs or ()})
     except ConfigError as exc:
@@ -141,11 +142,18 @@ def handle_create_partitions(wb: WireBroker, request: Request) -> Any:
     body, v = request.body, request.version
     R = CreatePartitionsResponse
     results = []
+    names = [t.name for t in body.topics]
+    duplicated = {n for n in names if names.count(n) > 1}
+    for name in sorted(duplicated):  # ControllerApis.createPartitions: one answer for a name given twice
+        results.append(R.CreatePartitionsTopicResult(name=name, error_code=Code.INVALID_REQUEST,
+                                                     error_message="Duplicate topic name."))
     for t in body.topics:
+        if t.name in duplicated:
+            continue
         topic, count = wb.topics.get(t.name), int(t.count)
         code, message = Code.NONE, None
         if topic is None:
-            code, message = Code.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {t.name} does not exist."
+            code = Code.UNKNOWN_TOPIC_OR_PARTITION
         elif count < topic.partitions:
             code, message = Code.INVALID_PARTITIONS, (f"The topic {t.name} currently has {topic.partitions} "
                                                       f"partition(s); {count} would not be an increase.")
@@ -200,11 +208,11 @@ def handle_describe_configs(wb: WireBroker, request: Request) -> Any:
         if res.resource_type == TOPIC:
             topic = wb.topics.get(res.resource_name)
             if topic is None:
-                code, message = Code.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist."
+                code, message = Code.UNKNOWN_TOPIC_OR_PARTITION, ""  # ConfigHelper: an empty message
             else:
                 for d in configs.describe(topic.configs, keys):
-                    syn = [C.DescribeConfigsSynonym(name=d.name, value=d.value, source=int(d.source))] \
-                        if synonyms else []
+                    own = synonyms and d.source is configs.ConfigSource.DYNAMIC_TOPIC_CONFIG  # no log.* synonyms
+                    syn = [C.DescribeConfigsSynonym(name=d.name, value=d.value, source=int(d.source))] if own else []
                     found.append(C(name=d.name, value=d.value, read_only=False, config_source=int(d.source),
                                    is_default=d.source is configs.ConfigSource.DEFAULT_CONFIG, is_sensitive=False,
                                    synonyms=syn, config_type=int(d.type), documentation=None))
@@ -219,7 +227,7 @@ def handle_describe_configs(wb: WireBroker, request: Request) -> Any:
                                                    f"received {res.resource_name}")
         else:
             code, message = Code.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}"
-        results.append(R(error_code=int(code), error_message=message, resource_type=res.resource_type,
+        results.append(R(error_code=int(code), error_message=message or "", resource_type=res.resource_type,
                          resource_name=res.resource_name, configs=found))
     return DescribeConfigsResponse(version=v, throttle_time_ms=0, results=results)
 
@@ -233,7 +241,7 @@ def _alter(wb: WireBroker, res: Any, change: Callable[[dict[str, Value]], dict[s
         return Code.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}"
     topic = wb.topics.get(res.resource_name)
     if topic is None:
-        return Code.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist."
+        return Code.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{res.resource_name}' does not exist."
     names = [c.name for c in res.configs]
     if len(set(names)) != len(names):
         return Code.INVALID_REQUEST, f"Error due to duplicate config keys: {sorted({n for n in names if names.count(n) > 1})}"

@@ -1,11 +1,12 @@
-"""Topic configs as Kafka 4 defines them (``LogConfig``'s ``ConfigDef``, the names of ``TopicConfig``): a table
+"""Topic configs as Kafka 4.4 defines them (``LogConfig``'s ``ConfigDef``, the names of ``TopicConfig``): a table
 of every name with its type, default and validator, the checks ``ConfigDef.parse`` makes of a value given to
 CreateTopics or IncrementalAlterConfigs, and the configs of one topic as DescribeConfigs answers them.
 
 A config named in no row is refused (``INVALID_CONFIG``, "Unknown topic config name"), as is a value that does
 not parse as its type or fails its validator (``Invalid value V for configuration N: ...``). Which configs change
 what ``txnspec serve`` does is decided where they act: ``max.message.bytes`` (the batch size as sent),
-``cleanup.policy`` (a compacted topic refuses records without a key; nothing is compacted), ``compression.type``
+``max.decompressed.message.bytes`` (one record after decompression), ``cleanup.policy`` (a compacted topic
+refuses records without a key; nothing is compacted), ``compression.type``
 (batches recompressed on the way in), ``min.insync.replicas`` (above 1, acks=-1 is NOT_ENOUGH_REPLICAS: one
 broker is one replica); the others, ``retention.*`` included, are stored and described, not acted on (no
 segment is ever deleted). Broker-level defaults (``log.*`` synonyms) and sensitive configs are left out.
@@ -77,6 +78,7 @@ TOPIC_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in (
     ConfigKey("compression.type", T.STRING, "producer", one_of(*COMPRESSION_TYPES)),
     ConfigKey("compression.zstd.level", T.INT, 3, between(-131072, 22)),
     ConfigKey("delete.retention.ms", T.LONG, 86_400_000, at_least(0)),
+    ConfigKey("errors.deadletterqueue.group.enable", T.BOOLEAN, False),
     ConfigKey("file.delete.delay.ms", T.LONG, 60_000, at_least(0)),
     ConfigKey("flush.messages", T.LONG, LONG_MAX, at_least(1)),
     ConfigKey("flush.ms", T.LONG, LONG_MAX, at_least(0)),
@@ -86,6 +88,7 @@ TOPIC_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in (
     ConfigKey("local.retention.bytes", T.LONG, -2, at_least(-2)),
     ConfigKey("local.retention.ms", T.LONG, -2, at_least(-2)),
     ConfigKey("max.compaction.lag.ms", T.LONG, LONG_MAX, at_least(1)),
+    ConfigKey("max.decompressed.message.bytes", T.INT, 2_147_483_639, at_least(0)),
     ConfigKey("max.message.bytes", T.INT, 1_048_588, at_least(0)),
     ConfigKey("message.timestamp.after.max.ms", T.LONG, 3_600_000, at_least(0)),
     ConfigKey("message.timestamp.before.max.ms", T.LONG, LONG_MAX, at_least(0)),
@@ -94,6 +97,8 @@ TOPIC_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in (
     ConfigKey("min.compaction.lag.ms", T.LONG, 0, at_least(0)),
     ConfigKey("min.insync.replicas", T.INT, 1, at_least(1)),
     ConfigKey("preallocate", T.BOOLEAN, False),
+    ConfigKey("remote.copy.lag.bytes", T.LONG, -1, at_least(-1)),
+    ConfigKey("remote.copy.lag.ms", T.LONG, 0, at_least(-1)),
     ConfigKey("remote.log.copy.disable", T.BOOLEAN, False),
     ConfigKey("remote.log.delete.on.disable", T.BOOLEAN, False),
     ConfigKey("remote.storage.enable", T.BOOLEAN, False),

@@ -60,7 +60,8 @@ def _produce_partition(wb: WireBroker, request: Request, topic: str, index: int,
     config = wb.topics[topic].config
     try:
         batch = wire_records.decode_produce(data, request.version, compacted="compact" in config("cleanup.policy"),
-                                            max_message_bytes=int(config("max.message.bytes")))
+                                            max_message_bytes=int(config("max.message.bytes")),
+                                            max_decompressed_bytes=int(config("max.decompressed.message.bytes")))
     except wire_records.InvalidRecords as exc:
         answer = fail(int(exc.error), str(exc))
         answer.record_errors = [P.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
@@ -148,14 +149,20 @@ def handle_fetch(wb: WireBroker, request: Request) -> Any:
     return Pending(poll, lambda: answer()[0], deadline)
 
 
+EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -4, -5, -6  # ListOffsetsRequest (v8, v9, v11)
+
+
 def _offset_for_timestamp(partition: Partition, timestamp: int, committed: bool) -> tuple[int, int]:
-    """``UnifiedLog.fetchOffsetByTimestamp``: (-1 latest, -2 earliest, -3 max timestamp, else the first
-    record at or after ``timestamp``) -> (timestamp, offset)."""
+    """``UnifiedLog.fetchOffsetByTimestamp``: (-1 latest, -2 earliest, -3 max timestamp, -4 earliest local,
+    -5 latest tiered and -6 earliest pending upload (no tiered storage: none), else the first record at or
+    after ``timestamp``) -> (timestamp, offset); offset -1 when there is none."""
     end = partition.last_stable_offset if committed else partition.high_watermark
     if timestamp == -1:
         return -1, end
-    if timestamp == -2:
+    if timestamp in (-2, EARLIEST_LOCAL):
         return -1, partition.log_start_offset
+    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+        return -1, -1
     best: tuple[int, int] = (-1, -1)
     for batch in partition.log.read(partition.log_start_offset, end):
         if batch.is_control:
@@ -173,19 +180,19 @@ def handle_list_offsets(wb: WireBroker, request: Request) -> Any:
     body, v = request.body, request.version
     committed = v >= 2 and int(body.isolation_level) == 1
     R = ListOffsetsResponse
+    P = R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
     topics = []
     for t in body.topics:
         parts = []
         for p in t.partitions:
             partition = wb.partition(t.name, int(p.partition_index))
             if partition is None:
-                parts.append(R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
-                    partition_index=p.partition_index, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION.code,
-                    timestamp=-1, offset=-1, leader_epoch=-1))
+                parts.append(P(partition_index=p.partition_index, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION.code,
+                               timestamp=-1, offset=-1, leader_epoch=-1))
                 continue
             ts, offset = _offset_for_timestamp(partition, int(p.timestamp), committed)
-            parts.append(R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
-                partition_index=p.partition_index, error_code=0, timestamp=ts, offset=offset, leader_epoch=0))
+            parts.append(P(partition_index=p.partition_index, error_code=0, timestamp=ts, offset=offset,
+                           leader_epoch=0 if offset >= 0 else -1))
         topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return R(version=v, throttle_time_ms=0, topics=topics)
 

@@ -131,7 +131,7 @@ class Api:
 APIS: dict[int, Api] = {api.key: api for api in (
     Api("Produce", ProduceRequest, ProduceResponse, 3, 12),
     Api("Fetch", FetchRequest, FetchResponse, 4, 12),
-    Api("ListOffsets", ListOffsetsRequest, ListOffsetsResponse, 1, 7),
+    Api("ListOffsets", ListOffsetsRequest, ListOffsetsResponse, 1, 11),
     Api("Metadata", MetadataRequest, MetadataResponse, 0, 13),
     Api("OffsetCommit", OffsetCommitRequest, OffsetCommitResponse, 2, 9),
     Api("OffsetFetch", OffsetFetchRequest, OffsetFetchResponse, 1, 9),

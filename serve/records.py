@@ -72,13 +72,22 @@ class ProducedBatch:
     size: int = 0  # the batch's bytes as sent (compressed): what max.message.bytes bounds
 
 
+def _varint_size(n: int) -> int:
+    zigzag, size = (n << 1) ^ (n >> 63), 1
+    while zigzag >= 0x80:
+        zigzag >>= 7
+        size += 1
+    return size
+
+
 def decode_produce(data: bytes | None, api_version: int = 9, *, max_message_bytes: int | None = None,
-                   compacted: bool = False) -> ProducedBatch:
+                   max_decompressed_bytes: int | None = None, compacted: bool = False) -> ProducedBatch:
     """The single v2 batch of a Produce partition, checked in Kafka's order: ``ProduceRequest.validateRecords``
     (one v2 batch, zstd only from v7), ``UnifiedLog.analyzeAndValidateRecords`` (base offset 0, the size as
     sent against ``max.message.bytes``, CRC32C), ``LogValidator.validateBatch`` (offset range and count, no
     control batch, a sequence when there is a producer id), then every record decompressed and read
-    (``validateRecord``: a key on a compacted topic)."""
+    (``validateRecord``: a key on a compacted topic; a compressed batch's records each at most
+    ``max.decompressed.message.bytes``, Kafka 4.4)."""
     if not data:
         raise InvalidRecords("Produce requests with version 3+ must have at least one record batch per partition")
     if len(data) < HEADER_BYTES:
@@ -125,11 +134,17 @@ def decode_produce(data: bytes | None, api_version: int = 9, *, max_message_byte
         raise InvalidRecords(f"cannot decompress the {codec.name.lower()} records: {exc}",
                              Code.UNKNOWN_SERVER_ERROR) from None
     try:
-        read = [(r.key, r.value, r.timestamp) for r in reader]
+        read = [(r.key, r.value, r.timestamp, r.size_in_bytes) for r in reader]
     except Exception as exc:  # DefaultRecord.readFrom: InvalidRecordException "Found invalid record structure"
         raise InvalidRecords(f"Found invalid record structure: {exc}") from None
     if len(read) != count:
         raise InvalidRecords(f"the batch header says {count} records, it holds {len(read)}")
+    if codec is not Codec.NONE and max_decompressed_bytes is not None:
+        for i, (_, _, _, size) in enumerate(read):
+            whole = size + _varint_size(size)  # DefaultRecord.sizeInBytes: the length varint and the body
+            if whole > max_decompressed_bytes:
+                raise InvalidRecords(f"Record {i} is {whole} bytes after decompression, more than "
+                                     f"max.decompressed.message.bytes {max_decompressed_bytes}")
     if compacted:
         missing = tuple((i, "Compacted topic cannot accept message without key") for i, r in enumerate(read)
                         if r[0] is None)
@@ -138,7 +153,7 @@ def decode_produce(data: bytes | None, api_version: int = 9, *, max_message_byte
                                  f"total, and only showing the first three errors at most: {list(missing[:3])}",
                                  Code.INVALID_RECORD, missing)
     records = tuple(Record(None if k is None else bytes(k), None if v is None else bytes(v), int(t))
-                    for k, v, t in read)
+                    for k, v, t, _ in read)
     return ProducedBatch(int(batch.producer_id), int(batch.producer_epoch), int(batch.base_sequence),
                          bool(batch.is_transactional), records, codec, len(data))
 

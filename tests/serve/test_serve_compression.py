@@ -138,6 +138,14 @@ def test_bad_compressed_batches_get_kafkas_error_codes(server: ServerThread) -> 
     assert produce(server, "bad", bytes(good)).error_code == 0
 
 
+def test_max_decompressed_message_bytes_bounds_each_record_of_a_compressed_batch(server: ServerThread) -> None:
+    """Kafka 4.4's max.decompressed.message.bytes: one record after decompression (InvalidRecordException)."""
+    create_topic(server, "decompressed", max_decompressed_message_bytes="1000")
+    assert produce(server, "decompressed", batch([b"a" * 900, b"b" * 1000], Codec.GZIP)).error_code == 87  # 1009 bytes
+    assert produce(server, "decompressed", batch([b"a" * 900, b"b" * 980], Codec.GZIP)).error_code == 0
+    assert produce(server, "decompressed", batch([b"c" * 5000])).error_code == 0  # uncompressed: not bounded
+
+
 def test_a_compacted_topic_refuses_records_without_a_key_naming_each(server: ServerThread) -> None:
     """LogValidator.validateKey: INVALID_RECORD with a record error per keyless record (Produce v8+)."""
     create_topic(server, "compacted", cleanup_policy="compact")

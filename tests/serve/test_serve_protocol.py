@@ -141,7 +141,7 @@ def test_api_versions_with_an_invalid_client_software_name_is_invalid_request(se
 
 
 @pytest.mark.parametrize(("cluster_id", "node_id", "error"), [
-    (None, -1, 0), ("txnspec-serve", 0, 0), ("another-cluster", 0, 130), ("txnspec-serve", 3, 130),
+    (None, -1, 0), ("txnspec-serve", 0, 0), ("another-cluster", 0, 129), ("txnspec-serve", 3, 129),
     ("txnspec-serve", -1, 42), (None, 0, 42)])
 def test_api_versions_v5_checks_the_cluster_and_node_the_client_means(
         server: ServerThread, cluster_id: str | None, node_id: int, error: int) -> None:
