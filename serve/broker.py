@@ -73,7 +73,8 @@ class ServeConfig:
     topics: tuple[str, ...] = ()  # created at start: "name" or "name:partitions"
     auto_create_topics: bool = True
     max_request_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes: one frame
-    queued_max_request_bytes: int = 100 * 1024 * 1024  # queued.max.request.bytes: frames being read, all connections
+    # queued.max.request.bytes: the bytes of frames being read or handled, all connections together (-1: unbounded)
+    queued_max_request_bytes: int = 100 * 1024 * 1024
 
 
 @dataclass

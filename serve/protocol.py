@@ -199,7 +199,7 @@ def advertised(version: int) -> list[Any]:
                                            max_version=api.max_version) for api in APIS.values()]
 
 
-def decode_request(payload: bytes) -> Request:
+def decode_request(payload: bytes | bytearray) -> Request:
     """The request in a frame's payload (header and body), or :class:`FrameError` naming what was wrong."""
     if len(payload) < 8:
         raise FrameError(f"a request of {len(payload)} bytes is shorter than a request header")

@@ -7,6 +7,12 @@ below ``min_bytes``, a JoinGroup or SyncGroup in a rebalance) waits on a conditi
 change, bounded by its deadline. A ticker lets wall time reach the implementation every
 :data:`TICK_SECONDS` (transaction timeouts, session timeouts, id expiration).
 
+Memory: the bytes of the requests being read or handled are bounded across connections by
+``queued_max_request_bytes`` (Kafka's ``queued.max.request.bytes`` with its non-strict ``SimpleMemoryPool``: a
+frame takes its declared size from the pool as soon as its prefix is read, while any is left, and gives it back
+once answered); a connection whose frame cannot take its size is not read from until bytes come back, so its
+client waits on TCP's flow control. A frame is read chunk by chunk into a buffer that grows as it arrives.
+
 Robustness: a frame larger than ``max_request_bytes``, a negative size, an unknown API key, a version we
 do not advertise or a body that does not decode closes that connection (but ApiVersions of an unknown
 version is answered and the connection kept, KIP-511); a client that vanishes mid-frame only ends its own connection; an exception
@@ -34,7 +40,50 @@ from txnspec.serve.dispatch import HANDLERS
 from txnspec.serve.protocol import FrameError, decode_request, encode_response, frame_size
 
 TICK_SECONDS = 0.1
+READ_CHUNK = 1 << 20
 log = logging.getLogger("txnspec.serve")
+
+
+class MemoryPool:
+    """``SimpleMemoryPool`` (non-strict): ``allocate`` waits while nothing is left, then takes the whole size
+    (the pool may go below zero by one frame); ``release`` gives it back. ``None`` capacity: unbounded."""
+
+    def __init__(self, capacity: int | None) -> None:
+        self.capacity = capacity
+        self.available = capacity if capacity is not None else 0
+        self.lowest = self.available  # the least ever available (tests)
+        self._changed: asyncio.Condition | None = None
+
+    async def allocate(self, size: int) -> None:
+        if self.capacity is None:
+            return
+        if self._changed is None:
+            self._changed = asyncio.Condition()
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.available > 0 or size == 0)
+            self.available -= size
+            self.lowest = min(self.lowest, self.available)
+
+    async def release(self, size: int) -> None:
+        if self.capacity is None:
+            return
+        assert self._changed is not None
+        async with self._changed:
+            self.available += size
+            self._changed.notify_all()
+
+
+async def read_frame(reader: asyncio.StreamReader, size: int) -> bytearray:
+    """The ``size`` bytes of a frame's payload, as they arrive (``asyncio.IncompleteReadError`` if the client
+    closes first): memory grows with the bytes received, not the size declared; the stream's own buffer never
+    holds more than a chunk."""
+    payload = bytearray()
+    while len(payload) < size:
+        chunk = await reader.read(min(size - len(payload), READ_CHUNK))
+        if not chunk:
+            raise asyncio.IncompleteReadError(bytes(payload), size)
+        payload += chunk
+    return payload
 
 
 class PortInUse(OSError):
@@ -51,6 +100,7 @@ class Server:
         self.connections: set[asyncio.StreamWriter] = set()
         self.tasks: set[asyncio.Task[Any]] = set()
         self.requests: Counter[tuple[str, int]] = Counter()  # (API name, version) of every request answered
+        self.pool = MemoryPool(config.queued_max_request_bytes if config.queued_max_request_bytes > 0 else None)
         self._server: asyncio.base_events.Server | None = None
         self._ticker: asyncio.Task[None] | None = None
 
@@ -115,14 +165,22 @@ class Server:
             while True:
                 try:
                     prefix = await reader.readexactly(4)
-                    size = frame_size(prefix, self.config.max_request_bytes)
-                    payload = await reader.readexactly(size)
                 except asyncio.IncompleteReadError:
-                    return  # the client closed (possibly mid-frame): nothing to answer
-                answer = await self._answer(payload)
-                if answer:
-                    writer.write(answer)
-                    await writer.drain()
+                    return  # the client closed between frames
+                size = frame_size(prefix, self.config.max_request_bytes)
+                await self.pool.allocate(size)
+                try:
+                    try:
+                        payload = await read_frame(reader, size)
+                    except asyncio.IncompleteReadError:
+                        return  # the client closed mid-frame: nothing to answer
+                    answer = await self._answer(payload)
+                    del payload
+                    if answer:
+                        writer.write(answer)
+                        await writer.drain()
+                finally:
+                    await self.pool.release(size)
         except FrameError as exc:
             log.info("closing connection from %s: %s", peer, exc)
         except (ConnectionError, OSError):
@@ -137,7 +195,7 @@ class Server:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _answer(self, payload: bytes) -> bytes | None:
+    async def _answer(self, payload: bytes | bytearray) -> bytes | None:
         request = decode_request(payload)
         self.requests[(request.api.name, request.version)] += 1
         try:
@@ -235,4 +293,4 @@ def serve_forever(config: ServeConfig, announce: Callable[[str], None] = print) 
     asyncio.run(main())
 
 
-__all__ = ["PortInUse", "Server", "ServerThread", "serve_forever"]
+__all__ = ["MemoryPool", "PortInUse", "Server", "ServerThread", "read_frame", "serve_forever"]
