@@ -16,10 +16,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from txnspec.audit import wire_traces as wt
+from txnspec.audit.kafka import kafka_broker, resolve
+from txnspec.audit.report import RuleResult
 from txnspec.cli import main
-from txnspec.conformance.audit import wire_traces as wt
-from txnspec.conformance.audit.kafka import kafka_broker, resolve
-from txnspec.conformance.audit.report import RuleResult
 
 
 def _timed(fn):  # type: ignore[no-untyped-def]

@@ -31,7 +31,7 @@ CLI = "import sys; from txnspec.cli import main; sys.exit(main())"
 
 @contextlib.contextmanager
 def target(name: str) -> Iterator[str]:
-    from txnspec.conformance.audit.targets import free_port, open_target, wait_for_port
+    from txnspec.audit.targets import free_port, open_target, wait_for_port
 
     if name != "serve":
         with open_target(name) as t:

@@ -13,8 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+from txnspec.audit.report import AuditReport, RuleResult
 from txnspec.cli.base import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, Command, UsageError, write_output
-from txnspec.conformance.audit.report import AuditReport, RuleResult
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
@@ -41,9 +41,9 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from txnspec.conformance.audit.connection import WireError
-    from txnspec.conformance.audit.report import BrokerUnavailable, Level
-    from txnspec.conformance.audit.targets import open_target, takes_transaction_version
+    from txnspec.audit.connection import WireError
+    from txnspec.audit.report import BrokerUnavailable, Level
+    from txnspec.audit.targets import open_target, takes_transaction_version
 
     if args.ops < 1:
         raise UsageError("--ops must be at least 1")
@@ -71,7 +71,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             line(f"{sum(r.checked for r in report.rules):,} checks of {len(report.rules)} rules done; {what}")
 
         if args.broker == "impl":
-            from txnspec.conformance.audit.wire_traces import run_impl_wire_audit
+            from txnspec.audit.wire_traces import run_impl_wire_audit
 
             report.facts.update({"bootstrap": "in process", "version": "txnspec.impl"})
             stage("wire level")
@@ -86,12 +86,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
                                                                         if target.version else {}), **target.facts})
                 run = f"{args.seed}-{int(time.time() * 1000) % 10**8}"
                 if "wire" in levels:
-                    from txnspec.conformance.audit.wire_traces import run_wire_audit
+                    from txnspec.audit.wire_traces import run_wire_audit
 
                     stage("wire level")
                     report.rules.extend(run_wire_audit(target.bootstrap, run, args.seed, args.traces))
                 if "client" in levels:
-                    from txnspec.conformance.audit.workload import run_client_audit
+                    from txnspec.audit.workload import run_client_audit
 
                     stage(f"client level ({args.ops} transactions)")
                     report.rules.extend(run_client_audit(target.bootstrap, args.ops, args.seed, args.out))
@@ -107,7 +107,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def _impl_timeout_rule() -> RuleResult:
     """The timeout rule on the implementation at transaction versions 1 and 2, as one row."""
-    from txnspec.conformance.audit.timeout import ImplTimeoutWire, run_timeout_rule
+    from txnspec.audit.timeout import ImplTimeoutWire, run_timeout_rule
 
     rows = [run_timeout_rule(ImplTimeoutWire(wire_tv), spec_tv, f"impl-tv{spec_tv}", sleep=lambda _: None)
             for wire_tv, spec_tv in ((0, 1), (2, 2))]

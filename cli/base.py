@@ -23,7 +23,7 @@ from txnspec.conformance.environment import EnvironmentProblem
 from txnspec.spec.variants.user import VariantFileError
 
 __all__ = ["EXIT_INCONCLUSIVE", "EXIT_INTERNAL", "EXIT_OK", "EXIT_USAGE", "EXIT_VIOLATION", "Command",
-           "EnvironmentProblem", "UsageError", "check_output_path", "execute", "write_output"]
+           "EnvironmentProblem", "UsageError", "check_input_file", "check_output_path", "execute", "write_output"]
 
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_INCONCLUSIVE, EXIT_INTERNAL = 0, 1, 2, 3, 4
 
@@ -56,6 +56,16 @@ def check_output_path(path: Path | None, option: str) -> None:
         raise UsageError(f"the folder of {option} {str(path)!r} does not exist")
     if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise UsageError(f"{option} {str(path)!r} cannot be written (permission denied)")
+
+
+def check_input_file(path: Path, what: str) -> None:
+    """Refuse, before any work, an input file that is missing, a folder, or unreadable."""
+    if path.is_dir():
+        raise UsageError(f"{what} {str(path)!r} is a directory, not a file")
+    if not path.exists():
+        raise UsageError(f"{what} {str(path)!r} does not exist")
+    if not os.access(path, os.R_OK):
+        raise UsageError(f"{what} {str(path)!r} cannot be read (permission denied)")
 
 
 def write_output(path: Path, option: str, write: Callable[[Path], object]) -> None:

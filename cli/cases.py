@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from txnspec.cli.base import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, Command, UsageError
+from txnspec.cli.base import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, Command, UsageError, check_input_file
 
 
 def _cases_arguments(p: argparse.ArgumentParser) -> None:
@@ -18,8 +18,7 @@ def _cases_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_cases(args: argparse.Namespace) -> int:
     from txnspec.conformance.cases.runner import run_cases, target_named
 
-    if not args.file.is_file():
-        raise UsageError(f"case file {str(args.file)!r} does not exist")
+    check_input_file(args.file, "case file")
     report = run_cases(args.file, target_named(args.target))
     if not report.results:
         raise UsageError(f"case file {str(args.file)!r} holds no cases")

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from txnspec.cli.base import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, Command, UsageError
+from txnspec.cli.base import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, Command, UsageError, check_input_file
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
@@ -117,8 +117,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from txnspec.conformance.replay import replay
     from txnspec.conformance.traces import TraceError
 
-    if not args.file.is_file():
-        raise UsageError(f"trace file {str(args.file)!r} does not exist")
+    check_input_file(args.file, "trace file")
     try:
         make_adapter(args.adapter)
     except ValueError as exc:

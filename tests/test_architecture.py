@@ -1,6 +1,7 @@
 """The dependency direction is a rule of the project (ARCHITECTURE.md draws it): checker and impl import
 nothing of ours, spec imports only checker's model contract (and its symbolic twin), serve imports only impl,
-conformance joins spec, checker and impl, cli may import everything and nothing imports cli. And no import
+conformance joins spec, checker and impl, audit (real brokers) stands on conformance, cli may import
+everything and nothing imports cli. And no import
 cycles among txnspec's modules, counting imports inside functions too (a lazy import that closes a cycle is
 still a cycle: the two modules cannot be understood apart)."""
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("spec", "checker", "impl", "serve", "conformance", "cli")
+PACKAGES = ("spec", "checker", "impl", "serve", "conformance", "audit", "cli")
 
 # package -> the packages of ours it may import (modules of checker allowed to spec are listed below)
 ALLOWED = {
@@ -21,7 +22,8 @@ ALLOWED = {
     "spec": {"checker"},
     "serve": {"impl"},
     "conformance": {"spec", "checker", "impl"},
-    "cli": {"spec", "checker", "impl", "serve", "conformance"},
+    "audit": {"spec", "checker", "impl", "conformance"},
+    "cli": {"spec", "checker", "impl", "serve", "conformance", "audit"},
 }
 SPEC_MAY_IMPORT_FROM_CHECKER = ("txnspec.checker.model", "txnspec.checker.symbolic")
 
@@ -158,3 +160,33 @@ def test_the_cycle_rule_detects_a_lazy_import_cycle(tmp_path: Path) -> None:
     graph = import_graph(tmp_path, ("spec",))
     assert graph["txnspec.spec.c"] == {"txnspec.spec.a"}
     assert cycles(graph) == [["txnspec.spec.a", "txnspec.spec.b"]]
+
+
+# --- the picture and the links -------------------------------------------------------------------------------
+
+def drawn_arrows(text: str) -> dict[str, set[str]]:
+    """The imports ARCHITECTURE.md's Mermaid picture allows: ``a --> b`` (with or without a label)."""
+    import re
+
+    block = text.split("```mermaid", 1)[1].split("```", 1)[0]
+    arrows: dict[str, set[str]] = {package: set() for package in PACKAGES}
+    for source, target in re.findall(r"^\s*(\w+)\s*-->(?:\|[^|]*\|)?\s*(\w+)\s*$", block, re.MULTILINE):
+        arrows[source].add(target)
+    return arrows
+
+
+def test_the_picture_draws_exactly_the_allowed_imports() -> None:
+    assert drawn_arrows((ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")) == ALLOWED
+
+
+def test_the_picture_rule_sees_a_missing_arrow() -> None:
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8").replace("serve --> impl", "")
+    assert drawn_arrows(text) != ALLOWED
+
+
+def test_no_document_links_outside_the_repository() -> None:
+    documents = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", *sorted((ROOT / "docs").glob("*.md"))]
+    outside = [f"{d.relative_to(ROOT)}:{n}" for d in documents
+               for n, line in enumerate(d.read_text(encoding="utf-8").splitlines(), 1)
+               if "../" in line or "shared/" in line]
+    assert outside == []

@@ -291,3 +291,37 @@ def test_a_trace_file_with_no_traces_is_an_error(tmp_path: Path, capsys: pytest.
 def test_an_unknown_adapter_is_exit_2(traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
     status, _, err = run(["replay", str(traces / "good.jsonl"), "--adapter", "kafka"], capsys)
     assert status == 2 and "unknown adapter 'kafka'" in one_error_line(err, "replay")
+
+
+# --- every command refuses a bad argument at once ------------------------------------------------------------
+
+BAD_ARGUMENTS = [
+    (["main", "--traces", "-1"], "--traces must be a positive number"),
+    (["main", "--scenario", "nope"], "unknown scenario 'nope'"),
+    (["check", "--scenario", "nope"], "unknown scenario 'nope'"),
+    (["check", "--variant", "nope"], "unknown variant 'nope'"),
+    (["check", "--workers", "0"], "--workers must be at least 1"),
+    (["conform", "--traces", "0"], "--traces must be a positive number"),
+    (["conform", "--scenario", "nope"], "unknown scenario 'nope'"),
+    (["conform", "--max-steps", "0"], "--max-steps must be a positive number"),
+    (["diff", "--variant", "nope"], "unknown variant 'nope'"),
+    (["diff", "--max-states", "0"], "--max-states must be a positive number"),
+    (["replay", "{folder}"], "is a directory, not a file"),
+    (["cases", "{folder}"], "is a directory, not a file"),
+    (["audit", "--broker", "serve", "--ops", "0"], "--ops must be at least 1"),
+    (["audit", "--broker", "serve", "--traces", "-1"], "--traces must be at least 0"),
+    (["serve", "--port", "70000"], "--port must be in 0..65535"),
+    (["mutation-score", "--traces", "0"], "--traces must be at least 1"),
+    (["prove", "--bmc-depth", "-1"], "--bmc-depth must be >= 0"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), BAD_ARGUMENTS, ids=[" ".join(a) for a, _ in BAD_ARGUMENTS])
+def test_every_command_refuses_a_bad_argument_within_two_seconds(
+        argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [a.replace("{folder}", str(tmp_path)) for a in argv]
+    started = time.monotonic()
+    status, _, err = run(argv, capsys)
+    elapsed = time.monotonic() - started
+    assert status == 2 and message in one_error_line(err, argv[0])
+    assert elapsed < 2.0, f"txnspec {' '.join(argv)} took {elapsed:.1f} s to refuse"

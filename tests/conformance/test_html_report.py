@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
+from txnspec.audit.report import AuditReport, RuleResult
 from txnspec.checker.html import render_page
 from txnspec.checker.language import language_difference
 from txnspec.cli import main
 from txnspec.cli.diff import summarise
 from txnspec.cli.html_report import audit_page, conform_page, diagram_event, diff_page
-from txnspec.conformance.audit.report import AuditReport, RuleResult
 from txnspec.conformance.generate import random_walk
 from txnspec.spec.model import build_model
 from txnspec.spec.observe import projection

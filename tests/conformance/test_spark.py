@@ -28,9 +28,9 @@ def spark_test(f: Any) -> Any:
 
 def test_conform_without_java_exits_2_with_a_clear_message(monkeypatch: pytest.MonkeyPatch,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    import txnspec.cli.main_job as cli_main_module
+    from txnspec.conformance import environment
 
-    monkeypatch.setattr(cli_main_module, "java_problem", lambda: "Spark needs Java 17 (or 21) and none was found")
+    monkeypatch.setattr(environment, "java_problem", lambda: "Spark needs Java 17 (or 21) and none was found")
     assert cli_main(["conform", "--scenario", "tiny", "--traces", "5"]) == 2
     assert "needs Java" in capsys.readouterr().err
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
+from txnspec.audit.wire_traces import run_wire_audit
 from txnspec.cli import main
-from txnspec.conformance.audit.wire_traces import run_wire_audit
 from txnspec.impl import _mutants
 from txnspec.serve.server import ServerThread
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from txnspec.conformance.audit.targets import free_port, wait_for_port
+from txnspec.audit.targets import free_port, wait_for_port
 
 QUIET = {"log_level": 0, "broker.address.family": "v4"}
 CLI = "import sys; from txnspec.cli import main; sys.exit(main())"

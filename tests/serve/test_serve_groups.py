@@ -29,7 +29,7 @@ from kafka.protocol.producer.transaction import (
     TxnOffsetCommitResponse,
 )
 
-from txnspec.conformance.audit.connection import BrokerConnection
+from txnspec.audit.connection import BrokerConnection
 from txnspec.serve.server import ServerThread
 
 ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, MEMBER_ID_REQUIRED, UNSTABLE_OFFSET_COMMIT = 22, 25, 79, 88

@@ -18,7 +18,7 @@ from kafka.protocol.metadata.metadata import MetadataRequest
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from txnspec.conformance.audit.connection import BrokerConnection
+from txnspec.audit.connection import BrokerConnection
 from txnspec.impl.log import ControlType, Record, RecordBatch
 from txnspec.serve import records as wire_records
 from txnspec.serve.dispatch import HANDLERS

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from txnspec.conformance.audit.connection import BrokerConnection, WireError, error_name
-from txnspec.conformance.audit.trace_replay import (
+from txnspec.audit.connection import BrokerConnection, WireError, error_name
+from txnspec.audit.trace_replay import (
     FETCH_ROUNDS,
     PAUSE_SECONDS,
     RETRIABLE,

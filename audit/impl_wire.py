@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from txnspec.conformance.audit.connection import WireError
-from txnspec.conformance.audit.report import RuleResult
-from txnspec.conformance.audit.trace_plan import SCENARIOS, describe_plans, plans
-from txnspec.conformance.audit.trace_replay import (
+from txnspec.audit.connection import WireError
+from txnspec.audit.report import RuleResult
+from txnspec.audit.trace_plan import SCENARIOS, describe_plans, plans
+from txnspec.audit.trace_replay import (
     PAUSE_SECONDS,
     RULE_DESCRIPTIONS,
     FetchedBatch,
@@ -119,7 +119,7 @@ class ImplTxnWire:
 
 
 class ImplTransport(ImplTxnWire):
-    """:class:`ImplTxnWire` also answering the hand-chosen rules of :mod:`~txnspec.conformance.audit.wire`
+    """:class:`ImplTxnWire` also answering the hand-chosen rules of :mod:`~txnspec.audit.wire`
     (its ``Transport`` and ``InitTransport``), so the whole wire level can be run on the implementation."""
 
     def fresh_partition(self, rule: str) -> str:
@@ -140,13 +140,13 @@ class ImplTransport(ImplTxnWire):
         answer = super().produce(topic, producer_id, epoch, base_sequence, count, tid)
         if tid is not None:
             return answer
-        from txnspec.conformance.audit.wire import Answer
+        from txnspec.audit.wire import Answer
 
         return Answer(answer["error"], answer.get("base_offset", -1))
 
     def init_transactional(self, rule: str, transactional_id: str | None, producer_id: int, epoch: int,
                            timeout_ms: int) -> Any:
-        from txnspec.conformance.audit.wire import InitAnswer
+        from txnspec.audit.wire import InitAnswer
         from txnspec.impl.messages import InitProducerId as Init
 
         r = self._handle(Init(transactional_id, timeout_ms, producer_id, epoch))
@@ -157,7 +157,7 @@ def run_impl_wire_audit(seed: int, walks_per_scenario: int = 2) -> list[RuleResu
     """The whole wire level on the reference implementation (``txnspec audit --broker impl``): the hand-chosen
     produce and InitProducerId rules, then the client traces of transaction versions 1 and 2, each trace on a
     fresh in-process broker of its version."""
-    from txnspec.conformance.audit.wire import run_init_rules, run_rules
+    from txnspec.audit.wire import run_init_rules, run_rules
 
     results = run_rules(ImplTransport(2)) + run_init_rules(ImplTransport(2), "impl")
     rows = {rule: RuleResult("wire", rule, text) for rule, text in RULE_DESCRIPTIONS.items()}

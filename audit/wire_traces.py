@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from txnspec.conformance.audit.impl_wire import ImplTransport, ImplTxnWire, run_impl_wire_audit
-from txnspec.conformance.audit.report import RuleResult
-from txnspec.conformance.audit.socket_wire import SocketTxnWire, consumer_view, socket_txn_wire
-from txnspec.conformance.audit.timeout import run_timeout_rule
-from txnspec.conformance.audit.trace_plan import (
+from txnspec.audit.impl_wire import ImplTransport, ImplTxnWire, run_impl_wire_audit
+from txnspec.audit.report import RuleResult
+from txnspec.audit.socket_wire import SocketTxnWire, consumer_view, socket_txn_wire
+from txnspec.audit.timeout import run_timeout_rule
+from txnspec.audit.trace_plan import (
     SCENARIOS,
     WirePlan,
     client_walk,
@@ -29,7 +29,7 @@ from txnspec.conformance.audit.trace_plan import (
     why_not_client_sendable,
     wire_plan,
 )
-from txnspec.conformance.audit.trace_replay import (
+from txnspec.audit.trace_replay import (
     RULE_DESCRIPTIONS,
     RecordedWire,
     RecordingWire,
@@ -38,7 +38,7 @@ from txnspec.conformance.audit.trace_replay import (
     run_plans,
     run_trace,
 )
-from txnspec.conformance.audit.wire import run_init_rules, run_rules, socket_transport
+from txnspec.audit.wire import run_init_rules, run_rules, socket_transport
 
 __all__ = [
     "RULE_DESCRIPTIONS", "SCENARIOS", "ImplTransport", "ImplTxnWire", "RecordedWire", "RecordingWire",

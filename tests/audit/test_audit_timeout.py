@@ -1,12 +1,12 @@
-"""The transaction timeout rule (conformance/audit/timeout.py): the spec's answers pinned, the implementation
+"""The transaction timeout rule (audit/timeout.py): the spec's answers pinned, the implementation
 holding it at both transaction versions, and a broker that never aborts violating it."""
 
 from __future__ import annotations
 
 import pytest
 
-from txnspec.conformance.audit.timeout import ImplTimeoutWire, expected, run_timeout_rule
-from txnspec.conformance.audit.wire_traces import ImplTxnWire
+from txnspec.audit.timeout import ImplTimeoutWire, expected, run_timeout_rule
+from txnspec.audit.wire_traces import ImplTxnWire
 
 
 def test_the_spec_fences_and_aborts_a_timed_out_transaction() -> None:

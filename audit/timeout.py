@@ -28,10 +28,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from txnspec.conformance.audit.connection import WireError
-from txnspec.conformance.audit.impl_wire import ImplTxnWire
-from txnspec.conformance.audit.report import RuleResult
-from txnspec.conformance.audit.trace_replay import RETRIABLE, RETRIES
+from txnspec.audit.connection import WireError
+from txnspec.audit.impl_wire import ImplTxnWire
+from txnspec.audit.report import RuleResult
+from txnspec.audit.trace_replay import RETRIABLE, RETRIES
 from txnspec.spec import coordinator as spec_coordinator
 from txnspec.spec import partition as spec_partition
 from txnspec.spec.errors import Errors
@@ -122,7 +122,7 @@ def _committed_closed(view: dict[str, Any]) -> bool:
 
 def run_timeout_rule(wire: Any, transaction_version: int, run: str, grace_seconds: float = GRACE_SECONDS,
                      sleep: Any = time.sleep) -> RuleResult:
-    """The rule against a :class:`~txnspec.conformance.audit.wire_traces.TxnWire` (a socket or the
+    """The rule against a :class:`~txnspec.audit.wire_traces.TxnWire` (a socket or the
     implementation in process)."""
     result = RuleResult("wire", RULE, DESCRIPTION)
     want = expected(transaction_version)

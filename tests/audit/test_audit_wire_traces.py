@@ -1,8 +1,8 @@
 """The transactional wire audit: client traces of the conformance generator, the spec's answers and reads, and
 their comparison with a broker's answers: synthesised conforming and non-conforming answers, and answers
 recorded from noida-db 0.2.2, Tansu 0.6.0 and the librdkafka 2.16 mock cluster
-(``fixtures/audit/wire_trace_answers.json``; re-record after a spec change with
-``python -c "from txnspec.conformance.audit.wire_fixtures import record_fixture; record_fixture()"``)."""
+(``fixtures/wire_trace_answers.json``; re-record after a spec change with
+``python -c "from txnspec.audit.wire_fixtures import record_fixture; record_fixture()"``)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from txnspec.conformance.audit import wire_traces as wt
-from txnspec.conformance.audit.report import RuleResult
+from txnspec.audit import wire_traces as wt
+from txnspec.audit.report import RuleResult
 from txnspec.conformance.generate import covering_traces
 from txnspec.spec.messages import AddOffsetsToTxn, EndTxn, InitProducerId, TxnOffsetCommit
 
-FIXTURE = Path(__file__).parent / "fixtures" / "audit" / "wire_trace_answers.json"
+FIXTURE = Path(__file__).parent / "fixtures" / "wire_trace_answers.json"
 PID_SHIFT = 500  # the fake broker's producer ids are the spec's + this
 
 
@@ -309,7 +309,7 @@ def test_the_trace_replay_kills_the_broker_mutants_of_the_implementation() -> No
 
 
 def test_the_hand_chosen_rules_kill_the_mutant_the_traces_miss() -> None:
-    from txnspec.conformance.audit import wire
+    from txnspec.audit import wire
     from txnspec.impl import _mutants
 
     with _mutants.activated("duplicate-check-last-batch-only"):

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from txnspec.conformance.audit import wire
-from txnspec.conformance.audit.wire import (
+from txnspec.audit import wire
+from txnspec.audit.wire import (
     Answer,
     InitAnswer,
     RecordedTransport,
@@ -20,7 +20,7 @@ from txnspec.conformance.audit.wire import (
     run_rules,
 )
 
-FIXTURE = Path(__file__).parent / "fixtures" / "audit" / "wire_answers.json"
+FIXTURE = Path(__file__).parent / "fixtures" / "wire_answers.json"
 RECORDED = json.loads(FIXTURE.read_text())
 
 

@@ -15,7 +15,7 @@ monotonic clock. Every written value is unique, so a value names its write.
 
 The checker (:func:`check`) follows Elle's vocabulary where it applies (G1a aborted read, lost write,
 duplicate) and Kafka's guarantees for the rest; each anomaly kind is one
-:class:`~txnspec.conformance.audit.report.RuleResult` (``history.<kind>``) whose examples list the
+:class:`~txnspec.audit.report.RuleResult` (``history.<kind>``) whose examples list the
 operations involved. It is pure: only :func:`load` and :func:`save` touch files.
 """
 
@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from txnspec.conformance.audit.report import RuleResult
+from txnspec.audit.report import RuleResult
 
 KINDS = ("init", "txn", "write", "read", "offsets")
 OUTCOMES = ("ok", "fail", "info")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from txnspec.conformance.audit import history as h
+from txnspec.audit import history as h
 
 OUT = "out"
 

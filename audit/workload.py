@@ -23,6 +23,7 @@ transactions of steps 2 and 3.
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 import time
 import uuid
@@ -30,11 +31,29 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from txnspec.conformance.audit import history as hist
-from txnspec.conformance.audit.report import RuleResult
+from txnspec.audit import history as hist
+from txnspec.audit.report import RuleResult
 
 TIMEOUT = 10.0
-QUIET: dict[str, Any] = {"log_level": 0, "broker.address.family": "v4"}
+
+
+class ClientLog(logging.Handler):
+    """librdkafka's own log lines, kept for the report instead of printed: the fenced zombie's
+    ``FATAL ... fenced by a newer instance`` line is an expected step of the workload, not news on stderr."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+CLIENT_LOG = ClientLog()
+_librdkafka = logging.getLogger("txnspec.audit.librdkafka")
+_librdkafka.addHandler(CLIENT_LOG)
+_librdkafka.propagate = False  # never to the root logger's stderr
+QUIET: dict[str, Any] = {"log_level": 0, "broker.address.family": "v4", "logger": _librdkafka}
 
 
 class Recorder:
@@ -254,7 +273,10 @@ def run_workload(bootstrap: str, ops: int, seed: int) -> tuple[list[hist.Op], di
         record: dict[str, Any] = {"transactional_id": tid_z, "writes": [[out, 0, f"z-{run}-0"]], "end": "commit"}
         with rec.op("zombie#0", "txn", record):
             record["end_invoked"] = rec.clock()
-            zombie.commit_transaction(TIMEOUT)
+            try:
+                zombie.commit_transaction(TIMEOUT)
+            finally:
+                zombie.poll(0)  # serves librdkafka's queued log lines (the fenced instance's FATAL) to CLIENT_LOG
         if successor is not None:
             _transaction(rec, successor, "zombie#1", tid_z, [(out, 1, f"z-{run}-1")], "commit")
 
@@ -274,7 +296,9 @@ def run_workload(bootstrap: str, ops: int, seed: int) -> tuple[list[hist.Op], di
 def run_client_audit(bootstrap: str, ops: int, seed: int, out_dir: Path | None) -> list[RuleResult]:
     """The client level of ``txnspec audit``: the workload's history, checked."""
     started = time.monotonic()
+    logged = len(CLIENT_LOG.lines)
     history, facts = run_workload(bootstrap, ops, seed)
+    client_log = CLIENT_LOG.lines[logged:]
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         hist.save(history, out_dir / "history.jsonl")
@@ -294,4 +318,7 @@ def run_client_audit(bootstrap: str, ops: int, seed: int, out_dir: Path | None) 
     if unexpected:
         fence.violations = 1
         fence.examples.append(unexpected[0].brief())
+    fenced_lines = [line for line in client_log if "fenced" in line.lower()]
+    if fenced_lines:
+        fence.note = f"librdkafka logged: {fenced_lines[0]}"
     return [summary, fence, *results]

@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from txnspec.conformance.audit.socket_wire import socket_txn_wire
-from txnspec.conformance.audit.wire_traces import run_txn_wire_audit
+from txnspec.audit.socket_wire import socket_txn_wire
+from txnspec.audit.wire_traces import run_txn_wire_audit
 
 
-def record_fixture(path: str = "tests/conformance/fixtures/audit/wire_trace_answers.json",
+def record_fixture(path: str = "tests/audit/fixtures/wire_trace_answers.json",
                    brokers: tuple[str, ...] = ("librdkafka-mock", "noida", "tansu"), seed: int = 0,
                    traces: int = 2) -> None:
     """Start each self-started broker, replay the audit's traces against it and keep its answers (the test
@@ -19,7 +19,7 @@ def record_fixture(path: str = "tests/conformance/fixtures/audit/wire_trace_answ
     import tempfile
     from pathlib import Path
 
-    from txnspec.conformance.audit.targets import open_target
+    from txnspec.audit.targets import open_target
 
     out: dict[str, Any] = {}
     for broker in brokers:

@@ -44,8 +44,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from txnspec.conformance.audit.processes import free_port, stop_process
-from txnspec.conformance.audit.report import BrokerUnavailable
+from txnspec.audit.processes import free_port, stop_process
+from txnspec.audit.report import BrokerUnavailable
 
 GROUP_ID, ARTIFACT_ID = "org.apache.kafka", "kafka_2.13"
 LATEST_RANGE = "[4.0.0,5.0.0)"
@@ -234,7 +234,7 @@ def wait_ready(port: int, transaction_version: int, process: subprocess.Popen[by
     """Until the node answers ApiVersions with the transaction version asked for and Metadata lists it."""
     from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
-    from txnspec.conformance.audit.connection import BrokerConnection, WireError
+    from txnspec.audit.connection import BrokerConnection, WireError
 
     deadline = time.monotonic() + seconds
     last = "no answer"
@@ -307,7 +307,7 @@ def kafka_broker(workdir: Path, version: str | None = None, transaction_version:
             stop_process(process, grace_seconds=10.0)
 
 
-RECORDING = "tests/conformance/fixtures/audit/kafka_answers.json"
+RECORDING = "tests/audit/fixtures/kafka_answers.json"
 
 
 def record_answers(path: str = RECORDING, version: str | None = None, seed: int = 0, traces: int = 9) -> None:
@@ -316,7 +316,7 @@ def record_answers(path: str = RECORDING, version: str | None = None, seed: int 
     (``tests/conformance/test_audit_kafka.py``)."""
     import json
 
-    from txnspec.conformance.audit.wire_traces import RecordingWire, plans, run_plans, socket_txn_wire
+    from txnspec.audit.wire_traces import RecordingWire, plans, run_plans, socket_txn_wire
 
     out: dict[str, object] = {}
     for transaction_version, variant in ((2, "current"), (1, "tv1")):

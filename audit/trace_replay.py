@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from txnspec.conformance.audit.connection import WireError
-from txnspec.conformance.audit.report import RuleResult
-from txnspec.conformance.audit.trace_plan import OFFSET_PARTITIONS, Exchange, WirePlan, expected_answer
+from txnspec.audit.connection import WireError
+from txnspec.audit.report import RuleResult
+from txnspec.audit.trace_plan import OFFSET_PARTITIONS, Exchange, WirePlan, expected_answer
 from txnspec.spec.messages import (
     AddOffsetsToTxn,
     AddPartitionsToTxn,

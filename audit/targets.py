@@ -9,14 +9,14 @@
 * ``serve``: txnspec's own implementation behind Kafka's wire protocol (``txnspec serve``), in a child process,
   in memory, at the transaction version asked for.
 * ``kafka`` / ``kafka:VERSION``: real Apache Kafka, resolved from Maven Central and run as a single KRaft node
-  at the transaction version asked for (:mod:`txnspec.conformance.audit.kafka`).
+  at the transaction version asked for (:mod:`txnspec.audit.kafka`).
 * anything else is a ``host:port[,host:port]`` bootstrap address of a running broker (a real Apache Kafka
   cluster included).
 
 Every target is a context manager that yields a :class:`Target` and stops what it started, also on error;
 each started process runs in its own process group and is killed with it. Nothing binds outside
 127.0.0.1, and every wait is bounded. A broker that cannot be started or reached raises
-:class:`~txnspec.conformance.audit.report.BrokerUnavailable` naming what failed.
+:class:`~txnspec.audit.report.BrokerUnavailable` naming what failed.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from txnspec.conformance.audit.processes import free_port, stop_process
-from txnspec.conformance.audit.report import BrokerUnavailable
+from txnspec.audit.processes import free_port, stop_process
+from txnspec.audit.report import BrokerUnavailable
 
 SELF_STARTED = ("tansu", "noida", "librdkafka-mock")
 READY_SECONDS = 30.0
@@ -197,7 +197,7 @@ def serve(workdir: Path, transaction_version: int) -> Iterator[Target]:
 
 @contextlib.contextmanager
 def kafka(workdir: Path, name: str, transaction_version: int, cache: Path | None) -> Iterator[Target]:
-    from txnspec.conformance.audit.kafka import kafka_broker, parse_broker_name
+    from txnspec.audit.kafka import kafka_broker, parse_broker_name
 
     with kafka_broker(workdir, parse_broker_name(name), transaction_version, cache) as running:
         yield Target(f"kafka:{running.version}", running.bootstrap, f"Apache Kafka {running.version}",

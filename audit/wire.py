@@ -9,7 +9,7 @@ error code is the spec's and, for a success, the base offset is the spec's (rela
 partition's start: a duplicate must answer the original batch's offset).
 
 Requests and responses are kafka-python's protocol structs (``kafka.protocol``) and record batches its
-``DefaultRecordBatchBuilder``, sent over a :class:`~txnspec.conformance.audit.connection.BrokerConnection`. The
+``DefaultRecordBatchBuilder``, sent over a :class:`~txnspec.audit.connection.BrokerConnection`. The
 transport is a
 :class:`Transport`, so the rules run against recorded answers in tests (:class:`RecordedTransport`).
 
@@ -19,7 +19,7 @@ KIP-360 expected epoch (current, stale, another producer id).
 
 The transactional requests (AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn), Fetch at both
 isolation levels and OffsetFetch are replayed from the conformance generator's traces by
-:mod:`txnspec.conformance.audit.wire_traces`, whose ``run_wire_audit`` runs both.
+:mod:`txnspec.audit.wire_traces`, whose ``run_wire_audit`` runs both.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from txnspec.conformance.audit.connection import BrokerConnection, WireError, error_name
-from txnspec.conformance.audit.report import BrokerUnavailable, RuleResult
+from txnspec.audit.connection import BrokerConnection, WireError, error_name
+from txnspec.audit.report import BrokerUnavailable, RuleResult
 from txnspec.spec import partition as spec_partition
 
 UNKNOWN_PID_OFFSET = 1_000_000  # a producer id the broker never allocated: ours + this

@@ -4,7 +4,7 @@ such as ``transaction.version``), and Kafka's names of error codes.
 
 Only the 4-byte size prefix of a frame is written here; a broker that closes the connection or answers what the
 structs cannot decode raises :class:`WireError`, one that cannot be reached
-:class:`~txnspec.conformance.audit.report.BrokerUnavailable`.
+:class:`~txnspec.audit.report.BrokerUnavailable`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import socket
 import struct
 from typing import Any
 
-from txnspec.conformance.audit.report import BrokerUnavailable
+from txnspec.audit.report import BrokerUnavailable
 
 MAX_RESPONSE_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes is 100 MB
 

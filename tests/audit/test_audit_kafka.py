@@ -1,9 +1,9 @@
-"""Real Apache Kafka in the audit (conformance/audit/kafka.py).
+"""Real Apache Kafka in the audit (audit/kafka.py).
 
 Tests marked ``kafka`` start real Kafka (a session fixture starts one broker per transaction version, once);
 ``bash run.sh test`` runs them, and they skip with the reason when java or mvn is missing. The others run
-everywhere: Kafka's recorded answers (``fixtures/audit/kafka_answers.json``, re-recorded with ``python -c "from
-txnspec.conformance.audit.kafka import record_answers; record_answers()"``) replayed through the comparison,
+everywhere: Kafka's recorded answers (``fixtures/kafka_answers.json``, re-recorded with ``python -c "from
+txnspec.audit.kafka import record_answers; record_answers()"``) replayed through the comparison,
 the launcher's settings and its errors.
 """
 
@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 
+from txnspec.audit import kafka
+from txnspec.audit import wire_traces as wt
+from txnspec.audit.report import BrokerUnavailable
 from txnspec.cli import main
-from txnspec.conformance.audit import kafka
-from txnspec.conformance.audit import wire_traces as wt
-from txnspec.conformance.audit.report import BrokerUnavailable
 
-RECORDED = json.loads((Path(__file__).parent / "fixtures" / "audit" / "kafka_answers.json").read_text())
+RECORDED = json.loads((Path(__file__).parent / "fixtures" / "kafka_answers.json").read_text())
 MISSING = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
 
 
