@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from txnspec.conformance.audit.connection import BrokerConnection
+from txnspec.audit.connection import BrokerConnection
 from txnspec.serve.server import MemoryPool, read_frame
 
 CLI = "import sys; from txnspec.cli import main; sys.exit(main())"

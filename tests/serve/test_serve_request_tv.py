@@ -21,7 +21,7 @@ from kafka.protocol.producer.transaction import (
 )
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from txnspec.conformance.audit.connection import BrokerConnection
+from txnspec.audit.connection import BrokerConnection
 from txnspec.serve.server import ServerThread
 
 NONE, INVALID_TXN_STATE, CONCURRENT_TRANSACTIONS, PRODUCER_FENCED, TRANSACTION_ABORTABLE = 0, 48, 51, 90, 120
