@@ -244,7 +244,8 @@ def _alter(wb: WireBroker, res: Any, change: Callable[[dict[str, Value]], dict[s
         return Code.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{res.resource_name}' does not exist."
     names = [c.name for c in res.configs]
     if len(set(names)) != len(names):
-        return Code.INVALID_REQUEST, f"Error due to duplicate config keys: {sorted({n for n in names if names.count(n) > 1})}"
+        twice = sorted({n for n in names if names.count(n) > 1})
+        return Code.INVALID_REQUEST, f"Error due to duplicate config keys: {twice}"
     try:
         new = change(dict(topic.configs))
     except ConfigError as exc:
@@ -273,7 +274,7 @@ def handle_incremental_alter_configs(wb: WireBroker, request: Request) -> Any:
                     if key.type is not ConfigType.LIST:
                         raise ConfigError(f"Can't {'APPEND' if op == APPEND else 'SUBTRACT'} to key {c.name} "
                                           "because its type is not LIST.")
-                    now = list(configs.value_of(overrides, c.name))  # type: ignore[arg-type]
+                    now = list(configs.value_of(overrides, c.name))
                     given = [x.strip() for x in (c.value or "").split(",") if x.strip()]
                     now = now + [x for x in given if x not in now] if op == APPEND else [x for x in now
                                                                                           if x not in given]
@@ -297,9 +298,11 @@ def handle_alter_configs(wb: WireBroker, request: Request) -> Any:
     body, v = request.body, request.version
     R = AlterConfigsResponse
     answers = []
+    def replace_all(res: Any) -> Callable[[dict[str, Value]], dict[str, Value]]:
+        return lambda _: configs.parse_all({c.name: c.value for c in res.configs})
+
     for res in body.resources:
-        code, message = _alter(wb, res, lambda _, res=res: configs.parse_all({c.name: c.value for c in res.configs}),
-                               bool(body.validate_only))
+        code, message = _alter(wb, res, replace_all(res), bool(body.validate_only))
         answers.append(R.AlterConfigsResourceResponse(error_code=int(code), error_message=message,
                                                       resource_type=res.resource_type,
                                                       resource_name=res.resource_name))

@@ -47,6 +47,16 @@ from kafka.protocol.admin.topics import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
+from kafka.protocol.admin.transactions import (
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+)
+from kafka.protocol.api_header import ResponseClassRegistry
+from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.consumer.group import (
     HeartbeatRequest,
@@ -56,17 +66,15 @@ from kafka.protocol.consumer.group import (
     LeaveGroupRequest,
     LeaveGroupResponse,
     OffsetCommitRequest,
+    OffsetCommitResponse,
     OffsetDeleteRequest,
     OffsetDeleteResponse,
-    OffsetCommitResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
     SyncGroupRequest,
     SyncGroupResponse,
 )
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
-from kafka.protocol.api_header import ResponseClassRegistry
-from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.metadata import api_versions as _kafka_api_versions
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
@@ -82,12 +90,14 @@ from kafka.protocol.producer.transaction import (
     InitProducerIdResponse,
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # socket.request.max.bytes
 
 
-class ApiVersionsRequest(ApiMessage):
+class ApiVersionsRequest(ApiMessage):  # type: ignore[misc]
     """ApiVersions v5 (Kafka 4.4, ``ApiVersionsRequestData``): the client may name the cluster and node it means
     to reach (both or neither); kafka-python's schema stops at v4, so v5's two fields are added to it."""
 
@@ -102,7 +112,7 @@ class ApiVersionsRequest(ApiMessage):
         return json
 
 
-class ApiVersionsResponse(_kafka_api_versions.ApiVersionsResponse):
+class ApiVersionsResponse(_kafka_api_versions.ApiVersionsResponse):  # type: ignore[misc]
     """The ApiVersions response up to v5 (the same fields as v4)."""
 
     @classmethod
@@ -152,6 +162,10 @@ APIS: dict[int, Api] = {api.key: api for api in (
     Api("DescribeGroups", DescribeGroupsRequest, DescribeGroupsResponse, 0, 6),
     Api("DeleteGroups", DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
     Api("OffsetDelete", OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
+    Api("WriteTxnMarkers", WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 2),
+    Api("DescribeProducers", DescribeProducersRequest, DescribeProducersResponse, 0, 0),
+    Api("DescribeTransactions", DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0),
+    Api("ListTransactions", ListTransactionsRequest, ListTransactionsResponse, 0, 2),
     Api("InitProducerId", InitProducerIdRequest, InitProducerIdResponse, 0, 5),
     Api("AddPartitionsToTxn", AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5),
     Api("AddOffsetsToTxn", AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 4),
@@ -225,5 +239,15 @@ def encode_response(request: Request, response: Any) -> bytes:
     return bytes(response.encode(header=True, framed=True))
 
 
-__all__ = ["API_VERSIONS_KEY", "APIS", "DEFAULT_MAX_REQUEST_BYTES", "Api", "FrameError", "Request", "advertised", "decode_request",
-           "encode_response", "frame_size"]
+__all__ = [
+    "APIS",
+    "API_VERSIONS_KEY",
+    "DEFAULT_MAX_REQUEST_BYTES",
+    "Api",
+    "FrameError",
+    "Request",
+    "advertised",
+    "decode_request",
+    "encode_response",
+    "frame_size",
+]

@@ -5,10 +5,11 @@ exactly one v2 batch per partition from a v3+ Produce, bounds its size as sent b
 its CRC32C (``DefaultRecordBatch.ensureValid``) and validates every record after decompressing it
 (``LogValidator``). :func:`decode_produce` does the same with kafka-python's ``DefaultRecordBatch``, whose
 codecs are gzip (the standard library), snappy (python-snappy), lz4 (lz4) and zstd (zstandard), and returns the
-fields :class:`txnspec.impl.messages.Produce` needs, or :class:`InvalidRecords` with Kafka's error code. :func:`encode_batch` writes a stored
-:class:`txnspec.impl.log.RecordBatch` back as Kafka's ``MemoryRecords`` would hold it: the broker-assigned
-base offset, control batches (transaction markers: attribute bit 5, key ``version=0, type``, value
-``version=0, coordinatorEpoch``, as ``EndTransactionMarker``), CRC32C over attributes..end.
+fields :class:`txnspec.impl.messages.Produce` needs, or :class:`InvalidRecords` with Kafka's error code.
+:func:`encode_batch` writes a stored :class:`txnspec.impl.log.RecordBatch` back as Kafka's ``MemoryRecords``
+would hold it: the broker-assigned base offset, control batches (transaction markers: attribute bit 5, key
+``version=0, type``, value ``version=0, coordinatorEpoch``, as ``EndTransactionMarker``), CRC32C over
+attributes..end.
 
 A fetched data batch is the client's own bytes (:func:`as_stored`: headers and compression kept, as Kafka
 keeps them) while the server runs; batches it did not receive in this run (markers, batches recovered from

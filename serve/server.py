@@ -15,8 +15,8 @@ client waits on TCP's flow control. A frame is read chunk by chunk into a buffer
 
 Robustness: a frame larger than ``max_request_bytes``, a negative size, an unknown API key, a version we
 do not advertise or a body that does not decode closes that connection (but ApiVersions of an unknown
-version is answered and the connection kept, KIP-511); a client that vanishes mid-frame only ends its own connection; an exception
-inside a handler is logged with the request's name and closes the connection, never the server.
+version is answered and the connection kept, KIP-511); a client that vanishes mid-frame only ends its own
+connection; an exception inside a handler is logged with the request's name and closes the connection, never the server.
 
 :class:`ServerThread` runs a server on a background thread for tests and the pytest fixture
 (:mod:`.testing`); :func:`serve_forever` is the command's foreground loop (SIGTERM/SIGINT stop it; in
@@ -208,7 +208,8 @@ class Server:
             response = await self._wait(response)
         if response is None:
             return None
-        return encode_response(request, response)
+        framed: bytes = encode_response(request, response)
+        return framed
 
     async def _wait(self, pending: Pending) -> Any:
         assert self.changed is not None

@@ -14,10 +14,9 @@ import pytest
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.util import calc_crc32c
-
-from txnspec.audit.connection import BrokerConnection
 from test_serve_clients import QUIET, TIMEOUT, read_all  # the same reader as the client tests
 
+from txnspec.audit.connection import BrokerConnection
 from txnspec.serve import configs
 from txnspec.serve import records as wire_records
 from txnspec.serve.records import Codec
