@@ -6,6 +6,7 @@ start offset that holds the last stable offset back), and aborted by the admin (
 
 from __future__ import annotations
 
+import shutil
 import time
 import uuid
 from typing import Any
@@ -159,3 +160,21 @@ def test_an_admin_abort_with_a_stale_producer_epoch_is_refused(txnspec_server: S
         assert last_stable_offset(conn, topic) == 0
     finally:
         conn.close()
+
+
+JAVA_EXPECTED = {  # Kafka 4.4.0 answered exactly these to TxnAdmin.java (kafka-clients 4.1.0), at TV1 and TV2
+    "listed": "Ongoing", "described": "Ongoing", "partitions": 1, "timeout_ms": 60000, "start_offset": 2,
+    "lso_before": 2, "abort": "aborted", "lso_after": 6, "ok": True, "exit": 0,
+}
+
+
+@pytest.mark.skipif(shutil.which("javac") is None or shutil.which("mvn") is None, reason="needs a JDK and Maven")
+@pytest.mark.parametrize("tv", [2, pytest.param(1, marks=pytest.mark.slow)])
+def test_the_java_admin_lists_describes_and_aborts_a_hanging_transaction(tv: int) -> None:
+    from txnspec.serve.java_harness import run_harness
+
+    with ServerThread(transaction_version=tv) as server:
+        result = run_harness(server.bootstrap, main="TxnAdmin")
+        served = server.call(lambda: {name for name, _ in server.server.requests})
+    assert result == JAVA_EXPECTED
+    assert {"ListTransactions", "DescribeTransactions", "DescribeProducers", "WriteTxnMarkers"} <= served
