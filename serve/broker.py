@@ -17,11 +17,13 @@ Cluster` does with ``advance``. A request that must wait (a Fetch below ``min_by
 SyncGroup during a rebalance) answers a :class:`Pending`, which the server polls after each change until
 its deadline.
 
-The handlers are grouped by the component that answers in Kafka: cluster metadata here, the transaction
+The handlers are grouped by the component that answers in Kafka: cluster metadata and ApiVersions here
+(KIP-511's answer to an unsupported version, v5's cluster and node checks), topic, config and cluster admin in
+:mod:`.admin`, group admin in :mod:`.group_admin`, transaction admin in :mod:`.txn_admin`, the transaction
 coordinator's in :mod:`.transactions`, the partition leader's in :mod:`.leader`, the group coordinator's in
 :mod:`.groups`; :mod:`.dispatch` gathers them into the dispatch table. Left out: topic ids (requests that name
 topics by id are not advertised), fetch sessions (every Fetch is a full one: session id 0), quotas, ACLs,
-DeleteTopics and configs, more than one broker.
+more than one broker.
 """
 
 from __future__ import annotations

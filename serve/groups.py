@@ -8,8 +8,8 @@ UNSTABLE_OFFSET_COMMIT for a partition with a pending transactional offset (``Of
 -1 for a partition without a committed offset. A JoinGroup answers when the rebalance completes and a
 follower's SyncGroup when the leader's arrives (a :class:`~txnspec.serve.broker.Pending`).
 
-Left out: offset metadata strings and leader epochs (answered "" and -1), DescribeGroups, ListGroups,
-DeleteGroups, the KIP-848 consumer protocol.
+Left out: offset metadata strings and leader epochs (answered "" and -1), the KIP-848 consumer protocol.
+ListGroups, DescribeGroups, DeleteGroups and OffsetDelete are in :mod:`.group_admin`.
 """
 
 from __future__ import annotations
