@@ -105,6 +105,7 @@ def delete_topic(wb: WireBroker, name: str) -> None:
     for cache in (wb.produced, wb._encoded):
         for key in [k for k in cache if k[0] in names]:
             del cache[key]
+    wb.save_topics()
     gc = wb.broker.group_coordinator
     for group in sorted({g for (g, tp) in gc.committed if tp in names}):
         gc.delete_offsets(group, sorted(tp for (g, tp) in gc.committed if g == group and tp in names), wb.now())
@@ -170,6 +171,7 @@ def handle_create_partitions(wb: WireBroker, request: Request) -> Any:
             topic.partitions = count
             for i in range(old, count):
                 wb.partition(t.name, i)
+            wb.save_topics()
         results.append(R.CreatePartitionsTopicResult(name=t.name, error_code=int(code), error_message=message))
     return R(version=v, throttle_time_ms=0, results=results)
 
@@ -214,7 +216,8 @@ def handle_describe_configs(wb: WireBroker, request: Request) -> Any:
                     own = synonyms and d.source is configs.ConfigSource.DYNAMIC_TOPIC_CONFIG  # no log.* synonyms
                     syn = [C.DescribeConfigsSynonym(name=d.name, value=d.value, source=int(d.source))] if own else []
                     found.append(C(name=d.name, value=d.value, read_only=False, config_source=int(d.source),
-                                   is_default=d.source is configs.ConfigSource.DEFAULT_CONFIG, is_sensitive=False,
+                                   is_default=d.source is not configs.ConfigSource.DYNAMIC_TOPIC_CONFIG,
+                                   is_sensitive=False,
                                    synonyms=syn, config_type=int(d.type), documentation=None))
         elif res.resource_type == BROKER and res.resource_name in ("", str(NODE_ID)):
             for name, value, kind in _broker_configs(wb):
@@ -252,6 +255,7 @@ def _alter(wb: WireBroker, res: Any, change: Callable[[dict[str, Value]], dict[s
         return Code.INVALID_CONFIG, str(exc)
     if not validate_only:
         topic.configs = new
+        wb.save_topics()
     return Code.NONE, None
 
 

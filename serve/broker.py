@@ -28,6 +28,9 @@ more than one broker.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import re
 import time
 import uuid
@@ -48,10 +51,12 @@ from txnspec.impl.messages import (
 )
 from txnspec.impl.partition import Partition
 from txnspec.serve.codes import Code
+from txnspec.serve import configs
 from txnspec.serve.configs import Value, value_of
 from txnspec.serve.protocol import API_VERSIONS_KEY, APIS, ApiVersionsResponse, Request, advertised
 
 NODE_ID = 0
+TOPICS_FILE = "serve-topics.json"  # durable mode: topic configs and partition counts, beside the partitions
 UNBOUNDED = (1 << 63) - 1
 CLUSTER_ID = "txnspec-serve"
 INTERNAL_TOPICS = (TRANSACTION_STATE_TOPIC, GROUP_METADATA_TOPIC)
@@ -135,6 +140,7 @@ class WireBroker:
             if topic and topic not in INTERNAL_TOPICS and index.isdigit():
                 known = self.topics.get(topic)
                 self.topics[topic] = Topic(topic, max(int(index) + 1, known.partitions if known else 0))
+        self._load_topics()
         for spec in config.topics:
             name, _, count = spec.partition(":")
             self.create_topic(name, int(count) if count else config.default_partitions)
@@ -171,7 +177,39 @@ class WireBroker:
             topic = self.topics[name] = Topic(name, partitions, dict(configs or {}), self.deleted[name])
             for i in range(partitions):
                 self.partition(name, i)
+            self.save_topics()
         return topic
+
+    def _topics_file(self) -> str | None:
+        return os.path.join(self.config.data_dir, TOPICS_FILE) if self.config.data_dir else None
+
+    def _load_topics(self) -> None:
+        """Durable mode: the topics' configs (and partition counts, for partitions never written) kept by
+        :meth:`save_topics`; a config no longer valid is dropped."""
+        path = self._topics_file()
+        if path is None or not os.path.isfile(path):
+            return
+        with open(path, encoding="utf-8") as f:
+            kept = json.load(f)
+        for name, entry in kept.items():
+            topic = self.topics.setdefault(name, Topic(name, int(entry["partitions"])))
+            topic.partitions = max(topic.partitions, int(entry["partitions"]))
+            for i in range(topic.partitions):
+                self.partition(name, i)
+            for key, text in entry["configs"].items():
+                with contextlib.suppress(configs.ConfigError):
+                    topic.configs[key] = configs.parse(key, text)
+
+    def save_topics(self) -> None:
+        """Durable mode: every topic's partition count and configs, written atomically (topic admin calls it)."""
+        path = self._topics_file()
+        if path is None:
+            return
+        kept = {t.name: {"partitions": t.partitions, "configs": {k: configs.as_text(v) for k, v in t.configs.items()}}
+                for t in self.topics.values()}
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(kept, f, indent=1, sort_keys=True)
+        os.replace(path + ".tmp", path)
 
     def partition(self, topic: str, index: int) -> Partition | None:
         known = self.topics.get(topic)

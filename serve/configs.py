@@ -34,9 +34,10 @@ class ConfigType(IntEnum):
 
 
 class ConfigSource(IntEnum):
-    """``DescribeConfigsResponse.ConfigSource``: a topic's own value, or the default."""
+    """``DescribeConfigsResponse.ConfigSource``: a topic's own value, a cluster-wide default, or the default."""
 
     DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     DEFAULT_CONFIG = 5
 
 
@@ -49,6 +50,8 @@ class ConfigKey:
     type: ConfigType
     default: Value
     check: Callable[[Value], str] | None = None  # a validator: "" when the value is valid, else why not
+    # where a topic without its own value gets it from: KRaft's controller sets min.insync.replicas cluster-wide
+    default_source: ConfigSource = ConfigSource.DEFAULT_CONFIG
 
 
 def at_least(low: float) -> Callable[[Value], str]:
@@ -95,7 +98,7 @@ TOPIC_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in (
     ConfigKey("message.timestamp.type", T.STRING, "CreateTime", one_of("CreateTime", "LogAppendTime")),
     ConfigKey("min.cleanable.dirty.ratio", T.DOUBLE, 0.5, between(0, 1)),
     ConfigKey("min.compaction.lag.ms", T.LONG, 0, at_least(0)),
-    ConfigKey("min.insync.replicas", T.INT, 1, at_least(1)),
+    ConfigKey("min.insync.replicas", T.INT, 1, at_least(1), ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
     ConfigKey("preallocate", T.BOOLEAN, False),
     ConfigKey("remote.copy.lag.bytes", T.LONG, -1, at_least(-1)),
     ConfigKey("remote.copy.lag.ms", T.LONG, 0, at_least(-1)),
@@ -184,7 +187,7 @@ def describe(overrides: Mapping[str, Value], names: list[str] | None = None) -> 
         key = TOPIC_CONFIGS[name]
         own = name in overrides
         out.append(DescribedConfig(name, as_text(overrides[name] if own else key.default),
-                                   ConfigSource.DYNAMIC_TOPIC_CONFIG if own else ConfigSource.DEFAULT_CONFIG,
+                                   ConfigSource.DYNAMIC_TOPIC_CONFIG if own else key.default_source,
                                    key.type))
     return out
 
