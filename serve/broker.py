@@ -50,8 +50,8 @@ from txnspec.impl.messages import (
     FindCoordinator,
 )
 from txnspec.impl.partition import Partition
-from txnspec.serve.codes import Code
 from txnspec.serve import configs
+from txnspec.serve.codes import Code
 from txnspec.serve.configs import Value, value_of
 from txnspec.serve.protocol import API_VERSIONS_KEY, APIS, ApiVersionsResponse, Request, advertised
 
