@@ -238,14 +238,19 @@ class Broker:
         # as UnifiedLog.maybeStartTransactionVerification: no verification while the offsets partition already
         # has this producer's transaction open
         verified = offsets_log.producer_state.has_ongoing_transaction(request.producer_id, request.producer_epoch)
-        if self.config.transaction_version < TV_2 and not verified and self.config.partition_verification:
+        # txnOffsetCommitRequestVersionToTransactionSupportedOperation: v5+ adds the partition (TV2), v4 handles
+        # TRANSACTION_ABORTABLE, whatever the finalized level; without a wire version, the broker's level decides
+        tv2 = (self.config.transaction_version >= TV_2 if request.api_version is None
+               else request.api_version >= TXN_OFFSET_COMMIT_VERSION_ADD_PARTITION)
+        generic = request.api_version is None or request.api_version >= TXN_OFFSET_COMMIT_VERSION_GENERIC_ERROR
+        if not tv2 and not verified and self.config.partition_verification:
             # CoordinatorPartitionWriter.maybeStartTransactionVerification: TV1 commits are verified too
             mapped = self._verify_only(request.transactional_id, request.producer_id, request.producer_epoch,
-                                       partition, generic_error_supported=True)
+                                       partition, generic_error_supported=generic)
             if mapped is not Errors.NONE:
                 return Response(mapped, partition_errors=tuple((tp, mapped) for tp, _ in request.offsets),
                                 correlation_id=rid)
-        if self.config.transaction_version >= TV_2 and not verified:
+        if tv2 and not verified:
             err = self.txn_coordinator.handle_add_partitions_to_txn(
                 request.transactional_id, request.producer_id, request.producer_epoch, [partition], TV_2,
                 now_ms=now_ms)
@@ -458,6 +463,7 @@ def validate_request(request: object) -> str:
 # AddPartitionsToTxnManager.produceRequestVersionToTransactionSupportedOperation: from Produce v11 (TxnOffsetCommit
 # v4) the client handles TRANSACTION_ABORTABLE and gets it as it is; older requests get INVALID_TXN_STATE
 PRODUCE_VERSION_GENERIC_ERROR = 11
+TXN_OFFSET_COMMIT_VERSION_GENERIC_ERROR, TXN_OFFSET_COMMIT_VERSION_ADD_PARTITION = 4, 5
 
 
 def _generic_error_supported(request: Produce) -> bool:

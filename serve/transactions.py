@@ -105,7 +105,8 @@ def handle_txn_offset_commit(wb: WireBroker, request: Request) -> Any:
         member = MemberIdentity(body.member_id or "", body.group_instance_id, int(body.generation_id)) if v >= 3 \
             else MemberIdentity()
         r = wb.broker.handle(TxnOffsetCommit(body.transactional_id, body.group_id, int(body.producer_id),
-                                             int(body.producer_epoch), tuple(offsets), member=member), wb.now())
+                                             int(body.producer_epoch), tuple(offsets), member=member,
+                                             api_version=v), wb.now())
         errors = dict(r.partition_errors)
         for name, _ in offsets:
             topic, _, index = name.rpartition("-")

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+from kafka.protocol.consumer.group import OffsetFetchRequest, OffsetFetchResponse
 from kafka.protocol.producer.transaction import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,
@@ -18,6 +19,8 @@ from kafka.protocol.producer.transaction import (
     EndTxnResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
@@ -129,3 +132,32 @@ def test_a_producer_fenced_by_a_new_instance_is_producer_fenced_at_every_end_txn
     assert init(conn, "fenced") == (pid, epoch + 2)
     assert end_txn(conn, 5, "fenced", pid, epoch) == PRODUCER_FENCED
     assert end_txn(conn, 4, "fenced", pid, epoch) == PRODUCER_FENCED
+
+
+def txn_offset_commit(conn: BrokerConnection, version: int, tid: str, pid: int, epoch: int, group: str) -> int:
+    T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    r = conn.call(TxnOffsetCommitRequest, TxnOffsetCommitResponse, version, transactional_id=tid, group_id=group,
+                  producer_id=pid, producer_epoch=epoch, generation_id=-1, member_id="", group_instance_id=None,
+                  topics=[T(name="t", partitions=[T.TxnOffsetCommitRequestPartition(
+                      partition_index=0, committed_offset=7, committed_leader_epoch=-1, committed_metadata="")])])
+    return int(r.topics[0].partitions[0].error_code)
+
+
+def committed(conn: BrokerConnection, group: str) -> int:
+    r = conn.call(OffsetFetchRequest, OffsetFetchResponse, 7, group_id=group, require_stable=False,
+                  topics=[OffsetFetchRequest.OffsetFetchRequestTopic(name="t", partition_indexes=[0])])
+    return int(r.topics[0].partitions[0].committed_offset)
+
+
+@pytest.mark.parametrize(("version", "expected"), [(5, (NONE, 7)), (4, (TRANSACTION_ABORTABLE, -1))])
+def test_txn_offset_commit_v5_adds_the_offsets_partition_at_either_level(conn: BrokerConnection, version: int,
+                                                                          expected: tuple[int, int]) -> None:
+    """txnOffsetCommitRequestVersionToTransactionSupportedOperation: v5 adds the group's offsets partition to the
+    transaction (no AddOffsetsToTxn), v4 is only verified (TRANSACTION_ABORTABLE): Kafka 4.4.0 at TV1 and TV2
+    (measured); serve answered 120 to v5 at TV1 and 0 to v4 at TV2 before."""
+    tid, group = f"offsets-v{version}", f"g-v{version}"
+    pid, epoch = init(conn, tid)
+    assert produce(conn, 12, tid, pid, epoch) == NONE
+    answer = txn_offset_commit(conn, version, tid, pid, epoch, group)
+    assert end_txn(conn, 5, tid, pid, epoch) == NONE
+    assert (answer, committed(conn, group)) == expected

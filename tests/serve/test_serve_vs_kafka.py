@@ -126,6 +126,15 @@ def request_tv_answers(bootstrap: str) -> dict[str, Any]:
         out["epochs"] = (epoch, init(conn, "fenced")[1])
         out["fenced_end_txn_v5_v4"] = (tv_steps.end_txn(conn, 5, "fenced", pid, epoch),
                                        tv_steps.end_txn(conn, 4, "fenced", pid, epoch))
+        ready(conn, "g-v5", 0)
+        for version in (5, 4):
+            tid, group = f"offsets-v{version}", f"g-v{version}"
+            pid, epoch = init(conn, tid)
+            tv_steps.produce(conn, 12, tid, pid, epoch)
+            answer = tv_steps.txn_offset_commit(conn, version, tid, pid, epoch, group)
+            tv_steps.end_txn(conn, 5, tid, pid, epoch)
+            time.sleep(0.5)
+            out[f"txn_offset_commit_v{version}"] = (answer, tv_steps.committed(conn, group))
         pid, epoch = init(conn, "timed-out", timeout_ms=1000)
         out["timed_out_produce_v12"] = tv_steps.produce(conn, 12, "timed-out", pid, epoch)
         deadline = time.monotonic() + 30  # Kafka looks for timed-out transactions every 10 s
