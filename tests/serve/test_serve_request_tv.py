@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from kafka.protocol.consumer.group import OffsetFetchRequest, OffsetFetchResponse
+from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from kafka.protocol.producer.transaction import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,
