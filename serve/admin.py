@@ -28,7 +28,6 @@ from txnspec.serve import configs
 from txnspec.serve.broker import (
     CLUSTER_ID,
     INTERNAL_TOPICS,
-    NODE_ID,
     Handler,
     WireBroker,
     topic_name_problem,
@@ -52,15 +51,16 @@ def _create_problem(wb: WireBroker, t: Any, count: int) -> tuple[Code, str | Non
     if t.assignments and (t.num_partitions != -1 or t.replication_factor != -1):
         return Code.INVALID_REQUEST, ("Both numPartitions or replicationFactor and replicasAssignments were set. "
                                       "Both cannot be used at the same time."), {}
-    if t.assignments and any(list(a.broker_ids) != [NODE_ID] for a in t.assignments):
-        return Code.INVALID_REPLICA_ASSIGNMENT, f"The only broker is {NODE_ID}.", {}
+    nodes = wb.nodes.count
+    if t.assignments and any(not a.broker_ids or set(a.broker_ids) - set(range(nodes)) for a in t.assignments):
+        return Code.INVALID_REPLICA_ASSIGNMENT, f"The brokers are 0..{nodes - 1}.", {}
     if count < 1:
         return Code.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.", {}
-    if int(t.replication_factor) not in (-1, 1):
+    if not (int(t.replication_factor) == -1 or 1 <= int(t.replication_factor) <= nodes):
         return Code.INVALID_REPLICATION_FACTOR, (f"Unable to replicate the partition {t.replication_factor} time(s): "
                                                  f"The target replication factor of {t.replication_factor} cannot be "
-                                                 "reached because only 1 broker(s) are registered or some brokers "
-                                                 "have all their log directories cordoned."), {}
+                                                 f"reached because only {nodes} broker(s) are registered or some "
+                                                 "brokers have all their log directories cordoned."), {}
     try:
         return Code.NONE, None, configs.parse_all({c.name: c.value for c in t.configs or ()})
     except ConfigError as exc:
@@ -164,8 +164,9 @@ def handle_create_partitions(wb: WireBroker, request: Request) -> Any:
             code, message = Code.INVALID_REPLICA_ASSIGNMENT, (f"Attempted to add {count - topic.partitions} "
                                                               f"additional partition(s), but only "
                                                               f"{len(t.assignments)} assignment(s) were specified.")
-        elif t.assignments is not None and any(list(a.broker_ids) != [NODE_ID] for a in t.assignments):
-            code, message = Code.INVALID_REPLICA_ASSIGNMENT, f"The only broker is {NODE_ID}."
+        elif t.assignments is not None and any(not a.broker_ids or set(a.broker_ids) - set(range(wb.nodes.count))
+                                               for a in t.assignments):
+            code, message = Code.INVALID_REPLICA_ASSIGNMENT, f"The brokers are 0..{wb.nodes.count - 1}."
         if code is Code.NONE and not body.validate_only and topic is not None:
             old = topic.partitions
             topic.partitions = count
@@ -219,15 +220,15 @@ def handle_describe_configs(wb: WireBroker, request: Request) -> Any:
                                    is_default=d.source is not configs.ConfigSource.DYNAMIC_TOPIC_CONFIG,
                                    is_sensitive=False,
                                    synonyms=syn, config_type=int(d.type), documentation=None))
-        elif res.resource_type == BROKER and res.resource_name in ("", str(NODE_ID)):
+        elif res.resource_type == BROKER and res.resource_name in ("", str(request.node_id)):
             for name, value, kind in _broker_configs(wb):
                 if keys is None or name in keys:
                     found.append(C(name=name, value=value, read_only=True, config_source=STATIC_BROKER_CONFIG,
                                    is_default=False, is_sensitive=False, synonyms=[], config_type=int(kind),
                                    documentation=None))
         elif res.resource_type == BROKER:
-            code, message = Code.INVALID_REQUEST, (f"Unexpected broker id, expected {NODE_ID} or empty string, but "
-                                                   f"received {res.resource_name}")
+            code, message = Code.INVALID_REQUEST, (f"Unexpected broker id, expected {request.node_id} or empty string, "
+                                                   f"but received {res.resource_name}")
         else:
             code, message = Code.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}"
         results.append(R(error_code=int(code), error_message=message or "", resource_type=res.resource_type,
@@ -325,10 +326,10 @@ def handle_describe_cluster(wb: WireBroker, request: Request) -> Any:
                          (Code.UNSUPPORTED_ENDPOINT_TYPE, f"Unsupported endpoint type {wanted}"))
         return R(version=v, throttle_time_ms=0, error_code=code, error_message=message, endpoint_type=1,
                  cluster_id=CLUSTER_ID, controller_id=-1, brokers=[], authorized_operations=None)
-    broker = R.DescribeClusterBroker(broker_id=NODE_ID, host=wb.config.host, port=wb.config.port, rack=None,
-                                     is_fenced=False)
+    brokers = [R.DescribeClusterBroker(broker_id=n, host=wb.address(n)[0], port=wb.address(n)[1], rack=None,
+                                       is_fenced=False) for n in sorted(wb.nodes.live)]
     return R(version=v, throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1, cluster_id=CLUSTER_ID,
-             controller_id=NODE_ID, brokers=[broker], authorized_operations=None)
+             controller_id=wb.nodes.controller, brokers=brokers, authorized_operations=None)
 
 
 HANDLERS: dict[str, Handler] = {

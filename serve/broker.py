@@ -53,6 +53,7 @@ from txnspec.impl.partition import Partition
 from txnspec.serve import configs
 from txnspec.serve.codes import Code
 from txnspec.serve.configs import Value, value_of
+from txnspec.serve.nodes import Nodes
 from txnspec.serve.protocol import API_VERSIONS_KEY, APIS, ApiVersionsResponse, Request, advertised
 
 NODE_ID = 0
@@ -71,7 +72,9 @@ PRODUCER_FENCED_SINCE = {"InitProducerId": 4, "AddPartitionsToTxn": 2, "AddOffse
 @dataclass
 class ServeConfig:
     host: str = "127.0.0.1"
-    port: int = 9092  # the advertised port (the one bound)
+    port: int = 9092  # the advertised port (the one bound); with several nodes, node i's is ports[i]
+    nodes: int = 1
+    ports: list[int] = field(default_factory=list)  # each node's bound port (filled when bound)
     transaction_version: int = 2
     data_dir: str | None = None
     fsync: bool = False  # fsync every append before it is acknowledged (survives power loss), durable mode only
@@ -145,6 +148,7 @@ class WireBroker:
             name, _, count = spec.partition(":")
             self.create_topic(name, int(count) if count else config.default_partitions)
         self.changes = 0  # bumped whenever logs, offsets or groups may have changed (waiters re-poll)
+        self.nodes = Nodes(max(1, config.nodes))
         self._encoded: dict[tuple[str, int], bytes] = {}
         # the client's bytes of each batch appended in this run, as Kafka's log holds them (as large as the log,
         # which the implementation keeps in memory too)
@@ -224,6 +228,22 @@ class WireBroker:
     def flush(self) -> None:
         self.broker.flush()
 
+    # --- nodes (serve.nodes): who answers what ---
+
+    def address(self, node: int) -> tuple[str, int]:
+        ports = self.config.ports or [self.config.port]
+        return self.config.host, ports[node] if node < len(ports) else ports[0]
+
+    def leads(self, request: Request, topic: str, index: int) -> bool:
+        return self.nodes.count == 1 or bool(self.nodes.leader(topic, index) == request.node_id)
+
+    def coordinates_txn(self, request: Request, transactional_id: str | None) -> bool:
+        return (self.nodes.count == 1 or not transactional_id
+                or bool(self.nodes.txn_coordinator(transactional_id) == request.node_id))
+
+    def coordinates_group(self, request: Request, group_id: str) -> bool:
+        return self.nodes.count == 1 or bool(self.nodes.group_coordinator(group_id) == request.node_id)
+
     # --- dispatch ---
 
     def handle(self, request: Request) -> Any:
@@ -274,7 +294,8 @@ def handle_api_versions(wb: WireBroker, request: Request) -> Any:
     if not (names_valid and target_valid):
         return ApiVersionsResponse(version=v, error_code=Errors.INVALID_REQUEST.code, api_keys=[],
                                    throttle_time_ms=0)
-    if v >= 5 and body.cluster_id is not None and (body.cluster_id != CLUSTER_ID or int(body.node_id) != NODE_ID):
+    if v >= 5 and body.cluster_id is not None and (body.cluster_id != CLUSTER_ID
+                                                     or int(body.node_id) != request.node_id):
         # KafkaApis.clusterIdOrNodeIdIsInvalid: the client reached another cluster or node than it meant
         return ApiVersionsResponse(version=v, error_code=Code.REBOOTSTRAP_REQUIRED, api_keys=[], throttle_time_ms=0)
     fields: dict[str, Any] = {"error_code": 0, "api_keys": advertised(v), "throttle_time_ms": 0}
@@ -293,12 +314,21 @@ def handle_api_versions(wb: WireBroker, request: Request) -> Any:
 def _metadata_topic(wb: WireBroker, name: str, error: Errors, v: int) -> Any:
     M = MetadataResponse.MetadataResponseTopic
     topic = wb.topics.get(name) or wb.internal.get(name)
-    partitions = [] if topic is None else [
-        M.MetadataResponsePartition(error_code=0, partition_index=i, leader_id=NODE_ID, leader_epoch=0,
-                                    replica_nodes=[NODE_ID], isr_nodes=[NODE_ID], offline_replicas=[])
-        for i in range(topic.partitions)]
+    nodes = wb.nodes
+    partitions = [] if topic is None else [_metadata_partition(nodes, M, name, i) for i in range(topic.partitions)]
     return M(error_code=error.code, name=name, topic_id=topic.topic_id if topic else uuid.UUID(int=0),
              is_internal=name in wb.internal, partitions=partitions)
+
+
+def _metadata_partition(nodes: Nodes, M: Any, topic: str, index: int) -> Any:
+    """One partition: its leader (the first live replica), every node a replica, the live ones in sync."""
+    replicas = nodes.replicas(topic, index)
+    leader = nodes.leader(topic, index)
+    return M.MetadataResponsePartition(
+        error_code=0 if leader is not None else Code.LEADER_NOT_AVAILABLE, partition_index=index,
+        leader_id=-1 if leader is None else leader, leader_epoch=nodes.leader_epoch, replica_nodes=replicas,
+        isr_nodes=[n for n in replicas if n in nodes.live], offline_replicas=[n for n in replicas
+                                                                             if n not in nodes.live])
 
 
 def handle_metadata(wb: WireBroker, request: Request) -> Any:
@@ -322,11 +352,10 @@ def handle_metadata(wb: WireBroker, request: Request) -> Any:
                 topics.append(_metadata_topic(wb, name, Errors.NONE, v))
             else:
                 topics.append(_metadata_topic(wb, name, Errors.UNKNOWN_TOPIC_OR_PARTITION, v))
-    broker = MetadataResponse.MetadataResponseBroker(node_id=NODE_ID, host=wb.config.host, port=wb.config.port,
-                                                     rack=None)
-    return MetadataResponse(version=v, throttle_time_ms=0, brokers=[broker], cluster_id=CLUSTER_ID,
-                            controller_id=NODE_ID, topics=topics,
-                            error_code=0)
+    brokers = [MetadataResponse.MetadataResponseBroker(node_id=n, host=wb.address(n)[0], port=wb.address(n)[1],
+                                                       rack=None) for n in sorted(wb.nodes.live)]
+    return MetadataResponse(version=v, throttle_time_ms=0, brokers=brokers, cluster_id=CLUSTER_ID,
+                            controller_id=wb.nodes.controller, topics=topics, error_code=0)
 
 
 INVALID_TOPIC_EXCEPTION = Code.INVALID_TOPIC_EXCEPTION
@@ -342,26 +371,30 @@ def handle_find_coordinator(wb: WireBroker, request: Request) -> Any:
     key_type = int(body.key_type) if v >= 1 else 0
     keys = list(body.coordinator_keys or []) if v >= 4 else [body.key]
 
-    def answer(key: str) -> tuple[int, str | None]:
+    def answer(key: str) -> tuple[int, str | None, int, str, int]:
+        """(error, message, node, host, port) of the key's coordinator (serve.nodes)."""
         if key_type not in (0, 1):
-            return Errors.INVALID_REQUEST.code, f"unknown coordinator type {key_type}"
+            return Errors.INVALID_REQUEST.code, f"unknown coordinator type {key_type}", -1, "", -1
         kind = CoordinatorType.TRANSACTION if key_type == 1 else CoordinatorType.GROUP
         r = wb.broker.handle(FindCoordinator(kind, key or ""), wb.now())
-        return r.error.code, None
+        node = wb.nodes.txn_coordinator(key or "") if key_type == 1 else wb.nodes.group_coordinator(key or "")
+        if r.error is not Errors.NONE or node is None:
+            code = r.error.code if r.error is not Errors.NONE else Errors.COORDINATOR_NOT_AVAILABLE.code
+            return code, None, -1, "", -1
+        host, port = wb.address(node)
+        return 0, None, node, host, port
 
     R = FindCoordinatorResponse
     if v >= 4:
         coordinators = []
         for key in keys:
-            code, message = answer(key)
-            coordinators.append(R.Coordinator(key=key, node_id=NODE_ID if code == 0 else -1, host=wb.config.host
-                                              if code == 0 else "", port=wb.config.port if code == 0 else -1,
-                                              error_code=code, error_message=message))
+            code, message, node, host, port = answer(key)
+            coordinators.append(R.Coordinator(key=key, node_id=node, host=host, port=port, error_code=code,
+                                              error_message=message))
         return R(version=v, throttle_time_ms=0, coordinators=coordinators)
-    code, message = answer(keys[0])
-    return R(version=v, throttle_time_ms=0, error_code=code, error_message=message,
-             node_id=NODE_ID if code == 0 else -1, host=wb.config.host if code == 0 else "",
-             port=wb.config.port if code == 0 else -1)
+    code, message, node, host, port = answer(keys[0])
+    return R(version=v, throttle_time_ms=0, error_code=code, error_message=message, node_id=node, host=host,
+             port=port)
 
 
 Handler = Callable[[WireBroker, Request], Any]

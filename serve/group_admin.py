@@ -50,7 +50,7 @@ def handle_list_groups(wb: WireBroker, request: Request) -> Any:
     listed = []
     if not types or CLASSIC in types:
         for group_id, (group, _) in _groups(wb).items():
-            if states and _state(group).lower() not in states:
+            if (states and _state(group).lower() not in states) or not wb.coordinates_group(request, group_id):
                 continue
             listed.append(R.ListedGroup(group_id=group_id, protocol_type=(group.protocol_type if group else "") or "",
                                         group_state=_state(group), group_type=CLASSIC))
@@ -77,6 +77,10 @@ def handle_describe_groups(wb: WireBroker, request: Request) -> Any:
     known = _groups(wb)
     described = []
     for group_id in body.groups:
+        if not wb.coordinates_group(request, group_id):
+            described.append(R(error_code=Code.NOT_COORDINATOR, error_message=None, group_id=group_id, group_state="",
+                               protocol_type="", protocol_data="", members=[], authorized_operations=None))
+            continue
         if group_id not in known:
             if v >= 6:
                 described.append(R(error_code=Code.GROUP_ID_NOT_FOUND, error_message=f"Group {group_id} not found.",
@@ -110,7 +114,9 @@ def handle_delete_groups(wb: WireBroker, request: Request) -> Any:
     gc = wb.broker.group_coordinator
     results = []
     for group_id in body.groups_names:
-        if group_id not in known:
+        if not wb.coordinates_group(request, group_id):
+            code = Code.NOT_COORDINATOR
+        elif group_id not in known:
             code = Code.GROUP_ID_NOT_FOUND
         elif known[group_id][0] is not None and known[group_id][0].members:  # type: ignore[union-attr]
             code = Code.NON_EMPTY_GROUP
@@ -127,6 +133,8 @@ def handle_offset_delete(wb: WireBroker, request: Request) -> Any:
     body, v = request.body, request.version
     R = OffsetDeleteResponse
     known = _groups(wb)
+    if not wb.coordinates_group(request, body.group_id):
+        return R(version=v, error_code=Code.NOT_COORDINATOR, throttle_time_ms=0, topics=[])
     if body.group_id not in known:
         return R(version=v, error_code=Code.GROUP_ID_NOT_FOUND, throttle_time_ms=0, topics=[])
     group, _ = known[body.group_id]

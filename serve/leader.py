@@ -57,6 +57,8 @@ def _produce_partition(wb: WireBroker, request: Request, topic: str, index: int,
     partition = wb.partition(topic, index)
     if partition is None:
         return fail(Errors.UNKNOWN_TOPIC_OR_PARTITION.code)
+    if not wb.leads(request, topic, index):
+        return fail(Errors.NOT_LEADER_OR_FOLLOWER.code)
     config = wb.topics[topic].config
     try:
         batch = wire_records.decode_produce(data, request.version, compacted="compact" in config("cleanup.policy"),
@@ -86,13 +88,14 @@ def _produce_partition(wb: WireBroker, request: Request, topic: str, index: int,
              log_start_offset=partition.log_start_offset, record_errors=[], error_message=None)
 
 
-def fetch_partition(wb: WireBroker, topic: str, index: int, offset: int, committed: bool, max_bytes: int
-                    ) -> tuple[Any, int]:
+def fetch_partition(wb: WireBroker, topic: str, index: int, offset: int, committed: bool, max_bytes: int,
+                    leads: bool = True) -> tuple[Any, int]:
     """One partition of a Fetch response and the bytes of records in it (``ReplicaManager.readFromLog``)."""
     D = FetchResponse.FetchableTopicResponse.PartitionData
     partition = wb.partition(topic, index)
-    if partition is None:
-        return D(partition_index=index, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION.code, high_watermark=-1,
+    if partition is None or not leads:
+        code = Errors.UNKNOWN_TOPIC_OR_PARTITION if partition is None else Errors.NOT_LEADER_OR_FOLLOWER
+        return D(partition_index=index, error_code=code.code, high_watermark=-1,
                  last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1,
                  records=None), 0
     isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
@@ -131,7 +134,8 @@ def handle_fetch(wb: WireBroker, request: Request) -> Any:
             parts = []
             for p in t.partitions:
                 budget = max(0, min(int(p.partition_max_bytes), total_budget - total))
-                data, size = fetch_partition(wb, t.topic, int(p.partition), int(p.fetch_offset), committed, budget)
+                data, size = fetch_partition(wb, t.topic, int(p.partition), int(p.fetch_offset), committed, budget,
+                                             wb.leads(request, t.topic, int(p.partition)))
                 parts.append(data)
                 total += size
             responses.append(FetchResponse.FetchableTopicResponse(topic=t.topic, partitions=parts))
@@ -186,13 +190,14 @@ def handle_list_offsets(wb: WireBroker, request: Request) -> Any:
         parts = []
         for p in t.partitions:
             partition = wb.partition(t.name, int(p.partition_index))
-            if partition is None:
-                parts.append(P(partition_index=p.partition_index, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION.code,
-                               timestamp=-1, offset=-1, leader_epoch=-1))
+            if partition is None or not wb.leads(request, t.name, int(p.partition_index)):
+                code = Errors.UNKNOWN_TOPIC_OR_PARTITION if partition is None else Errors.NOT_LEADER_OR_FOLLOWER
+                parts.append(P(partition_index=p.partition_index, error_code=code.code, timestamp=-1, offset=-1,
+                               leader_epoch=-1))
                 continue
             ts, offset = _offset_for_timestamp(partition, int(p.timestamp), committed)
             parts.append(P(partition_index=p.partition_index, error_code=0, timestamp=ts, offset=offset,
-                           leader_epoch=0 if offset >= 0 else -1))
+                           leader_epoch=wb.nodes.leader_epoch if offset >= 0 else -1))
         topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return R(version=v, throttle_time_ms=0, topics=topics)
 

@@ -191,6 +191,7 @@ class Request:
     client_id: str | None
     body: Any
     header_version: int | None = None
+    node_id: int = 0  # the node whose port it came in on (txnspec serve --nodes)
 
     @property
     def unsupported_version(self) -> bool:

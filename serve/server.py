@@ -1,4 +1,6 @@
-"""The TCP server of ``txnspec serve``: asyncio, one event loop, one :class:`WireBroker`.
+"""The TCP server of ``txnspec serve``: asyncio, one event loop, one :class:`WireBroker`, one listening port per
+node (``--nodes``: each connection's requests carry its node id, :mod:`.nodes` decides what a node answers;
+tests stop and start a node).
 
 Each connection reads size-prefixed frames and answers them in order, one at a time (as Kafka mutes a
 channel while its request is processed). The implementation is single-threaded and sans-I/O, so every
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import signal
 import socket
@@ -101,7 +104,8 @@ class Server:
         self.tasks: set[asyncio.Task[Any]] = set()
         self.requests: Counter[tuple[str, int]] = Counter()  # (API name, version) of every request answered
         self.pool = MemoryPool(config.queued_max_request_bytes if config.queued_max_request_bytes > 0 else None)
-        self._server: asyncio.base_events.Server | None = None
+        self._servers: dict[int, asyncio.base_events.Server] = {}  # by node id (serve.nodes)
+        self._node_connections: dict[int, set[asyncio.StreamWriter]] = {}
         self._ticker: asyncio.Task[None] | None = None
 
     @staticmethod
@@ -117,28 +121,66 @@ class Server:
         sock.setblocking(False)
         return sock
 
-    async def start(self, sock: socket.socket) -> None:
-        self.config.port = int(sock.getsockname()[1])
+    @staticmethod
+    def bind_all(config: ServeConfig) -> list[socket.socket]:
+        """One listening socket per node: ``port``, ``port + 1``... (any free ports when ``port`` is 0)."""
+        socks: list[socket.socket] = []
+        try:
+            for node in range(max(1, config.nodes)):
+                socks.append(Server.bind(config.host, config.port + node if config.port else 0))
+        except PortInUse:
+            for s in socks:
+                s.close()
+            raise
+        return socks
+
+    async def start(self, socks: list[socket.socket]) -> None:
+        self.config.ports = [int(s.getsockname()[1]) for s in socks]
+        self.config.port = self.config.ports[0]
         self.changed = asyncio.Condition()
-        self._server = await asyncio.start_server(self._connection, sock=sock, limit=1 << 16)
+        for node, sock in enumerate(socks):
+            await self._listen(node, sock)
         self._ticker = asyncio.create_task(self._tick())
+
+    async def _listen(self, node: int, sock: socket.socket) -> None:
+        async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await self._connection(reader, writer, node)
+        self._node_connections.setdefault(node, set())
+        self._servers[node] = await asyncio.start_server(accept, sock=sock, limit=1 << 16)
+
+    async def stop_node(self, node: int) -> None:
+        """A node goes down (tests): its port closes, its connections drop, its partitions and coordinators
+        move to the next live node (``Nodes.stop``)."""
+        self.broker.nodes.stop(node)
+        server = self._servers.pop(node, None)
+        if server is not None:
+            server.close()
+        for writer in list(self._node_connections.get(node, ())):
+            writer.close()
+        await self._notify()
+
+    async def start_node(self, node: int) -> None:
+        """The node comes back on its port and takes back what it leads first."""
+        await self._listen(node, Server.bind(self.config.host, self.config.ports[node]))
+        self.broker.nodes.start(node)
+        await self._notify()
 
     async def stop(self) -> None:
         if self._ticker is not None:
             self._ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._ticker
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers.values():
+            server.close()
         for writer in list(self.connections):
             writer.close()
         if self.tasks:  # closed connections end their tasks; a waiting Fetch ends within a second
             await asyncio.wait(list(self.tasks), timeout=3)
         for task in list(self.tasks):
             task.cancel()
-        if self._server is not None:
+        for server in self._servers.values():
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 2)
+                await asyncio.wait_for(server.wait_closed(), 2)
         self.broker.flush()
 
     async def _notify(self) -> None:
@@ -155,8 +197,9 @@ class Server:
                 log.exception("periodic work of the implementation failed")
             await self._notify()
 
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, node: int = 0) -> None:
         self.connections.add(writer)
+        self._node_connections.setdefault(node, set()).add(writer)
         task = asyncio.current_task()
         if task is not None:
             self.tasks.add(task)
@@ -174,7 +217,7 @@ class Server:
                         payload = await read_frame(reader, size)
                     except asyncio.IncompleteReadError:
                         return  # the client closed mid-frame: nothing to answer
-                    answer = await self._answer(payload)
+                    answer = await self._answer(payload, node)
                     del payload
                     if answer:
                         writer.write(answer)
@@ -189,14 +232,15 @@ class Server:
             log.exception("closing connection from %s after an internal error", peer)
         finally:
             self.connections.discard(writer)
+            self._node_connections.get(node, set()).discard(writer)
             if task is not None:
                 self.tasks.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _answer(self, payload: bytes | bytearray) -> bytes | None:
-        request = decode_request(payload)
+    async def _answer(self, payload: bytes | bytearray, node: int = 0) -> bytes | None:
+        request = dataclasses.replace(decode_request(payload), node_id=node)
         self.requests[(request.api.name, request.version)] += 1
         try:
             response = self.broker.handle(request)
@@ -230,7 +274,7 @@ class ServerThread:
 
     def __init__(self, config: ServeConfig | None = None, **overrides: Any) -> None:
         self.config = config or ServeConfig(**{"port": 0, **overrides})
-        self.sock = Server.bind(self.config.host, self.config.port)
+        self.socks = Server.bind_all(self.config)
         self.server = Server(self.config)
         self.loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -242,7 +286,7 @@ class ServerThread:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
-        self.loop.run_until_complete(self.server.start(self.sock))
+        self.loop.run_until_complete(self.server.start(self.socks))
         self._ready.set()
         self.loop.run_forever()
 
@@ -257,6 +301,12 @@ class ServerThread:
         async def run() -> Any:
             return fn()
         return asyncio.run_coroutine_threadsafe(run(), self.loop).result(10)
+
+    def stop_node(self, node: int) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.stop_node(node), self.loop).result(10)
+
+    def start_node(self, node: int) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.start_node(node), self.loop).result(10)
 
     def stop(self) -> None:
         if not self._thread.is_alive():
@@ -276,17 +326,19 @@ class ServerThread:
 
 def serve_forever(config: ServeConfig, announce: Callable[[str], None] = print) -> None:
     """Bind (``PortInUse`` if taken), serve until SIGTERM or SIGINT, then stop cleanly."""
-    sock = Server.bind(config.host, config.port)
+    socks = Server.bind_all(config)
 
     async def main() -> None:
         server = Server(config)
-        await server.start(sock)
+        await server.start(socks)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         where = f"durable in {config.data_dir}" if config.data_dir else "in memory"
-        announce(f"txnspec serve: listening on {config.host}:{config.port} (transaction version "
+        where_nodes = f"{config.host}:{config.port}" if len(config.ports) == 1 else ", ".join(
+            f"node {n} on {config.host}:{p}" for n, p in enumerate(config.ports))
+        announce(f"txnspec serve: listening on {where_nodes} (transaction version "
                  f"{config.transaction_version}, {where})")
         await stop.wait()
         await server.stop()

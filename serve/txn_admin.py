@@ -42,9 +42,9 @@ def handle_describe_producers(wb: WireBroker, request: Request) -> Any:
         parts = []
         for index in t.partition_indexes:
             partition = wb.partition(t.name, int(index))
-            if partition is None:
-                parts.append(P(partition_index=index, error_code=Code.UNKNOWN_TOPIC_OR_PARTITION,
-                               error_message=None, active_producers=[]))
+            if partition is None or not wb.leads(request, t.name, int(index)):
+                code = Code.UNKNOWN_TOPIC_OR_PARTITION if partition is None else Code.NOT_LEADER_OR_FOLLOWER
+                parts.append(P(partition_index=index, error_code=code, error_message=None, active_producers=[]))
                 continue
             producers = [P.ProducerState(
                 producer_id=pid, producer_epoch=e.producer_epoch, last_sequence=e.last_seq,
@@ -70,6 +70,11 @@ def handle_describe_transactions(wb: WireBroker, request: Request) -> Any:
     manager = wb.broker.txn_coordinator.txn_manager
     states = []
     for tid in body.transactional_ids:
+        if not wb.coordinates_txn(request, tid):
+            states.append(R(error_code=Code.NOT_COORDINATOR, transactional_id=tid, transaction_state="",
+                            transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1,
+                            topics=[]))
+            continue
         error, md = manager.get_transaction_state(tid)
         if error.code != 0 or md is None or md.state is TransactionState.DEAD:
             code = error.code if error.code != 0 else Code.TRANSACTIONAL_ID_NOT_FOUND
@@ -105,7 +110,7 @@ def handle_list_transactions(wb: WireBroker, request: Request) -> Any:
     now = wb.now()
     listed = []
     for tid, md in sorted(manager.cache.items()):
-        if md.state is TransactionState.DEAD:
+        if md.state is TransactionState.DEAD or not wb.coordinates_txn(request, tid):
             continue
         if producers and md.producer_id not in producers:
             continue
@@ -139,9 +144,14 @@ def handle_write_txn_markers(wb: WireBroker, request: Request) -> Any:
                     code = error.code
                 else:
                     partition = wb.partition(t.name, int(index))
-                    code = Code.UNKNOWN_TOPIC_OR_PARTITION if partition is None else partition.write_txn_marker(
-                        int(marker.producer_id), int(marker.producer_epoch), int(marker.coordinator_epoch), result,
-                        tv, now_ms=wb.now()).error.code
+                    if partition is None:
+                        code = Code.UNKNOWN_TOPIC_OR_PARTITION
+                    elif not wb.leads(request, t.name, int(index)):
+                        code = Code.NOT_LEADER_OR_FOLLOWER
+                    else:
+                        code = partition.write_txn_marker(int(marker.producer_id), int(marker.producer_epoch),
+                                                          int(marker.coordinator_epoch), result, tv,
+                                                          now_ms=wb.now()).error.code
                 parts.append(T.WritableTxnMarkerPartitionResult(partition_index=index, error_code=code))
             topics.append(T(name=t.name, partitions=parts))
         results.append(R(producer_id=marker.producer_id, topics=topics))
