@@ -156,11 +156,16 @@ def test_kafka_python_group_consumer_finds_its_coordinator_on_another_node(three
 
 
 @pytest.mark.skipif(shutil.which("javac") is None or shutil.which("mvn") is None, reason="needs a JDK and Maven")
-def test_the_java_client_consume_transform_produce_on_three_nodes() -> None:
+def test_the_java_client_and_admin_on_three_nodes() -> None:
+    """The consume-transform-produce harness, and the Admin's transaction workflow (ListTransactions asks every
+    node; the abort goes to the partition's leader) give their single-node results."""
+    from test_serve_txn_admin import JAVA_EXPECTED
+
     from txnspec.serve.java_harness import run_harness
 
     with ServerThread(transaction_version=2, nodes=3) as server:
         result = run_harness(server.bootstrap)
+        assert run_harness(server.bootstrap, main="TxnAdmin") == JAVA_EXPECTED
     assert result["ok"], result
     assert result["output"] == [f"V{i}" for i in range(10)] and result["committed_offset"] == 10
     assert result["zombie_commit"] == "ProducerFencedException"
