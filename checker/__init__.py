@@ -2,6 +2,7 @@
 
 Public API
     :func:`check` explores a :class:`Model` breadth first and returns a :class:`CheckResult`;
+    :func:`simulate` runs random walks on it instead (:mod:`.simulate`), with the same result type;
     :mod:`.traces` writes counterexamples as JSON Lines, ITF and Mermaid; :mod:`.graph` writes the
     state graph as GraphML or DOT.
 """
@@ -12,6 +13,7 @@ from txnspec.checker.graph import labelled_graph, to_dot
 from txnspec.checker.liveness import Lasso, StateGraph, check_leads_to
 from txnspec.checker.model import Expectation, Model, Property
 from txnspec.checker.report import CheckResult, Counterexample, PropertyVerdict, action_kind
+from txnspec.checker.simulate import SimulationStats, simulate
 from txnspec.checker.traces import (
     counterexample_to_itf,
     from_itf,
@@ -27,7 +29,7 @@ from txnspec.checker.traces import (
 
 __all__ = [
     "CheckResult", "Counterexample", "Expectation", "Lasso", "Model", "ProgressCallback", "Property",
-    "PropertyVerdict", "StateGraph", "action_kind", "check", "check_leads_to", "counterexample_to_itf",
-    "export_graph", "from_itf", "jsonl_lines", "labelled_graph", "mermaid", "read_itf", "to_dot", "to_itf",
-    "to_plain", "write_itf", "write_jsonl", "write_mermaid",
+    "PropertyVerdict", "SimulationStats", "StateGraph", "action_kind", "check", "check_leads_to",
+    "counterexample_to_itf", "export_graph", "from_itf", "jsonl_lines", "labelled_graph", "mermaid", "read_itf",
+    "simulate", "to_dot", "to_itf", "to_plain", "write_itf", "write_jsonl", "write_mermaid",
 ]

@@ -48,7 +48,7 @@ from typing import Any
 
 from txnspec.checker.liveness import StateGraph, check_leads_to
 from txnspec.checker.model import Expectation, Model, Property
-from txnspec.checker.report import CheckResult, Counterexample, PropertyVerdict, action_kind
+from txnspec.checker.report import STOPPED_ON_VIOLATION, CheckResult, Counterexample, PropertyVerdict, action_kind
 
 ProgressCallback = Callable[[int, int, float], None]
 """Called about once a second with ``(distinct states, depth, states per second)``."""
@@ -74,12 +74,15 @@ class _Judge:
     violations: dict[str, int]
     witnesses: dict[str, int]
     keep_going: bool  # True when liveness or a graph export needs the whole space whatever the invariants say
+    stop_on_violation: bool = False  # the first violated invariant ends the search
 
     def on_violation(self, state_id: int, state: Any) -> tuple[Callable[[Any], bool], ...]:
         """Record every pending invariant ``state`` violates; the conditions still pending."""
         for prop in self.always:
             if prop.name not in self.violations and not prop.condition(state):
                 self.violations[prop.name] = state_id
+        if self.stop_on_violation:
+            raise _Stop(STOPPED_ON_VIOLATION)
         remaining = tuple(p.condition for p in self.always if p.name not in self.violations)
         self._stop_if_nothing_left()
         return remaining
@@ -102,7 +105,8 @@ class _Judge:
 
 def check(model: Model[Any], *, properties: Sequence[str] | None = None, max_states: int | None = None,
           max_depth: int | None = None, progress: bool | ProgressCallback = False, build_graph: bool = False,
-          symmetry: bool = True, check_deadlock: bool = True, stutter_where_unfair: bool = False) -> CheckResult:
+          symmetry: bool = True, check_deadlock: bool = True, stutter_where_unfair: bool = False,
+          stop_on_violation: bool = False) -> CheckResult:
     """Explore ``model`` breadth first and judge its properties.
 
     Parameters
@@ -127,6 +131,9 @@ def check(model: Model[Any], *, properties: Sequence[str] | None = None, max_sta
     stutter_where_unfair:
         For ``leads_to``: let a behaviour stop in any state where no fair class is enabled (the TLA+
         reading), not only in states without successors (see :mod:`txnspec.checker.liveness`).
+    stop_on_violation:
+        End the search at the first state that violates an invariant (every invariant it violates is
+        reported, each with its shortest counterexample; the rest are unknown).
 
     Returns
     -------
@@ -156,7 +163,7 @@ def check(model: Model[Any], *, properties: Sequence[str] | None = None, max_sta
             raise ValueError(f"leads_to property {prop.name!r} has no trigger")
     record_edges = build_graph or bool(leads_to)
     canonical = model.symmetry if symmetry else None
-    judge = _Judge(always, sometimes, {}, {}, keep_going=record_edges)
+    judge = _Judge(always, sometimes, {}, {}, keep_going=record_edges, stop_on_violation=stop_on_violation)
     report = progress if callable(progress) else (_print_progress if progress else None)
 
     search = _Search(model, canonical, judge, record_edges,

@@ -102,6 +102,19 @@ class FingerprintSet:
     def nbytes(self) -> int:
         return self._slots.itemsize * len(self._slots)
 
+    def members(self) -> array[int]:
+        """The fingerprints held, in slot order (as one array, to ship between processes).
+
+        >>> seen = FingerprintSet()
+        >>> for fp in (0, 5, -3): _ = seen.add(fp)
+        >>> sorted(seen.members())
+        [-3, 0, 5]
+        """
+        held = array("q", (key for key in self._slots if key != _EMPTY))
+        if self._has_zero:
+            held.append(_EMPTY)
+        return held
+
 
 def collision_probability(states: int) -> float:
     """The chance that two of ``states`` distinct states share a 64-bit fingerprint (TLC's "calculated,

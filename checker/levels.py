@@ -53,7 +53,14 @@ from typing import Any
 
 from txnspec.checker.fingerprints import FingerprintSet, Level, Spool, collision_probability
 from txnspec.checker.model import Expectation, Model, Property
-from txnspec.checker.report import CheckResult, Counterexample, PropertyVerdict, action_kind, finished_levels
+from txnspec.checker.report import (
+    STOPPED_ON_VIOLATION,
+    CheckResult,
+    Counterexample,
+    PropertyVerdict,
+    action_kind,
+    finished_levels,
+)
 
 MemoryProgress = Callable[[int, int, float, int], None]
 """Called about once a second with ``(distinct states, depth, states per second, resident bytes)``."""
@@ -320,7 +327,8 @@ class _Levels:
 
 def check_levels(model: Model[Any], *, properties: Sequence[str] | None = None, max_states: int | None = None,
                  max_depth: int | None = None, workers: int = 1, symmetry: bool = True, check_deadlock: bool = True,
-                 progress: bool | MemoryProgress = False, directory: str | None = None) -> CheckResult:
+                 progress: bool | MemoryProgress = False, directory: str | None = None,
+                 stop_on_violation: bool = False) -> CheckResult:
     """Explore ``model`` breadth first over fingerprints with ``workers`` processes (1: in this process).
 
     Same parameters and result as :func:`txnspec.checker.explicit.check`, without ``leads_to`` properties
@@ -343,7 +351,7 @@ def check_levels(model: Model[Any], *, properties: Sequence[str] | None = None, 
     report = progress if callable(progress) else (_print_progress if progress else None)
     with tempfile.TemporaryDirectory(prefix="txnspec-check-", dir=directory) as scratch:
         search = _LevelSearch(model, selected, model.symmetry if symmetry else None, workers, scratch,
-                              max_states, max_depth, report)
+                              max_states, max_depth, report, stop_on_violation)
         collecting = gc.isenabled()
         gc.disable()
         try:
@@ -360,8 +368,9 @@ def check_levels(model: Model[Any], *, properties: Sequence[str] | None = None, 
 class _LevelSearch:
     def __init__(self, model: Model[Any], selected: Sequence[Property[Any]], canonical: Callable[[Any], Any] | None,
                  workers: int, scratch: str, max_states: int | None, max_depth: int | None,
-                 report: MemoryProgress | None) -> None:
+                 report: MemoryProgress | None, stop_on_violation: bool = False) -> None:
         self.model, self.canonical, self.report = model, canonical, report
+        self.stop_on_violation = stop_on_violation
         self.properties = list(selected)
         self.state_cap = max_states if max_states is not None else sys.maxsize
         self.depth_cap = max_depth if max_depth is not None else sys.maxsize
@@ -397,12 +406,23 @@ class _LevelSearch:
         return [p.name for p in self.properties if p.name not in self.first_hits]
 
     def _stop_if_nothing_left(self, level: int) -> int | None:
-        """As explicit.py's judge: every invariant violated and every witness found ends the search. The
-        position (in ``level``, where the last of them was found) of the state at which that happened, or None."""
+        """As explicit.py's judge: every invariant violated and every witness found ends the search (with
+        ``stop_on_violation``, the first violation does). The position (in ``level``) of the state at which that
+        happened, or None."""
         always = [p for p in self.properties if p.expectation is Expectation.ALWAYS]
+        if self.stop_on_violation:
+            violations = [self.first_hits[p.name][1] for p in always
+                          if self.first_hits.get(p.name, (-1, 0))[0] == level]
+            if violations:
+                return min(violations)
         if not always or self.pending:
             return None
         return max(position for found, position in self.first_hits.values() if found == level)
+
+    @property
+    def _stopped(self) -> str:
+        return STOPPED_ON_VIOLATION if self.stop_on_violation else \
+            "every invariant is violated (the search stopped early)"
 
     def run(self) -> None:
         started = time.perf_counter()
@@ -446,7 +466,7 @@ class _LevelSearch:
         share = -(-len(kept) // len(self.shards)) if kept else 0
         _call_all(self.shards, "load", [(kept[i * share:(i + 1) * share],) for i in range(len(self.shards))])
         if self._stop_if_nothing_left(0) is not None:
-            self.stop_reason = "every invariant is violated (the search stopped early)"
+            self.stop_reason = self._stopped
 
     def _next_level(self, depth: int) -> None:
         last = depth + 1 >= self.depth_cap  # the new level is not expanded: its states are judged, not kept
@@ -489,7 +509,10 @@ class _LevelSearch:
                 self.kinds[kind] = self.kinds.get(kind, 0) + n
         stop_at = self._stop_if_nothing_left(level)
         if stop_at is not None:
-            self.stop_reason = "every invariant is violated (the search stopped early)"
+            self.stop_reason = self._stopped
+            # what the one-process search would not have reached: hits in this level after the stop
+            self.first_hits = {name: hit for name, hit in self.first_hits.items()
+                               if hit[0] < level or hit[1] <= stop_at}
             stop_parent = new_parents[stop_at]
             del new_fingerprints[stop_at + 1:]
             del new_parents[stop_at + 1:]
@@ -565,7 +588,7 @@ class _LevelSearch:
                         always_conds = tuple(p.condition for p in always)
                         sometimes_conds = tuple(p.condition for p in sometimes)
                         if self._stop_if_nothing_left(depth + 1) is not None:
-                            self.stop_reason = "every invariant is violated (the search stopped early)"
+                            self.stop_reason = self._stopped
                             return
         finally:
             for action, n in labels.items():

@@ -23,6 +23,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+STOPPED_ON_VIOLATION = "the first violation stopped the search (stop on violation)"
+"""The stop reason of a breadth-first search asked to stop at its first violated invariant."""
+
 Step = tuple[Any, Any]
 """One step of a path: ``(action, state)``; the first step of a path is ``(None, initial state)``."""
 
@@ -183,6 +186,7 @@ class CheckResult:
     # states first found at each distance from an initial state, for the levels the search finished (a level a
     # state cap or an early stop cut is left out; the level a depth bound reached is finished)
     level_sizes: tuple[int, ...] = ()
+    simulation: Any = None  # a simulation's SimulationStats (checker/simulate.py): walks, steps, shrinking
 
     @property
     def ok(self) -> bool:
@@ -253,6 +257,8 @@ class CheckResult:
     def render(self) -> str:
         """The summary, one line per verdict, then each counterexample step by step."""
         lines = [self.model_name + (" (symmetry reduced)" if self.symmetry else ""), self.summary()]
+        if self.simulation is not None:
+            lines.append(self.simulation.render())
         if self.collision_probability is not None:
             memory = f", {self.memory_bytes / max(self.states, 1):,.0f} bytes a state" \
                 if self.memory_bytes is not None else ""
@@ -266,14 +272,15 @@ class CheckResult:
                 lines.append(f"{v.name}: never satisfied in {self.states:,} states: the scenario explores too little "
                              "for this property to mean anything")
                 continue
-            kind = "liveness counterexample" if v.expectation == "leads_to" else "shortest counterexample"
+            kind = "liveness counterexample" if v.expectation == "leads_to" else \
+                "shrunk counterexample" if self.simulation is not None else "shortest counterexample"
             lines.append(f"{v.name}: {kind} ({len(v.counterexample)} steps){': ' if v.description else ''}"
                          f"{v.description}")
             lines.append(v.counterexample.render(self.describe_state))
         if self.deadlock is not None:
             lines.append("")
             lines.append(f"deadlock: {self.deadlock_count:,} state(s) without successors that are not final; "
-                         f"the shortest ({len(self.deadlock)} steps):")
+                         f"the {'shrunk' if self.simulation is not None else 'shortest'} ({len(self.deadlock)} steps):")
             lines.append(self.deadlock.render(self.describe_state))
         if self.never_taken:
             lines.append("")
@@ -304,4 +311,5 @@ class CheckResult:
             } for v in self.verdicts],
             "deadlocks": self.deadlock_count, "deadlock": path(self.deadlock),
             "coverage": self.coverage, "never_taken": list(self.never_taken),
+            "simulation": self.simulation.to_json() if self.simulation is not None else None,
         }

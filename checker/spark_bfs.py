@@ -58,7 +58,13 @@ from typing import Any
 from txnspec.checker import spark_tasks as tasks
 from txnspec.checker.fingerprints import collision_probability
 from txnspec.checker.model import Expectation, Model, Property
-from txnspec.checker.report import CheckResult, Counterexample, PropertyVerdict, finished_levels
+from txnspec.checker.report import (
+    STOPPED_ON_VIOLATION,
+    CheckResult,
+    Counterexample,
+    PropertyVerdict,
+    finished_levels,
+)
 from txnspec.checker.spark_tasks import ModelFactory
 
 ProgressCallback = Callable[[int, int, float], None]
@@ -68,7 +74,7 @@ ProgressCallback = Callable[[int, int, float], None]
 def check_spark(factory: ModelFactory, context: Any, *, properties: Sequence[str] | None = None,
                 max_states: int | None = None, max_depth: int | None = None, symmetry: bool = True,
                 check_deadlock: bool = True, partitions: int | None = None,
-                progress: ProgressCallback | None = None) -> CheckResult:
+                progress: ProgressCallback | None = None, stop_on_violation: bool = False) -> CheckResult:
     """Explore the model ``factory()`` builds breadth first on the Spark context ``context``.
 
     Same parameters and result as :func:`txnspec.checker.explicit.check` (``partitions``: how many Spark
@@ -89,6 +95,7 @@ def check_spark(factory: ModelFactory, context: Any, *, properties: Sequence[str
                       symmetry and model.symmetry is not None, partitions)
     search = _SparkSearch(plan, model, selected, context, partitions, max_states or sys.maxsize,
                           max_depth or sys.maxsize, progress)
+    search.stop_on_violation = stop_on_violation
     search.run()
     return search.result(check_deadlock)
 
@@ -107,6 +114,7 @@ class _SparkSearch:
         self.states = 0
         self.stop_reason: str | None = None
         self.seconds = 0.0
+        self.stop_on_violation = False  # the first violated invariant ends the search
 
     @property
     def pending(self) -> tuple[str, ...]:
@@ -160,6 +168,10 @@ class _SparkSearch:
             if self._all_found():
                 self.stop_reason = "every invariant is violated (the search stopped early)"
                 break
+            if self.stop_on_violation and any(p.expectation is Expectation.ALWAYS and p.name in self.first_hits
+                                              for p in self.properties):
+                self.stop_reason = STOPPED_ON_VIOLATION
+                break
         self.sizes.append(len(kept))
         self.states = len(kept)
         return kept
@@ -194,10 +206,20 @@ class _SparkSearch:
                 .zipWithIndex().filter(lambda pair: pair[1] == room).keys().first()
             hits = {name: found for name, found in hits.items() if found[0] < cut}
             self.stop_reason = f"the state cap ({self.state_cap:,}) was reached"
+        violations = [hits[p.name][0] for p in self.properties
+                      if p.expectation is Expectation.ALWAYS and p.name in hits]
+        if self.stop_on_violation and violations:  # cut at the first violation: hits after it are not reached
+            first = min(violations)
+            hits = {name: found for name, found in hits.items() if found[0] <= first}
         for name, (key, fp) in hits.items():
             self.first_hits[name] = (depth + 1, key, fp)
         stored, last_parent = new, None
-        if hits and self._all_found():
+        if self.stop_on_violation and violations:
+            stop = min(violations)
+            self.stop_reason = STOPPED_ON_VIOLATION
+            stored = level.mapPartitions(tasks.keys).filter(lambda k: k <= stop).count()
+            last_parent = stop[:-tasks.INDEX]
+        elif hits and self._all_found():
             stop = max(key for key, _ in hits.values())
             self.stop_reason = "every invariant is violated (the search stopped early)"
             stored = level.mapPartitions(tasks.keys).filter(lambda k: k <= stop).count()

@@ -4,6 +4,10 @@ Exit 0 when every requested property holds on the full bounded state space, 1 on
 shortest counterexample is printed and optionally written as JSON Lines, ITF and a Mermaid diagram),
 2 on bad arguments, 3 when a state cap stopped the run before the space was explored.
 
+``--simulate`` runs random walks instead (:mod:`txnspec.checker.simulate`) for ``--seconds``: exit 1 with a
+shrunk counterexample at the first violation, 0 when none was met in the time (which proves nothing).
+``--stop-on-violation`` ends a breadth-first search at its first violated invariant.
+
 ``--master URL`` runs the breadth-first search on Spark (:mod:`txnspec.checker.spark_bfs`): same counts,
 verdicts and counterexamples, without the leads-to properties (liveness needs the state graph: it stays local).
 """
@@ -66,6 +70,21 @@ def _arguments(p: argparse.ArgumentParser) -> None:
                         "shortest counterexamples as without it. --store and --workers do not apply; leads-to "
                         "properties are skipped (liveness stays local: run without --master), and --graph-out "
                         "cannot be used")
+    p.add_argument("--stop-on-violation", action="store_true",
+                   help="end the search at the first state that violates an invariant, reported with its shortest "
+                        "counterexample (every engine; the other properties are then unknown)")
+    p.add_argument("--simulate", action="store_true",
+                   help="random walks from the initial state instead of an exhaustive search (for scenarios too "
+                        "large to exhaust, such as full): every invariant judged at every state, each walk with its "
+                        "own weights over action kinds (swarm testing); the first violation stops the run and its "
+                        "path is shrunk. Exit 1 on a violation, 0 when none was met in --seconds (nothing is "
+                        "claimed to hold); --workers N runs N walkers")
+    p.add_argument("--seconds", type=float, default=None, metavar="N",
+                   help="with --simulate: the time budget (default 60)")
+    p.add_argument("--depth", type=int, default=None, metavar="D",
+                   help="with --simulate: the longest walk (default 100; each walk draws its own bound up to it)")
+    p.add_argument("--seed", type=int, default=None, metavar="S",
+                   help="with --simulate: the seed (default 0); a seed gives the same walks for any --workers")
     p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
     p.add_argument("--trace-out", type=Path, help="write the first counterexample as JSON Lines")
     p.add_argument("--itf-out", type=Path, help="write the first counterexample as ITF (Apalache ADR-015)")
@@ -167,7 +186,8 @@ def cmd_check(args: argparse.Namespace) -> int:
                  if p.expectation.value != "leads_to" and (not names or p.name in names)]
     if args.workers < 1:
         raise UsageError(f"--workers must be at least 1, not {args.workers}")
-    fingerprints = args.store == "fingerprints" or args.workers > 1
+    _check_simulation_options(args)
+    fingerprints = not args.simulate and (args.store == "fingerprints" or args.workers > 1)
     if args.master is not None and args.graph_out is not None:
         raise UsageError("--graph-out needs every state and edge, which the Spark search (--master) does not "
                          "keep: run without --master")
@@ -176,18 +196,25 @@ def cmd_check(args: argparse.Namespace) -> int:
     if fingerprints and args.graph_out is not None:
         raise UsageError("--graph-out needs every state and edge: use --store exact with one worker")
     show_progress = sys.stderr.isatty() and not args.json
-    if args.master is not None:
+    if args.simulate:
+        from txnspec.checker.simulate import simulate
+
+        result = simulate(model, properties=names, seconds=args.seconds or 60.0, max_depth=args.depth or 100,
+                          seed=args.seed or 0, workers=args.workers)
+    elif args.master is not None:
         result = _check_on_spark(args, model, _without_liveness(model, names), show_progress)
     elif fingerprints:
         from txnspec.checker.levels import check_levels
 
         names = _without_liveness(model, names)
         result = check_levels(model, properties=names, max_states=args.max_states, max_depth=args.max_depth,
-                              workers=args.workers, progress=show_progress, symmetry=not args.no_symmetry)
+                              workers=args.workers, progress=show_progress, symmetry=not args.no_symmetry,
+                              stop_on_violation=args.stop_on_violation)
     else:
         result = check(model, properties=names, max_states=args.max_states, max_depth=args.max_depth,
                        progress=show_progress, build_graph=args.graph_out is not None,
-                       symmetry=not args.no_symmetry and args.graph_out is None)
+                       symmetry=not args.no_symmetry and args.graph_out is None,
+                       stop_on_violation=args.stop_on_violation)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
@@ -198,11 +225,36 @@ def cmd_check(args: argparse.Namespace) -> int:
         from txnspec.cli.html_report import check_page, write_page
 
         command = f"txnspec check --scenario {args.scenario} --variant {args.variant}" + (
-            " --partial-order" if args.partial_order else "")
+            " --partial-order" if args.partial_order else "") + (
+            f" --simulate --seconds {args.seconds or 60:g} --seed {args.seed or 0} --workers {args.workers}"
+            if args.simulate else "")
         write_output(args.html_out, "--html-out", lambda p: write_page(p, check_page(model, result, command)))
+    if args.simulate:  # a simulation is never complete: clean for its time budget is all it can say
+        return EXIT_OK if result.ok else EXIT_VIOLATION
     if not result.complete:
         return EXIT_INCONCLUSIVE if result.ok else EXIT_VIOLATION
     return EXIT_OK if result.ok else EXIT_VIOLATION
+
+
+def _check_simulation_options(args: argparse.Namespace) -> None:
+    """--seconds, --depth and --seed belong to --simulate, which has no use for the exhaustive search's options."""
+    if not args.simulate:
+        given = [o for o, v in (("--seconds", args.seconds), ("--depth", args.depth), ("--seed", args.seed))
+                 if v is not None]
+        if given:
+            raise UsageError(f"{', '.join(given)} only apply with --simulate")
+        return
+    for option, value in (("--seconds", args.seconds), ("--depth", args.depth)):
+        if value is not None and value <= 0:
+            raise UsageError(f"{option} must be a positive number, not {value:g}")
+    if args.seed is not None and args.seed < 0:
+        raise UsageError(f"--seed must be zero or more, not {args.seed}")
+    for option, given in (("--master", args.master is not None), ("--store fingerprints", args.store != "exact"),
+                          ("--graph-out", args.graph_out is not None), ("--max-states", args.max_states is not None),
+                          ("--max-depth", args.max_depth is not None)):
+        if given:
+            hint = " (the longest walk is --depth)" if option == "--max-depth" else ""
+            raise UsageError(f"--simulate cannot be used with {option}{hint}")
 
 
 def _check_on_spark(args: argparse.Namespace, model: Any, names: list[str], show_progress: bool) -> Any:
@@ -247,7 +299,7 @@ def _check_on_spark(args: argparse.Namespace, model: Any, names: list[str], show
     try:
         result = check_spark(factory, session.sparkContext, properties=names, max_states=args.max_states,
                              max_depth=args.max_depth, progress=report if show_progress else None,
-                             symmetry=not args.no_symmetry)
+                             symmetry=not args.no_symmetry, stop_on_violation=args.stop_on_violation)
     finally:
         if show_progress:
             print(file=sys.stderr)

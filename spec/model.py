@@ -43,6 +43,16 @@ def describe_state(state: sysm.SystemState) -> str:
     return "\n".join(lines)
 
 
+def coordinator_transitions(before: sysm.SystemState, after: sysm.SystemState) -> tuple[str, ...]:
+    """The transaction-state transitions a step made the coordinator take, e.g. ``Ongoing -> PrepareCommit``
+    (coverage for simulation: ``Model.metadata["transition_labels"]``)."""
+    if before.coordinator is after.coordinator:
+        return ()
+    was = {tid: md.state for tid, md in before.coordinator.cache}
+    return tuple(f"{was.get(tid, 'none')} -> {md.state}" for tid, md in after.coordinator.cache
+                 if was.get(tid) != md.state)
+
+
 def build_system(scenario: Scenario | str, variant: str = "current") -> sysm.System:
     s = scenario_named(scenario) if isinstance(scenario, str) else scenario
     v = variant_named(variant)
@@ -64,6 +74,6 @@ def build_model(scenario: Scenario | str, variant: str = "current") -> Model[sys
         describe_state=describe_state,
         metadata={"action_kinds": ACTION_KINDS,
                   "lifelines": ["producer-0", "producer-1", "coordinator", *system.scenario.partitions, "group"],
-                  "system": system, "symmetry_group": group},
+                  "system": system, "symmetry_group": group, "transition_labels": coordinator_transitions},
         ample=ample_steps,
     )

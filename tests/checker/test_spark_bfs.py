@@ -17,6 +17,7 @@ from test_levels import signature
 from txnspec.checker import check
 from txnspec.checker.levels import check_levels
 from txnspec.checker.model import Model
+from txnspec.checker.report import STOPPED_ON_VIOLATION
 from txnspec.checker.spark_bfs import check_spark
 from txnspec.cli import main as cli_main
 from txnspec.conformance.environment import java_problem
@@ -84,6 +85,17 @@ def test_caps_cut_where_the_exact_search_stops(context: Any, caps: dict[str, int
     result = check_spark(TOYS["two-phase"], context, properties=names, partitions=partitions, symmetry=symmetry,
                          max_states=max_states, max_depth=max_depth)
     assert not exact.complete and signature(result) == signature(exact)
+
+
+@spark_test
+@pytest.mark.parametrize("toy", ["crowded", "two-phase-broken"])
+def test_the_first_violation_stops_spark_where_it_stops_the_exact_search(context: Any, toy: str) -> None:
+    factory = toys.crowded if toy == "crowded" else TOYS[toy]
+    names = safety(factory())
+    exact = check(factory(), properties=names, stop_on_violation=True)
+    result = check_spark(factory, context, properties=names, stop_on_violation=True)
+    assert exact.stop_reason == result.stop_reason == STOPPED_ON_VIOLATION
+    assert signature(result) == signature(exact)
 
 
 # scenario, variant, (states, transitions, depth) pinned from `txnspec check`: failover and zombie symmetry reduced

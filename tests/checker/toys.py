@@ -15,6 +15,8 @@ What is modelled
     * :func:`tokens`: ``n`` interchangeable processes each counting to 2; symmetry keeps multisets.
     * :func:`fan`: ``width`` branches of a line; one invariant fails late in level 1, the other first in
       level 2 (a search that stops once both failed stops early in level 2).
+    * :func:`crowded`: ``fan(10, 3)`` with two invariants failing in level 2, at its 4th and 7th states, and a
+      ``sometimes`` met at its 9th (a search that stops at its first violation knows nothing of the others).
 
 Left out
     Anything about Kafka: these models exist to pin the engine's behaviour.
@@ -301,3 +303,12 @@ def fan(width: int = 10, length: int = 3) -> Model[tuple[int, int]]:
                     Property.always("first_line", lambda s: s != (2, 0))],
         is_final=lambda s: s[0] == length,
     )
+
+
+def crowded() -> Model[tuple[int, int]]:
+    """fan(10, 3) whose invariants ``fourth`` and ``seventh`` fail at (2, 3) and (2, 6); ``ninth`` meets (2, 8)."""
+    base = fan(10, 3)
+    return Model("crowded", base.init_states, base.next_steps,
+                 properties=[Property.always("fourth", lambda s: s != (2, 3)),
+                             Property.always("seventh", lambda s: s != (2, 6)),
+                             Property.sometimes("ninth", lambda s: s == (2, 8))], is_final=base.is_final)
