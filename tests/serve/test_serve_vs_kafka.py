@@ -131,7 +131,11 @@ def request_tv_answers(bootstrap: str) -> dict[str, Any]:
             tid, group = f"offsets-v{version}", f"g-v{version}"
             pid, epoch = init(conn, tid)
             tv_steps.produce(conn, 12, tid, pid, epoch)
-            answer = tv_steps.txn_offset_commit(conn, version, tid, pid, epoch, group)
+            for _ in range(40):  # Kafka: COORDINATOR_LOAD_IN_PROGRESS (14) while the offsets partition loads
+                answer = tv_steps.txn_offset_commit(conn, version, tid, pid, epoch, group)
+                if answer != 14:
+                    break
+                time.sleep(0.25)
             tv_steps.end_txn(conn, 5, tid, pid, epoch)
             time.sleep(0.5)
             out[f"txn_offset_commit_v{version}"] = (answer, tv_steps.committed(conn, group))
