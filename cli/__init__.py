@@ -12,11 +12,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from txnspec.cli import audit, cases, check, compare, conform, diff, main_job, mutation, prove, replay, serve
+from txnspec.cli import audit, cases, chaos, check, compare, conform, diff, main_job, mutation, prove, replay, serve
 from txnspec.cli.base import Command, execute
 
 COMMANDS: tuple[Command, ...] = tuple(sorted(
-    (m.COMMAND for m in (audit, cases, check, compare, conform, diff, main_job, mutation, prove, replay, serve)),
+    (m.COMMAND for m in (audit, cases, chaos, check, compare, conform, diff, main_job, mutation, prove, replay,
+                         serve)),
     key=lambda c: c.name))
 
 

@@ -38,7 +38,7 @@ from txnspec.impl.coordinator import (
     TxnMarker,
 )
 from txnspec.impl.errors import Errors, KafkaStorageException
-from txnspec.impl.group import GroupCoordinator
+from txnspec.impl.group import GroupCoordinator, add_partitions_manager_error, txn_offset_commit_verification_error
 from txnspec.impl.log import SHORT_MAX, ControlType
 from txnspec.impl.membership import Membership
 from txnspec.impl.messages import (
@@ -237,32 +237,41 @@ class Broker:
         offsets_log = self.group_coordinator.partitions[partition]
         # as UnifiedLog.maybeStartTransactionVerification: no verification while the offsets partition already
         # has this producer's transaction open
-        verified = offsets_log.producer_state.has_ongoing_transaction(request.producer_id, request.producer_epoch)
-        # txnOffsetCommitRequestVersionToTransactionSupportedOperation: v5+ adds the partition (TV2), v4 handles
-        # TRANSACTION_ABORTABLE, whatever the finalized level; without a wire version, the broker's level decides
-        tv2 = (self.config.transaction_version >= TV_2 if request.api_version is None
-               else request.api_version >= TXN_OFFSET_COMMIT_VERSION_ADD_PARTITION)
-        generic = request.api_version is None or request.api_version >= TXN_OFFSET_COMMIT_VERSION_GENERIC_ERROR
-        if not tv2 and not verified and self.config.partition_verification:
-            # CoordinatorPartitionWriter.maybeStartTransactionVerification: TV1 commits are verified too
-            mapped = self._verify_only(request.transactional_id, request.producer_id, request.producer_epoch,
-                                       partition, generic_error_supported=generic)
-            if mapped is not Errors.NONE:
-                return Response(mapped, partition_errors=tuple((tp, mapped) for tp, _ in request.offsets),
-                                correlation_id=rid)
-        if tv2 and not verified:
-            err = self.txn_coordinator.handle_add_partitions_to_txn(
-                request.transactional_id, request.producer_id, request.producer_epoch, [partition], TV_2,
-                now_ms=now_ms)
-            if err is not Errors.NONE:
-                mapped = verification_error(err, generic_error_supported=True)
-                return Response(mapped, partition_errors=tuple((tp, mapped) for tp, _ in request.offsets),
-                                correlation_id=rid)
+        err = self._verify_txn_offset_commit(request, partition, offsets_log, now_ms)
+        if err is not Errors.NONE:
+            return Response(err, partition_errors=tuple((tp, err) for tp, _ in request.offsets), correlation_id=rid)
         errors = self.group_coordinator.handle_txn_offset_commit(request.group_id, request.producer_id,
                                                                  request.producer_epoch, dict(request.offsets),
                                                                  now_ms=now_ms, member=request.member)
         first = next(iter(errors.values()), Errors.NONE)
         return Response(first, partition_errors=tuple(sorted(errors.items())), correlation_id=rid)
+
+    def _verify_txn_offset_commit(self, request: TxnOffsetCommit, partition: str, offsets_log: Partition,
+                                  now_ms: int) -> Errors:
+        """``CoordinatorPartitionWriter.maybeStartTransactionVerification`` (TV1 with verification enabled; TV2
+        adds the offsets partition to the transaction), answered as ``GroupCoordinatorService
+        .commitTransactionalOffsets`` answers it (``txn_offset_commit_verification_error``): unlike a Produce, no
+        broker-side retry of CONCURRENT_TRANSACTIONS and no NOT_ENOUGH_REPLICAS. The verification entry the leader
+        starts (sequence -1) is left out: a coordinator-origin append checks no sequence and clears it."""
+        # txnOffsetCommitRequestVersionToTransactionSupportedOperation: v5+ adds the partition (TV2), v4 handles
+        # TRANSACTION_ABORTABLE, whatever the finalized level; without a wire version, the broker's level decides
+        tv2 = (self.config.transaction_version >= TV_2 if request.api_version is None
+               else request.api_version >= TXN_OFFSET_COMMIT_VERSION_ADD_PARTITION)
+        generic = request.api_version is None or request.api_version >= TXN_OFFSET_COMMIT_VERSION_GENERIC_ERROR
+        if not tv2 and not self.config.partition_verification:
+            return Errors.NONE
+        entry = offsets_log.producer_state.last_entry(request.producer_id)
+        if entry is not None and request.producer_epoch < entry.producer_epoch:
+            return Errors.INVALID_PRODUCER_EPOCH  # UnifiedLog.maybeStartTransactionVerification refuses it first
+        if offsets_log.producer_state.has_ongoing_transaction(request.producer_id, request.producer_epoch):
+            return Errors.NONE
+        if tv2:
+            err = self.txn_coordinator.handle_add_partitions_to_txn(
+                request.transactional_id, request.producer_id, request.producer_epoch, [partition], TV_2,
+                now_ms=now_ms)
+        else:
+            err = self._verify_only(request.transactional_id, request.producer_id, request.producer_epoch, partition)
+        return txn_offset_commit_verification_error(err, generic_error_supported=generic)
 
     def _produce(self, request: Produce, now_ms: int) -> Response:
         rid = request.correlation_id
@@ -285,35 +294,35 @@ class Broker:
         p = self.partition(request.partition)
         if p.producer_state.has_ongoing_transaction(request.producer_id, request.producer_epoch):
             return Errors.NONE
-        if request.transaction_version >= TV_2 or self.config.partition_verification:
-            p.maybe_start_transaction_verification(request.producer_id, request.base_sequence,
-                                                   request.producer_epoch, request.transaction_version >= TV_2,
-                                                   now_ms)
-        if request.transaction_version >= TV_2:
+        tv2 = request.transaction_version >= TV_2
+        if not tv2 and not self.config.partition_verification:
+            return Errors.NONE
+        err = p.maybe_start_transaction_verification(request.producer_id, request.base_sequence,
+                                                     request.producer_epoch, tv2, now_ms)
+        if err is not Errors.NONE:
+            return err
+        if tv2:
             err = tc.handle_add_partitions_to_txn(tid, request.producer_id, request.producer_epoch,
                                                   [request.partition], TV_2, now_ms=now_ms)
-            return verification_error(err, _generic_error_supported(request))
-        if not self.config.partition_verification:
-            return Errors.NONE
-        return self._verify_only(tid, request.producer_id, request.producer_epoch, request.partition,
-                                 _generic_error_supported(request))
+        else:
+            err = self._verify_only(tid, request.producer_id, request.producer_epoch, request.partition)
+        return verification_error(err, _generic_error_supported(request), tv2)
 
-    def _verify_only(self, tid: str, producer_id: int, producer_epoch: int, partition: str,
-                     generic_error_supported: bool) -> Errors:
-        """A TV1 leader's ``verifyOnly`` AddPartitionsToTxn (``handleVerifyPartitionsInTransaction``) as the
-        producer sees it through ``AddPartitionsToTxnManager`` and ``ReplicaManager``."""
+    def _verify_only(self, tid: str, producer_id: int, producer_epoch: int, partition: str) -> Errors:
+        """A TV1 leader's ``verifyOnly`` AddPartitionsToTxn as the coordinator answers it
+        (``handleVerifyPartitionsInTransaction``); the caller maps the answer for its request."""
         err, md = self.txn_coordinator.txn_manager.get_transaction_state(tid)
         if err is not Errors.NONE:
-            return verification_error(err, generic_error_supported)
+            return err
         if md is None or md.producer_id != producer_id:
             return Errors.INVALID_PRODUCER_ID_MAPPING
         if md.producer_epoch != producer_epoch:
-            return Errors.INVALID_PRODUCER_EPOCH
+            return Errors.PRODUCER_FENCED
         if md.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
-            return Errors.NOT_ENOUGH_REPLICAS
+            return Errors.CONCURRENT_TRANSACTIONS
         if partition not in md.topic_partitions:
             # handleVerifyPartitionsInTransaction: TRANSACTION_ABORTABLE for a partition not in the transaction
-            return verification_error(Errors.TRANSACTION_ABORTABLE, generic_error_supported)
+            return Errors.TRANSACTION_ABORTABLE
         return Errors.NONE
 
     def _maybe_snapshot(self, p: Partition) -> None:
@@ -463,6 +472,7 @@ def validate_request(request: object) -> str:
 # AddPartitionsToTxnManager.produceRequestVersionToTransactionSupportedOperation: from Produce v11 (TxnOffsetCommit
 # v4) the client handles TRANSACTION_ABORTABLE and gets it as it is; older requests get INVALID_TXN_STATE
 PRODUCE_VERSION_GENERIC_ERROR = 11
+PRODUCE_VERSION_ADD_PARTITION = 12  # ADD_PARTITION: the leader adds the partition itself (transaction version 2)
 TXN_OFFSET_COMMIT_VERSION_GENERIC_ERROR, TXN_OFFSET_COMMIT_VERSION_ADD_PARTITION = 4, 5
 
 
@@ -471,15 +481,15 @@ def _generic_error_supported(request: Produce) -> bool:
     return request.api_version is None or request.api_version >= PRODUCE_VERSION_GENERIC_ERROR
 
 
-def verification_error(err: Errors, generic_error_supported: bool) -> Errors:
-    """How a leader maps a coordinator's answer for the producer (``AddPartitionsToTxnManager``)."""
-    if err is Errors.PRODUCER_FENCED:
-        return Errors.INVALID_PRODUCER_EPOCH
+def verification_error(err: Errors, generic_error_supported: bool, supports_epoch_bump: bool = False) -> Errors:
+    """How a leader maps a coordinator's answer to its verification of a Produce for the producer:
+    ``AddPartitionsToTxnManager`` (:func:`add_partitions_manager_error`), then ``ReplicaManager.appendRecords``
+    (a verification that did not complete is NOT_ENOUGH_REPLICAS, and so is CONCURRENT_TRANSACTIONS for a
+    request that cannot bump the epoch: Produce v11 and older)."""
+    err = add_partitions_manager_error(err, generic_error_supported)
     if err in (Errors.NETWORK_EXCEPTION, Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.COORDINATOR_NOT_AVAILABLE,
-               Errors.NOT_COORDINATOR, Errors.CONCURRENT_TRANSACTIONS):
+               Errors.NOT_COORDINATOR) or (err is Errors.CONCURRENT_TRANSACTIONS and not supports_epoch_bump):
         return Errors.NOT_ENOUGH_REPLICAS
-    if err is Errors.TRANSACTION_ABORTABLE and not generic_error_supported:
-        return Errors.INVALID_TXN_STATE
     return err
 
 

@@ -148,27 +148,30 @@ class _AllocationError(Exception):
 # --- TransactionLog: records of __transaction_state ---
 
 def value_to_json(t: TxnTransitMetadata, server_tv: int) -> str:
-    """``TransactionLog.valueToBytes``: version 1 (with previous/next producer id) iff the server TV >= 1."""
+    """``TransactionLog.valueToBytes``: version 1 iff the server TV >= 1. The previous and next producer ids and
+    the client transaction version are tagged fields of version 1 (``TransactionLogValue.json``): version 0
+    does not carry them."""
     value: dict[str, object] = {
         "version": 1 if server_tv >= 1 else 0, "producer_id": t.producer_id, "producer_epoch": t.producer_epoch,
         "timeout_ms": t.txn_timeout_ms, "status": t.txn_state.id,
         "partitions": None if t.txn_state is S.EMPTY else sorted(t.topic_partitions),
-        "last_update_ms": t.txn_last_update_timestamp, "start_ms": t.txn_start_timestamp,
-        "client_tv": t.client_transaction_version}
+        "last_update_ms": t.txn_last_update_timestamp, "start_ms": t.txn_start_timestamp}
     if server_tv >= 1:
         value["prev_producer_id"] = t.prev_producer_id
         value["next_producer_id"] = t.next_producer_id
+        value["client_tv"] = t.client_transaction_version
     return json.dumps(value, sort_keys=True)
 
 
 def metadata_from_json(transactional_id: str, raw: str, max_epoch: int = SHORT_MAX) -> TransactionMetadata:
-    """``TransactionLog.readTxnRecordValue``: ``last_producer_epoch`` is not stored, so it loads as -1."""
+    """``TransactionLog.read``: ``last_producer_epoch`` is not stored, so it loads as -1; a tagged field a
+    version-0 value lacks loads as its default (previous / next producer id -1, client transaction version 0)."""
     v = json.loads(raw)
     return TransactionMetadata(
         transactional_id, v["producer_id"], v.get("prev_producer_id", NO_PRODUCER_ID),
         v.get("next_producer_id", NO_PRODUCER_ID), v["producer_epoch"], NO_PRODUCER_EPOCH, v["timeout_ms"],
         TransactionState.from_id(v["status"]), set(v["partitions"] or ()), v["start_ms"], v["last_update_ms"],
-        v["client_tv"], max_epoch=max_epoch)
+        v.get("client_tv", 0), max_epoch=max_epoch)
 
 
 AppendListener = Callable[[str, "TxnTransitMetadata | None"], None]
@@ -685,7 +688,14 @@ class TransactionCoordinator:
         pending = self._pending.get(transactional_id)
         if pending is None:
             md = self.txn_manager.cache.get(transactional_id)
-            if md is None or md.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT) or md.pending_transition_in_progress:
+            if md is None or md.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                return Errors.INVALID_TXN_STATE
+            if md.pending_state is (S.COMPLETE_COMMIT if md.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT):
+                # prepareComplete ran but no channel holds its transition: Kafka's
+                # completeTransitionTo(prepareComplete(now)) completes it (TransactionCoordinatorTest
+                # shouldReturnConcurrentTxnOnAddPartitionsIfEndTxnV2EpochOverflowAndNotComplete)
+                md.pending_state = None
+            if md.pending_transition_in_progress:
                 return Errors.INVALID_TXN_STATE
             result = ControlType.COMMIT if md.state is S.PREPARE_COMMIT else ControlType.ABORT
             self._add_txn_markers_to_send(self.coordinator_epoch, result, md, md.prepare_complete(now_ms), now_ms)

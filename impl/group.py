@@ -46,6 +46,40 @@ _STORE_ERROR_MAPPING = {
 }
 
 
+# CoordinatorOperationExceptionHelper.handleOperationException: how GroupCoordinatorService answers a
+# TxnOffsetCommit whose operation failed, its transaction verification included; any other error as it is
+_OPERATION_ERROR_MAPPING = {
+    Errors.NETWORK_EXCEPTION: Errors.COORDINATOR_LOAD_IN_PROGRESS,
+    Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_ENOUGH_REPLICAS: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.REQUEST_TIMED_OUT: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR,
+    Errors.KAFKA_STORAGE_ERROR: Errors.NOT_COORDINATOR,
+    Errors.MESSAGE_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
+    Errors.RECORD_LIST_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
+}
+
+
+def add_partitions_manager_error(err: Errors, generic_error_supported: bool) -> Errors:
+    """What ``AddPartitionsToTxnManager.AddPartitionsToTxnHandler.onComplete`` hands back for one verified
+    partition: PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH; TRANSACTION_ABORTABLE becomes INVALID_TXN_STATE
+    for a request older than the generic-error version (``DEFAULT_ERROR``); anything else as it is."""
+    if err is Errors.PRODUCER_FENCED:
+        return Errors.INVALID_PRODUCER_EPOCH
+    if err is Errors.TRANSACTION_ABORTABLE and not generic_error_supported:
+        return Errors.INVALID_TXN_STATE
+    return err
+
+
+def txn_offset_commit_verification_error(err: Errors, generic_error_supported: bool) -> Errors:
+    """A TxnOffsetCommit whose verification the coordinator answered ``err``:
+    ``CoordinatorPartitionWriter.maybeStartTransactionVerification`` fails with the manager's answer, which
+    ``GroupCoordinatorService.commitTransactionalOffsets`` maps with ``handleOperationException``
+    (CONCURRENT_TRANSACTIONS reaches the client, which retries)."""
+    err = add_partitions_manager_error(err, generic_error_supported)
+    return _OPERATION_ERROR_MAPPING.get(err, err)
+
+
 def _key(group_id: str, partition: str) -> str:
     return json.dumps([group_id, partition])
 

@@ -376,6 +376,17 @@ class ImplAdapter:
             self._crash(action.actor)
         elif kind is K.REBALANCE:
             self._rebalance(action.actor)
+        elif kind is K.EXPIRE_PRODUCERS:  # producer.id.expiration.ms passes for the partition's idle producers
+            partition = self.cluster.broker.partition(impl_partition(action.partition))
+            partition.remove_expired_producers(self.cluster.now_ms + partition.producer_state.producer_id_expiration_ms)
+        elif kind is K.EXPIRE_TRANSACTIONAL_ID:  # transactional.id.expiration.ms passes for the idle ids
+            self.cluster.broker.txn_coordinator.expire_transactional_ids(self.cluster.now_ms, 0)
+        elif kind is K.OFFSET_COMMIT:  # an admin's plain commit of the input offset, outside group management
+            from txnspec.impl.membership import MemberIdentity
+
+            self.cluster.broker.group_coordinator.handle_offset_commit(self.group, {"input-0": 0},
+                                                                       now_ms=self.cluster.now_ms,
+                                                                       member=MemberIdentity())
         else:
             raise self._not_enabled(step, f"the step {kind.value!r} is not mapped onto the implementation")
         self._pump()

@@ -1,0 +1,85 @@
+"""The chaos runs of docs/chaos.md: ``txnspec chaos`` on Kafka, one run after another, seeds 1.., alternating the
+transaction versions, each run's summary appended to ``OUT/results.jsonl``; ``--table`` prints the table.
+
+    python bench/chaos_runs.py --out /tmp/chaos-batch --runs 10 --seconds 60 [--broker kafka:4.4.0]
+    python bench/chaos_runs.py --out /tmp/chaos-batch --table
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+
+def run(out: Path, runs: int, seconds: float, broker: str, first_seed: int, versions: list[int],
+        faults: str = "kill,pause,client,timeout") -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for i in range(runs):
+        tv = versions[i % len(versions)]
+        seed = first_seed + i // len(versions)
+        folder = out / f"tv{tv}-seed{seed}"
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "txnspec.cli", "chaos", "--broker", broker, "--seconds",
+                               str(seconds), "--seed", str(seed), "--transaction-version", str(tv), "--out",
+                               str(folder), "--faults", faults, "--json"], capture_output=True, text=True,
+                              timeout=seconds * 6 + 300)
+        wall = time.monotonic() - started
+        try:
+            summary = json.loads(done.stdout)
+        except json.JSONDecodeError:
+            summary = {"error": (done.stderr or done.stdout)[-500:]}
+        row = {"tv": tv, "seed": seed, "exit": done.returncode, "wall_seconds": round(wall, 1),
+               "faults": len(summary.get("faults_injected", [])), "anomalies": summary.get("anomaly_counts", {}),
+               "validation": summary.get("validation", {}), "transactions": summary.get("transactions", {}),
+               "kafka": summary.get("kafka"), "error": summary.get("error"),
+               "seconds_anomalies": summary.get("seconds_anomalies")}
+        with (out / "results.jsonl").open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(json.dumps(row), flush=True)
+
+
+def table(out: Path) -> str:
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
+    by_tv: dict[int, list[dict]] = defaultdict(list)
+    for r in rows:
+        by_tv[r["tv"]].append(r)
+    lines = ["| TV | runs | exit 0 | faults injected (min-max, total) | anomalies | unexplained | committed txns "
+             "(mean) | records validated (mean) | validation s (mean, max) | anomaly check s (mean) | "
+             "wall s per run (mean) | histories per minute |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for tv, rs in sorted(by_tv.items()):
+        faults = [r["faults"] for r in rs]
+        val = [r["validation"].get("seconds", 0) for r in rs]
+        wall = sum(r["wall_seconds"] for r in rs) / len(rs)
+        lines.append(
+            f"| {tv} | {len(rs)} | {sum(r['exit'] == 0 for r in rs)} | {min(faults)}-{max(faults)}, {sum(faults)} | "
+            f"{sum(sum(r['anomalies'].values()) for r in rs)} | "
+            f"{sum(not r['validation'].get('explained', False) for r in rs)} | "
+            f"{sum(r['transactions'].get('committed', 0) for r in rs) / len(rs):.0f} | "
+            f"{sum(r['validation'].get('records', 0) for r in rs) / len(rs):.0f} | "
+            f"{sum(val) / len(val):.2f}, {max(val):.2f} | "
+            f"{sum(r.get('seconds_anomalies') or 0 for r in rs) / len(rs):.2f} | {wall:.0f} | {60 / wall:.2f} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--broker", default="kafka:4.4.0")
+    parser.add_argument("--first-seed", type=int, default=1)
+    parser.add_argument("--versions", default="2,1")
+    parser.add_argument("--faults", default="kill,pause,client,timeout")
+    parser.add_argument("--table", action="store_true")
+    args = parser.parse_args()
+    if args.table:
+        print(table(args.out))
+    else:
+        run(args.out, args.runs, args.seconds, args.broker, args.first_seed, [int(v) for v in args.versions.split(",")],
+            args.faults)
