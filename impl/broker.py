@@ -326,7 +326,11 @@ class Broker:
         .commitTransactionalOffsets`` answers it (``txn_offset_commit_verification_error``): unlike a Produce, no
         broker-side retry of CONCURRENT_TRANSACTIONS and no NOT_ENOUGH_REPLICAS. The verification entry the leader
         starts (sequence -1) is left out: a coordinator-origin append checks no sequence and clears it."""
-        tv2 = self.config.transaction_version >= TV_2
+        # txnOffsetCommitRequestVersionToTransactionSupportedOperation: v5+ adds the partition (TV2), v4 handles
+        # TRANSACTION_ABORTABLE, whatever the finalized level; without a wire version, the broker's level decides
+        tv2 = (self.config.transaction_version >= TV_2 if request.api_version is None
+               else request.api_version >= TXN_OFFSET_COMMIT_VERSION_ADD_PARTITION)
+        generic = request.api_version is None or request.api_version >= TXN_OFFSET_COMMIT_VERSION_GENERIC_ERROR
         if not tv2 and not self.config.partition_verification:
             return Errors.NONE
         entry = offsets_log.producer_state.last_entry(request.producer_id)
@@ -340,7 +344,7 @@ class Broker:
                 now_ms=now_ms)
         else:
             err = self._verify_only(request.transactional_id, request.producer_id, request.producer_epoch, partition)
-        return txn_offset_commit_verification_error(err, generic_error_supported=True)
+        return txn_offset_commit_verification_error(err, generic_error_supported=generic)
 
     def _produce(self, request: Produce, now_ms: int) -> Response:
         rid = request.correlation_id
@@ -566,6 +570,7 @@ def validate_request(request: object) -> str:
 # v4) the client handles TRANSACTION_ABORTABLE and gets it as it is; older requests get INVALID_TXN_STATE
 PRODUCE_VERSION_GENERIC_ERROR = 11
 PRODUCE_VERSION_ADD_PARTITION = 12  # ADD_PARTITION: the leader adds the partition itself (transaction version 2)
+TXN_OFFSET_COMMIT_VERSION_GENERIC_ERROR, TXN_OFFSET_COMMIT_VERSION_ADD_PARTITION = 4, 5
 
 
 def _generic_error_supported(request: Produce) -> bool:
