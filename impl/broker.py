@@ -25,10 +25,12 @@ exists as soon as it is used).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from txnspec.impl import durability as _durability
+from txnspec.impl.checkpoint import Checkpoints, CorruptDataError, StorageError
 from txnspec.impl.coordinator import (
     GROUP_METADATA_TOPIC,
     TRANSACTION_STATE_TOPIC,
@@ -37,6 +39,7 @@ from txnspec.impl.coordinator import (
     TransactionCoordinator,
     TxnMarker,
 )
+from txnspec.impl.durability import Durability
 from txnspec.impl.errors import Errors, KafkaStorageException
 from txnspec.impl.group import GroupCoordinator, add_partitions_manager_error, txn_offset_commit_verification_error
 from txnspec.impl.log import SHORT_MAX, ControlType
@@ -82,7 +85,7 @@ class Broker:
 
     def __init__(self, config: BrokerConfig | None = None, *, data_dir: str | None = None, now_ms: int = 0,
                  coordinator_epoch: int = 0, fsync: bool = False, recover_corruption: bool = False,
-                 rules: Rules = KAFKA) -> None:
+                 durability: Durability | None = None, rules: Rules = KAFKA) -> None:
         """``rules``: the replaceable rules its partitions and coordinators follow (Kafka's by default)."""
         self.config = config or BrokerConfig()
         self.rules = rules
@@ -91,7 +94,11 @@ class Broker:
                              f"got {self.config.max_producer_epoch!r}")
         self.data_dir = data_dir
         self.fsync = fsync
+        self.durability = durability or _durability.DEFAULT
+        self.checkpoints: Checkpoints | None = None
         self.partitions: dict[str, Partition] = {}
+        self.closed = False
+        self._opening = True  # partitions made while opening are checkpointed once, at the end
         self.storage_failures: list[KafkaStorageException] = []  # every failed write, oldest first
         self.recovery_reports: list[RecoveryReport] = []  # what recovery cut from each segment, if anything
         self._txn_log_failed = False
@@ -99,18 +106,11 @@ class Broker:
         next_pid = 0
         persist = None
         if data_dir is not None:
-            from txnspec.impl import storage
-            os.makedirs(data_dir, exist_ok=True)
-            self._pid_block = storage.ProducerIdBlockFile(os.path.join(data_dir, "producer_ids"),
-                                                          self._on_storage_failure)
-            next_pid = self._pid_block.start()
-            persist = self._pid_block.reserve
-            for name in storage.partition_dirs(data_dir):
-                p = storage.open_partition(data_dir, name, self._partition_kwargs(), fsync, self._on_storage_failure,
-                                           recover_corruption)
-                self.partitions[name] = p
-                if isinstance(p.log.store, storage.SegmentStore) and p.log.store.recovery is not None:
-                    self.recovery_reports.append(p.log.store.recovery)
+            try:
+                next_pid, persist = self._open_data_dir(data_dir, recover_corruption)
+            except BaseException:
+                self._close_files()
+                raise
         # a restarted coordinator must not be fenced by the markers it wrote before (its epoch may have
         # risen when a transaction-log write failed): it starts at the highest epoch the logs hold
         coordinator_epoch = max([coordinator_epoch] + [b.coordinator_epoch for p in self.partitions.values()
@@ -123,10 +123,20 @@ class Broker:
             transaction_version=self.config.transaction_version,
             num_txn_log_partitions=self.config.num_txn_log_partitions,
             num_offsets_partitions=self.config.num_offsets_partitions,
-            max_producer_epoch=self.config.max_producer_epoch)
+            max_producer_epoch=self.config.max_producer_epoch,
+            resend_prepared_markers=self.durability.resend_prepared_markers)
         self.producer_ids = ProducerIdManager(next_pid, persist)
+        recovery = None
+        if data_dir is not None:  # a transaction log cut behind the data logs (lost power without fsync)
+            from txnspec.impl.txn_recovery import TxnLogRecovery
+            recovery = TxnLogRecovery(self.partitions)
         self.txn_coordinator = TransactionCoordinator(txn_parts, self.producer_ids, self.coordinator_config,
-                                                      coordinator_epoch=coordinator_epoch, now_ms=now_ms, rules=rules)
+                                                      coordinator_epoch=coordinator_epoch, now_ms=now_ms,
+                                                      recovery=recovery, rules=rules)
+        # what the first load settled (impl/txn_recovery.py), one line per transactional id; empty if consistent
+        self.txn_log_recovery_notes: list[str] = recovery.notes if recovery is not None else []
+        self.txn_coordinator.recovery = None  # only the first load can find the log behind: later ones reload
+        # what this broker wrote itself
         offsets = {f"{GROUP_METADATA_TOPIC}-{i}": self.partition(f"{GROUP_METADATA_TOPIC}-{i}")
                    for i in range(self.config.num_offsets_partitions)}
         self.group_coordinator = GroupCoordinator(offsets, self.config.num_offsets_partitions, rules=rules)
@@ -134,7 +144,57 @@ class Broker:
         self.membership = Membership()  # classic group membership; its checks apply to commits naming a member
         self.group_coordinator.membership = self.membership
         if data_dir is not None:
-            self._check_producer_id_block()
+            try:
+                self._check_producer_id_block()
+                self._checkpoint_all()
+            except BaseException:
+                self._close_files()
+                raise
+        self._opening = False
+
+    def _open_data_dir(self, data_dir: str, recover_corruption: bool) -> tuple[int, Callable[[int], None]]:
+        """Recover every partition found on disk (or listed in the checkpoints): the next producer id and how
+        to reserve more. An OS error names its path (:class:`KafkaStorageException`)."""
+        from txnspec.impl import storage
+        try:
+            os.makedirs(data_dir, exist_ok=True)
+            self.checkpoints = Checkpoints.load(data_dir, self.durability, self.fsync)
+            self._pid_block = storage.ProducerIdBlockFile(os.path.join(data_dir, "producer_ids"),
+                                                          self._on_storage_failure, self.durability)
+            names = set(storage.partition_dirs(data_dir))
+            for name in sorted(set(self.checkpoints.recovery_points) - names):
+                where = os.path.join(data_dir, name)
+                if not recover_corruption:
+                    raise CorruptDataError(where, 0, "partition directory missing although the checkpoints list "
+                                           "it (open with recover_corruption=True to start it empty)")
+                storage.log.warning("recovery: %s missing although the checkpoints list it; started empty", where)
+                self.checkpoints.forget(name)
+            for name in sorted(names):
+                p = storage.open_partition(data_dir, name, self._partition_kwargs(), self.fsync,
+                                           self._on_storage_failure, recover_corruption, self.durability,
+                                           self.checkpoints)
+                self.partitions[name] = p
+                if isinstance(p.log.store, storage.SegmentStore) and p.log.store.recovery is not None:
+                    self.recovery_reports.append(p.log.store.recovery)
+        except OSError as exc:
+            raise StorageError(exc.filename or data_dir, f"opening the data directory failed: "
+                               f"{exc.strerror or exc}") from exc
+        return self._pid_block.start(), self._pid_block.reserve
+
+    def _checkpoint_all(self) -> None:
+        """After opening: every partition is listed; recovery points at most the log ends (all of it with fsync,
+        whose appends were fsync'd)."""
+        cp = self.checkpoints
+        if cp is None:
+            return
+        for name, p in self.partitions.items():
+            if not cp.known(name):
+                cp.recovery_points[name] = p.log_start_offset
+                cp.log_starts[name] = p.log_start_offset
+        points = {n: (p.log_end_offset if self.fsync else min(cp.recovery_points.get(n, 0), p.log_end_offset))
+                  for n, p in self.partitions.items()}
+        cp.recovery_points.update(points)
+        cp.write(strict=True)  # a data directory that cannot take a checkpoint fails now, naming the file
 
     def _check_producer_id_block(self) -> None:
         """Every producer id in the logs must lie below the reserved block's end, or ids would be reused."""
@@ -170,8 +230,16 @@ class Broker:
         if p is None:
             if self.data_dir is not None:
                 from txnspec.impl import storage
-                p = storage.open_partition(self.data_dir, name, self._partition_kwargs(), self.fsync,
-                                           self._on_storage_failure)
+                try:
+                    p = storage.open_partition(self.data_dir, name, self._partition_kwargs(), self.fsync,
+                                               self._on_storage_failure, policy=self.durability,
+                                               checkpoints=self.checkpoints)
+                except OSError as exc:
+                    raise StorageError(exc.filename or self.data_dir, f"creating {name} failed: "
+                                       f"{exc.strerror or exc}") from exc
+                if self.checkpoints is not None and not self._opening:
+                    self.partitions[name] = p
+                    self.checkpoints.add(name, p.log_start_offset)
             else:
                 p = Partition(name, **self._partition_kwargs())
             self.partitions[name] = p
@@ -221,7 +289,10 @@ class Broker:
         if isinstance(request, EndTxn):
             e = tc.handle_end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
                                   request.result, request.transaction_version, now_ms=now_ms)
-            return Response(e.error, e.producer_id, e.producer_epoch, correlation_id=rid)
+            epoch = e.producer_epoch
+            if not self.rules.end_txn_answers_bumped_epoch and epoch > 0 and request.transaction_version >= 2:
+                epoch -= 1
+            return Response(e.error, e.producer_id, epoch, correlation_id=rid)
         if isinstance(request, TxnOffsetCommit):
             return self._txn_offset_commit(request, now_ms)
         if isinstance(request, Produce):
@@ -257,7 +328,11 @@ class Broker:
         .commitTransactionalOffsets`` answers it (``txn_offset_commit_verification_error``): unlike a Produce, no
         broker-side retry of CONCURRENT_TRANSACTIONS and no NOT_ENOUGH_REPLICAS. The verification entry the leader
         starts (sequence -1) is left out: a coordinator-origin append checks no sequence and clears it."""
-        tv2 = self.config.transaction_version >= TV_2
+        # txnOffsetCommitRequestVersionToTransactionSupportedOperation: v5+ adds the partition (TV2), v4 handles
+        # TRANSACTION_ABORTABLE, whatever the finalized level; without a wire version, the broker's level decides
+        tv2 = (self.config.transaction_version >= TV_2 if request.api_version is None
+               else request.api_version >= TXN_OFFSET_COMMIT_VERSION_ADD_PARTITION)
+        generic = request.api_version is None or request.api_version >= TXN_OFFSET_COMMIT_VERSION_GENERIC_ERROR
         if not tv2 and not self.config.partition_verification:
             return Errors.NONE
         entry = offsets_log.producer_state.last_entry(request.producer_id)
@@ -271,7 +346,7 @@ class Broker:
                 now_ms=now_ms)
         else:
             err = self._verify_only(request.transactional_id, request.producer_id, request.producer_epoch, partition)
-        return txn_offset_commit_verification_error(err, generic_error_supported=True)
+        return txn_offset_commit_verification_error(err, generic_error_supported=generic)
 
     def _produce(self, request: Produce, now_ms: int) -> Response:
         rid = request.correlation_id
@@ -333,7 +408,7 @@ class Broker:
             from txnspec.impl import storage
             self._appends_since_snapshot = 0
             try:
-                storage.write_snapshot(self.data_dir, p)
+                storage.write_snapshot(self.data_dir, p, self.durability)
             except KafkaStorageException as exc:  # a snapshot only saves recovery work: the append stands
                 storage.log.warning("snapshot not written: %s", exc)
 
@@ -377,9 +452,33 @@ class Broker:
         self._after_storage_failure(now_ms)
 
     def flush(self) -> None:
+        """fsync every segment, then move the recovery points to the log ends (``LogManager.checkpoint``)."""
         for p in self.partitions.values():
             if p.log.store is not None:
                 p.log.store.flush()
+        if self.checkpoints is not None:
+            self.checkpoints.advance({n: p.log_end_offset for n, p in self.partitions.items()})
+
+    def close(self) -> None:
+        """A clean shutdown: flush (durable mode) and close every file. Idempotent; the broker is unusable after."""
+        try:
+            if self.checkpoints is not None and not self.closed:
+                self.flush()
+        finally:
+            self._close_files()
+
+    def _close_files(self) -> None:
+        self.closed = True
+        for p in self.partitions.values():
+            close = getattr(p.log.store, "close", None)
+            if close is not None:
+                close()
+
+    def __enter__(self) -> Broker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 _INT16 = (-(1 << 15), (1 << 15) - 1)
@@ -473,6 +572,7 @@ def validate_request(request: object) -> str:
 # v4) the client handles TRANSACTION_ABORTABLE and gets it as it is; older requests get INVALID_TXN_STATE
 PRODUCE_VERSION_GENERIC_ERROR = 11
 PRODUCE_VERSION_ADD_PARTITION = 12  # ADD_PARTITION: the leader adds the partition itself (transaction version 2)
+TXN_OFFSET_COMMIT_VERSION_GENERIC_ERROR, TXN_OFFSET_COMMIT_VERSION_ADD_PARTITION = 4, 5
 
 
 def _generic_error_supported(request: Produce) -> bool:

@@ -29,8 +29,9 @@ Assumed / left out: one broker owns every transaction-log partition; no KIP-939 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from txnspec.impl.errors import Errors, KafkaStorageException
 from txnspec.impl.log import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, SHORT_MAX, ControlType, Record
@@ -114,6 +115,8 @@ class CoordinatorConfig:
     # test reach epoch exhaustion and the producer-id rotation after it in a few transactions, as the spec's
     # bounded scenarios do
     max_producer_epoch: int = SHORT_MAX
+    # loading re-sends the markers of PrepareCommit/PrepareAbort (off only in the durability sabotage matrix)
+    resend_prepared_markers: bool = True
 
 
 class ProducerIdManager:
@@ -302,6 +305,16 @@ class TransactionStateManager:
         return loaded
 
 
+class LoadRecovery(Protocol):
+    """What a durable broker gives the first load to settle a transaction log cut behind the data logs
+    (``impl.txn_recovery.TxnLogRecovery``)."""
+
+    def prune_delivered_markers(self, loaded: Mapping[str, TransactionMetadata]) -> None: ...
+
+    def adopt_lost_transitions(self, loaded: Mapping[str, TransactionMetadata], now_ms: int,
+                               write: Callable[[str, TransactionMetadata], None]) -> None: ...
+
+
 @dataclass
 class _PendingCompleteTxn:
     transactional_id: str
@@ -329,9 +342,10 @@ class TransactionCoordinator:
 
     def __init__(self, log_partitions: Sequence[Partition], producer_ids: ProducerIdManager | None = None,
                  config: CoordinatorConfig | None = None, *, coordinator_epoch: int = 0, load: bool = True,
-                 now_ms: int = 0, rules: Rules = KAFKA) -> None:
+                 now_ms: int = 0, recovery: LoadRecovery | None = None, rules: Rules = KAFKA) -> None:
         self.config = config or CoordinatorConfig()
         self.rules = rules
+        self.recovery = recovery  # durable broker: settles a transaction log cut behind the data logs
         self.producer_ids = producer_ids or ProducerIdManager()
         self.txn_manager = TransactionStateManager(log_partitions, self.config, coordinator_epoch, rules=rules)
         self._pending: dict[str, _PendingCompleteTxn] = {}
@@ -346,10 +360,19 @@ class TransactionCoordinator:
         self._pending.clear()
         self._outbox.clear()
         loaded = self.txn_manager.load(coordinator_epoch)
+        if self.recovery is not None:
+            self.recovery.prune_delivered_markers(loaded)
         for _tid, md in loaded.items():
-            if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) and self.config.resend_prepared_markers:
                 result = ControlType.COMMIT if md.state is S.PREPARE_COMMIT else ControlType.ABORT
                 self._add_txn_markers_to_send(coordinator_epoch, result, md, md.prepare_complete(now_ms), now_ms)
+        if self.recovery is not None:
+            self.recovery.adopt_lost_transitions(loaded, now_ms, lambda tid, md: self._record(tid, md, now_ms))
+
+    def _record(self, transactional_id: str, md: TransactionMetadata, now_ms: int) -> None:
+        """Write ``md`` as it stands (a state recovery settled) so the next load starts from it."""
+        self.txn_manager._write(transactional_id, value_to_json(md.prepare_no_transit(),
+                                                                self.config.transaction_version), now_ms)
 
     def resign(self) -> None:
         """Stop being the coordinator (``onResignation``): drop the cache and every pending marker."""
@@ -647,8 +670,9 @@ class TransactionCoordinator:
         tid = md.transactional_id
         pending = _PendingCompleteTxn(tid, coordinator_epoch, md, transit, result, set(md.topic_partitions))
         self._pending[tid] = pending
+        sent_epoch = coordinator_epoch if self.rules.markers_carry_own_coordinator_epoch else coordinator_epoch + 1
         for p in self.rules.marker_partitions(md.topic_partitions):
-            self._outbox.append(TxnMarker(tid, p, md.producer_id, md.producer_epoch, coordinator_epoch, result,
+            self._outbox.append(TxnMarker(tid, p, md.producer_id, md.producer_epoch, sent_epoch, result,
                                           md.client_transaction_version))
         if not self.config.manual_marker_completion:
             self._maybe_write_txn_completion(tid, now_ms)

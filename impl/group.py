@@ -148,9 +148,13 @@ class GroupCoordinator:
                 self._replay(group_id, tp, o, result.base_offset + i, producer_id if not immediate else -1)
         return dict.fromkeys(offsets, error)
 
-    def _replay(self, group_id: str, partition: str, offset: int, record_offset: int, producer_id: int) -> None:
-        """An offset commit record (``OffsetMetadataManager.replay``): pending for its producer if transactional."""
-        if producer_id >= 0:
+    def _replay(self, group_id: str, partition: str, offset: int | None, record_offset: int, producer_id: int) -> None:
+        """An offset commit record (``OffsetMetadataManager.replay``): pending for its producer if transactional;
+        a tombstone (``offset`` None) removes the committed offset."""
+        if offset is None:
+            self.committed.pop((group_id, partition), None)
+            self.committed_record_offsets.pop((group_id, partition), None)
+        elif producer_id >= 0:
             self.pending.setdefault(producer_id, {})[(group_id, partition)] = (offset, record_offset)
         else:
             self.committed[(group_id, partition)] = offset
@@ -176,6 +180,23 @@ class GroupCoordinator:
         if not pending:
             self.pending.pop(producer_id, None)
 
+    def delete_offsets(self, group_id: str, partitions: Iterable[str], now_ms: int = 0) -> Errors:
+        """Tombstones for the group's committed offsets of ``partitions`` (``OffsetMetadataManager.
+        deleteOffsets``, also DeleteGroups and a deleted topic): written, then gone from ``committed``."""
+        if not self.active:
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        wanted = sorted(tp for tp in partitions if (group_id, tp) in self.committed)
+        if not wanted:
+            return Errors.NONE
+        result = self.partitions[self.partition_for(group_id)].append_records(
+            -1, -1, -1, [Record(_key(group_id, tp), None, now_ms) for tp in wanted], False, now_ms=now_ms,
+            origin=AppendOrigin.COORDINATOR)
+        error = _STORE_ERROR_MAPPING.get(result.error, result.error)
+        if error is Errors.NONE:
+            for tp in wanted:
+                self._replay(group_id, tp, None, -1, -1)
+        return error
+
     def fetch_offsets(self, group_id: str, partitions: Iterable[str],
                       require_stable: bool = False) -> tuple[Errors, dict[str, int]]:
         if not self.active:
@@ -199,7 +220,7 @@ class GroupCoordinator:
                 for i, rec in enumerate(batch.records):
                     try:
                         group_id, tp = json.loads(str(rec.key))
-                        offset = int(str(rec.value))
+                        offset = None if rec.value is None else int(str(rec.value))
                     except (ValueError, TypeError):
                         continue
                     self._replay(group_id, tp, offset, batch.base_offset + i,

@@ -85,6 +85,17 @@ MUTANTS: dict[str, Mutant] = {m.name: m for m in (
             "TransactionStateManager.appendTransactionToLog: the cached metadata changes only after a successful "
             "append; a failed one resets the pending state",
             waits_for_log_append=False),
+    _mutant("end-txn-response-stale-epoch", "a TV2 EndTxn response carries the epoch before the bump",
+            "TransactionCoordinator.handleEndTransaction (endTxnV2): the response carries the bumped producer epoch "
+            "the client must use next (KIP-890)",
+            end_txn_answers_bumped_epoch=False),
+    _mutant("marker-coordinator-epoch-ahead", "the markers carry a coordinator epoch one above the coordinator's",
+            "TransactionMarkerChannelManager.addTxnMarkersToSend: a WritableTxnMarker carries the coordinator epoch "
+            "of the coordinator that sends it",
+            markers_carry_own_coordinator_epoch=False),
+    _mutant("stale-sequence-kept", "a producer's last batches are kept when its epoch changes",
+            "ProducerStateEntry.maybeUpdateProducerEpoch: a new epoch clears the batch metadata",
+            new_epoch_clears_batches=False),
     _mutant("lost-request-not-retried", "a transactional request lost with its answer is never sent again",
             "Sender / TransactionManager: a request whose connection failed or timed out is re-enqueued "
             "(TxnRequestHandler.reenqueue)",

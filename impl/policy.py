@@ -42,6 +42,7 @@ class Rules:
     # partition leader (UnifiedLog, ProducerStateEntry, ProducerAppendInfo)
     detects_duplicates: bool = True  # UnifiedLog.analyzeAndValidateProducerState: a duplicate is answered
     duplicate_window: int = NUM_BATCHES_TO_RETAIN  # ProducerStateEntry.findDuplicateBatch: batches searched
+    new_epoch_clears_batches: bool = True  # ProducerStateEntry.maybeUpdateProducerEpoch
     # ProducerAppendInfo.checkProducerEpoch, TransactionCoordinator.handleAddPartitionsToTransaction
     fences_stale_epochs: bool = True
     last_stable_offset: Callable[[int | None, int], int] = last_stable_offset
@@ -54,6 +55,9 @@ class Rules:
     timed_out_result: ControlType = ControlType.ABORT  # TransactionCoordinator.abortTimedOutTransactions
     marker_partitions: Callable[[Iterable[str]], list[str]] = marker_partitions
     init_fences_ongoing: bool = True  # handleInitProducerId: an Ongoing transaction -> PrepareEpochFence
+    # TransactionMarkerChannelManager.addTxnMarkersToSend: a marker carries its sender's coordinator epoch
+    markers_carry_own_coordinator_epoch: bool = True
+    end_txn_answers_bumped_epoch: bool = True  # handleEndTransaction (endTxnV2): the bumped epoch (KIP-890)
     # TransactionStateManager.appendTransactionToLog: the cache changes only after a successful append
     waits_for_log_append: bool = True
     # producer (TransactionManager, Sender)

@@ -106,9 +106,10 @@ class ProducerStateEntry:
     def last_data_offset(self) -> int:
         return self.batch_metadata[-1].last_offset if self.batch_metadata else -1
 
-    def maybe_update_producer_epoch(self, producer_epoch: int) -> bool:
+    def maybe_update_producer_epoch(self, producer_epoch: int, rules: Rules = KAFKA) -> bool:
         if self.producer_epoch != producer_epoch:
-            self.batch_metadata.clear()
+            if rules.new_epoch_clears_batches:
+                self.batch_metadata.clear()
             self.producer_epoch = producer_epoch
             return True
         return False
@@ -119,13 +120,13 @@ class ProducerStateEntry:
         self.batch_metadata.append(batch)
 
     def add_batch(self, producer_epoch: int, last_seq: int, last_offset: int, offset_delta: int,
-                  timestamp: int) -> None:
-        self.maybe_update_producer_epoch(producer_epoch)
+                  timestamp: int, rules: Rules = KAFKA) -> None:
+        self.maybe_update_producer_epoch(producer_epoch, rules)
         self.add_batch_metadata(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
         self.last_timestamp = timestamp
 
-    def update(self, next_entry: ProducerStateEntry) -> None:
-        self.maybe_update_producer_epoch(next_entry.producer_epoch)
+    def update(self, next_entry: ProducerStateEntry, rules: Rules = KAFKA) -> None:
+        self.maybe_update_producer_epoch(next_entry.producer_epoch, rules)
         self.coordinator_epoch = next_entry.coordinator_epoch
         self.last_timestamp = next_entry.last_timestamp
         self.current_txn_first_offset = next_entry.current_txn_first_offset
@@ -251,7 +252,8 @@ class ProducerAppendInfo:
         self.check_producer_epoch(producer_epoch, first_offset)
         if self.origin is AppendOrigin.CLIENT:
             self.check_sequence(producer_epoch, first_seq, first_offset)
-        self.updated.add_batch(producer_epoch, last_seq, last_offset, last_offset - first_offset, timestamp)
+        self.updated.add_batch(producer_epoch, last_seq, last_offset, last_offset - first_offset, timestamp,
+                               self.rules)
         if self.updated.current_txn_first_offset is not None and not is_transactional:
             raise ProducerStateError(
                 Errors.INVALID_TXN_STATE,
@@ -272,7 +274,7 @@ class ProducerAppendInfo:
         if self.updated.current_txn_first_offset is not None:
             completed = CompletedTxn(self.producer_id, self.updated.current_txn_first_offset, offset,
                                      control_type is ControlType.ABORT)
-        self.updated.maybe_update_producer_epoch(producer_epoch)
+        self.updated.maybe_update_producer_epoch(producer_epoch, self.rules)
         self.updated.coordinator_epoch = coordinator_epoch
         self.updated.last_timestamp = timestamp
         self.updated.current_txn_first_offset = None
@@ -320,7 +322,7 @@ class ProducerStateManager:
         if current is None:
             self.producers[info.producer_id] = info.updated
         else:
-            current.update(info.updated)
+            current.update(info.updated, self.rules)
         for txn in info.started_transactions:
             self.ongoing_txns[txn.first_offset] = txn
 

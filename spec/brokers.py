@@ -247,7 +247,9 @@ def group_receives(system: System, state: SystemState, env: Envelope) -> SystemS
     if error is not Errors.NONE:
         return replace(state, network=send(state.network, Envelope(GROUP, env.source, ErrorResponse(error),
                                                                    env.context)))
-    offsets_log, appended = proto.append_data(offsets_log, body.producer_id, body.producer_epoch, -1, 1, True,
+    # the group coordinator's transactional batch starts at sequence 0 (CoordinatorRuntime.maybeAllocateNewBatch
+    # builds it with baseSequence 0); its sequence is not validated (origin COORDINATOR)
+    offsets_log, appended = proto.append_data(offsets_log, body.producer_id, body.producer_epoch, 0, 1, True,
                                               limits=system.limits, detect_duplicates=False, validate_sequence=False)
     if appended.error is not Errors.NONE:
         return replace(state, network=send(state.network, Envelope(GROUP, env.source, ErrorResponse(appended.error),
