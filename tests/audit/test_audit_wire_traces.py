@@ -281,7 +281,8 @@ def test_the_reference_implementation_answers_as_the_spec_on_every_rule_and_trac
 KILLED = {"no-duplicate-check": "txn.Produce", "no-epoch-fencing": "txn.Produce",
           "lso-is-high-watermark": "fetch.read_committed", "offsets-visible-before-marker": "offset_fetch",
           "abort-keeps-offsets": "offset_fetch", "markers-skip-a-partition": "fetch.read_committed",
-          "init-does-not-fence-ongoing": "txn.InitProducerId"}
+          "init-does-not-fence-ongoing": "txn.InitProducerId", "end-txn-response-stale-epoch": "txn.EndTxn",
+          "marker-coordinator-epoch-ahead": "txn.EndTxn", "stale-sequence-kept": "txn.Produce"}
 SURVIVE = {"duplicate-check-last-batch-only": "needs 5 batches: the hand-chosen rule produce.duplicate_within_last_5",
            "no-aborted-filter": "a consumer's bug: the audit filters fetched batches itself",
            "timeout-commits": "needs a transaction timeout, which no client can cause",
