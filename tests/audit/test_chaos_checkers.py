@@ -251,6 +251,10 @@ def test_a_record_nobody_sent_is_unexplained() -> None:
 def test_the_search_budget_makes_it_inconclusive() -> None:
     verdict = validate.validate(clean().history(), 2, budget=2)
     assert not verdict.explained and not verdict.complete and "budget" in verdict.why
+    b = clean()  # the readers never ran (a run whose reader processes could not start): nothing to validate
+    b.events = [e for e in b.events if not e["process"].startswith("reader-")]
+    verdict = validate.validate(b.history(), 2)
+    assert not verdict.explained and not verdict.complete and "final" in verdict.why
 
 
 def test_history_merge_completes_a_dead_process_call_as_info(tmp_path: Path) -> None:
