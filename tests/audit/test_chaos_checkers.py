@@ -180,6 +180,15 @@ def test_non_monotonic_poll_and_poll_skip() -> None:
     b.call("ctp-0#0", "seek", {"why": "abort"}, result={"positions": {f"{IN}/0": 2}})
     b.call("ctp-0#0", "poll", {"group": "g"}, result={"records": [[IN, 0, 2, "in-2"]]})
     assert "poll_skip" not in kinds(b)
+    # and so does a rebalance's seek, logged by the assign callback inside the poll that returns the jump
+    # (a member evicted and back, run tv1-seed103: invoked after the poll, completed before it)
+    b = clean()
+    b.call("ctp-0#0", "poll", {"group": "g"}, result={"records": [[IN, 0, 2, "in-2"]]})
+    poll_done = b.events.pop()
+    b.call("ctp-0#0", "seek", {"why": "assigned"}, result={"positions": {f"{IN}/0": None}})
+    b.clock += 1
+    b.events.append({**poll_done, "index": len(b.events), "time": b.clock})
+    assert "poll_skip" not in kinds(b)
 
 
 def test_inconsistent_offsets() -> None:
