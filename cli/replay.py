@@ -56,9 +56,13 @@ class _Strict:
                                       f"{str(exc).splitlines()[0] if str(exc) else ''})", []) from None
         return observed
 
-    def abstract_state(self) -> dict[str, Any]:
-        state: dict[str, Any] = self.adapter.abstract_state()
-        return state
+    def abstract_state(self) -> Any:
+        return self.adapter.abstract_state()
+
+    @property
+    def abstraction_differences(self) -> Any:
+        """The wrapped adapter's table of legitimate differences (set by its reset)."""
+        return getattr(self.adapter, "abstraction_differences", {})
 
 
 def read_traces(path: Path, fmt: str) -> Iterator[Any]:

@@ -27,6 +27,14 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--partitions", type=int, default=1,
                    help="partitions of a topic created automatically or with -1 partitions (default 1)")
     p.add_argument("--topics", nargs="*", default=[], metavar="NAME[:PARTITIONS]", help="topics to create at start")
+    p.add_argument("--nodes", type=int, default=1,
+                   help="node ids 0..N-1 in one process, node i on port PORT+i: partition leaders and coordinators "
+                        "spread over them (default 1)")
+    p.add_argument("--socket-request-max-bytes", type=int, default=100 * 1024 * 1024, metavar="BYTES",
+                   help="the largest request frame; a larger one closes its connection (default 104857600)")
+    p.add_argument("--queued-max-request-bytes", type=int, default=100 * 1024 * 1024, metavar="BYTES",
+                   help="the bytes of requests being read or handled, all connections together; a connection "
+                        "waits unread while they are used up (default 104857600; -1: unbounded)")
     p.add_argument("--verbose", action="store_true", help="log every closed connection and internal error")
 
 
@@ -36,6 +44,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be in 0..65535, got {args.port}")
+    if not 1 <= args.nodes <= 64:
+        raise UsageError(f"--nodes must be in 1..64, got {args.nodes}")
+    if args.port and args.port + args.nodes - 1 > 65535:
+        raise UsageError(f"--port {args.port} with --nodes {args.nodes} needs ports up to {args.port + args.nodes - 1}")
+    if args.socket_request_max_bytes < 1:
+        raise UsageError(f"--socket-request-max-bytes must be positive, got {args.socket_request_max_bytes}")
+    if args.queued_max_request_bytes == 0 or args.queued_max_request_bytes < -1:
+        raise UsageError(f"--queued-max-request-bytes must be positive or -1, got {args.queued_max_request_bytes}")
     if args.partitions < 1:
         raise UsageError(f"--partitions must be at least 1, got {args.partitions}")
     for spec in args.topics:
@@ -50,13 +66,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError("--fsync and --recover-corruption apply to --durable DIR")
     config = ServeConfig(host=args.host, port=args.port, transaction_version=args.transaction_version,
                          data_dir=args.durable, fsync=args.fsync, recover_corruption=args.recover_corruption,
-                         default_partitions=args.partitions, topics=tuple(args.topics))
+                         default_partitions=args.partitions, topics=tuple(args.topics),
+                         max_request_bytes=args.socket_request_max_bytes, nodes=args.nodes,
+                         queued_max_request_bytes=args.queued_max_request_bytes)
+    from txnspec.impl.errors import KafkaStorageException
     from txnspec.impl.storage import CorruptDataError
 
     try:
         serve_forever(config, announce=lambda line: print(line, flush=True))
     except CorruptDataError as exc:
         print(f"txnspec serve: error: {exc} (start with --recover-corruption to truncate there)", file=sys.stderr)
+        return EXIT_USAGE
+    except KafkaStorageException as exc:  # the data directory cannot be opened (read-only, full, no access)
+        print(f"txnspec serve: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except PortInUse as exc:
         print(f"txnspec serve: error: {exc.strerror} (is another broker running there? choose --port)",

@@ -28,7 +28,7 @@ import random
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from txnspec.conformance.adapters import spec_adapter as sa
 from txnspec.conformance.traces import Step, Trace, TraceError
@@ -42,7 +42,7 @@ Chooser = Callable[[int, sysm.SystemState, Successors], int | None]
 
 def _make_step(steps: Successors, index: int, prev: sysm.SystemState) -> Step:
     action, nxt = steps[index]
-    return Step(action, sa.observation(prev, nxt), sa.abstract_state(nxt))
+    return Step(action, sa.observation(prev, nxt), cast(dict[str, Any], sa.abstract_state(nxt)))
 
 
 def walk(scenario: str, variant: str, choose: Chooser, *, trace_id: str, seed: int | None = None,

@@ -6,6 +6,10 @@ scenario in turn), keeping only the traces the unmutated implementation replays 
 that a divergence under a mutant is the mutant's doing. For each mutant the pool is replayed in order with
 the ``impl-mutant:NAME`` adapter until the first divergence: its index is the number of traces the suite
 needed. A mutant that survives the whole pool is reported as not detected.
+
+Trace mutants (:mod:`.trace_mutants`) measure the other direction: the same pool's traces, each changed in one
+place (a step dropped, duplicated, swapped, a foreign step, a delivered body's field, an observation or an abstract
+state edited), must diverge on every adapter; :func:`trace_score` replays them on the spec and the implementation.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from txnspec.impl import _mutants
 
 SCENARIOS = ("default", "zombie", "retry", "multi-partition", "offsets", "in-flight-2", "in-flight-5", "loss",
              "append-failure", "crash", "faults")
-__all__ = ["SCENARIOS", "ImplMutantAdapter", "MutantResult", "mutation_score", "summary", "trace_pool"]
+__all__ = ["SCENARIOS", "ImplMutantAdapter", "MutantResult", "mutation_score", "summary", "trace_pool", "trace_score"]
 
 
 @dataclass(frozen=True)
@@ -73,3 +77,16 @@ def summary(results: Sequence[MutantResult], pool_size: int | None = None) -> di
             "score": f"{len(detected)}/{len(results)}",
             "max_traces_needed": max((r.traces_needed or 0 for r in detected), default=0),
             "pool": pool_size, "results": [asdict(r) for r in results]}
+
+
+def trace_score(scenarios: Sequence[str] = SCENARIOS, per_scenario: int = 2, seed: int = 0, per_operator: int = 3,
+                on_result: Callable[[Any], None] | None = None) -> dict[str, Any]:
+    """The trace mutants of the pool's first ``per_scenario`` walks of each scenario, on the spec and the
+    implementation (:func:`txnspec.conformance.trace_mutants.trace_mutation_score`)."""
+    from txnspec.conformance.adapters.spec_adapter import SpecAdapter
+    from txnspec.conformance.trace_mutants import trace_mutation_score
+
+    pool = list(trace_pool(scenarios, per_scenario, seed))
+    out = trace_mutation_score(pool, {"spec": SpecAdapter, "impl": ImplAdapter}, seed=seed, per_operator=per_operator,
+                               on_result=on_result)
+    return {**out, "pool": len(pool)}

@@ -19,10 +19,15 @@ The adapter contract
         produced, in the shape of :func:`txnspec.conformance.adapters.spec_adapter.observation` (``sent``,
         ``errors``, ``visible``, ``offsets``). Raise :class:`StepNotEnabledError` if the system cannot take it
         now. ``str(action)`` is the text reports show; do not parse it.
-    ``abstract_state() -> dict``
-        The system's state mapped onto the spec's abstraction
-        (:func:`~txnspec.conformance.adapters.spec_adapter.abstract_state`); return ``{}`` to skip the
-        comparison of abstract states.
+    ``abstract_state() -> AbstractState`` (required)
+        The system's state mapped onto the spec's abstraction, component by component
+        (:class:`txnspec.conformance.abstraction.AbstractState`: the coordinator's metadata and transaction log,
+        every partition's log, offsets and producer state, the group's offsets, each client's state), compared
+        with the trace's after every step; the first difference is the divergence
+        (``coordinator[t1].producer_epoch: spec 3, impl 2``). What the system holds otherwise, or does not
+        expose, goes in the adapter's ``abstraction_differences`` table (a path pattern such as
+        ``coordinator.*.state``, ``*`` for any key, to the reason): a component the adapter neither returns nor
+        names there is a divergence.
     ``project(observation) -> dict`` (optional)
         An adapter that observes less than the spec (say, no message texts) returns the part of the
         spec's observation it reports; only that part is compared.
@@ -32,8 +37,12 @@ Writing an adapter for your implementation (a worked example, run by the tests)
     reached only through its public API, for the fault-free ``tiny`` scenario. Every message is held, so
     nothing moves unless the trace delivers it; the client's ``FindCoordinator``, which the spec abstracts
     away, is answered at once; the broker answers its markers itself, so the spec's
-    ``WriteTxnMarkersResponse`` needs nothing::
+    ``WriteTxnMarkersResponse`` needs nothing, and its coordinator completes a transaction when the markers are
+    written (the spec's when their answers arrive): the table says so and leaves the coordinator out. Its
+    abstraction is txnspec's own mapping of a ``Cluster`` (yours maps your broker's state the same way)::
 
+    >>> from txnspec.conformance.adapters.impl_abstraction import of_cluster
+    >>> from txnspec.conformance.adapters.impl_messages import Names
     >>> from txnspec.conformance.generate import random_walk
     >>> from txnspec.conformance.replay import StepNotEnabledError, replay
     >>> from txnspec.impl.cluster import Cluster, named
@@ -45,7 +54,7 @@ Writing an adapter for your implementation (a worked example, run by the tests)
     ...         self.cluster.network.hold(lambda m: True)
     ...         self.client = self.cluster.producer("t1").producer
     ...         self.client.batch_records = self.client.max_in_flight = 1   # one record per Produce, as the spec
-    ...         self.outcome = None                       # the result of the last blocking call
+    ...         self.outcome, self.transactions = None, 0  # the last blocking call's result; beginTransaction calls
     ...     def apply(self, step):
     ...         action, client = step.action, self.client
     ...         if self.outcome is not None and self.outcome.completed:
@@ -54,6 +63,7 @@ Writing an adapter for your implementation (a worked example, run by the tests)
     ...             self.outcome = client.init_transactions()
     ...         elif action.kind is K.BEGIN_TRANSACTION:
     ...             client.begin_transaction()
+    ...             self.transactions += 1
     ...         elif action.kind is K.SEND:
     ...             client.send(action.partition + "-0", b"v")
     ...         elif action.kind is K.COMMIT_TRANSACTION:
@@ -83,8 +93,13 @@ Writing an adapter for your implementation (a worked example, run by the tests)
     ...         raise StepNotEnabledError(action, self.cluster.network.pending())
     ...     def project(self, expected):
     ...         return {"visible": expected["visible"]}
+    ...     abstraction_differences = {
+    ...         "coordinator": "completes a transaction when its markers are written, not when answered",
+    ...         "txn_log": "the same: its completion record is written earlier"}
     ...     def abstract_state(self):
-    ...         return {}
+    ...         names = Names({"producer-1": "producer-0"}.get, {"p0-0": "p0"}, {}, "")
+    ...         return of_cluster(self.cluster, names, {"producer-0": self.client}, {"p0": "p0-0"},
+    ...                           {"producer-0": self.transactions})
     >>> verdicts = [replay(random_walk("tiny", seed), MyBrokerAdapter()) for seed in range(20)]
     >>> [v.detail for v in verdicts if not v.ok]
     []
@@ -101,11 +116,13 @@ Divergence
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
+from txnspec.conformance.abstraction import AbstractState, compare
 from txnspec.conformance.adapters.spec_adapter import StepNotEnabledError
+from txnspec.conformance.envelope_diff import sent_difference
 from txnspec.conformance.traces import Step, Trace, TraceError
 
 __all__ = ["Adapter", "StepNotEnabledError", "Verdict", "replay", "shrink"]
@@ -116,7 +133,7 @@ class Adapter(Protocol):
 
     def apply(self, step: Step) -> dict[str, Any]: ...
 
-    def abstract_state(self) -> dict[str, Any]: ...
+    def abstract_state(self) -> AbstractState: ...
 
 
 @dataclass(frozen=True)
@@ -131,12 +148,28 @@ class Verdict:
                 "steps_run": self.steps_run}
 
 
+def _abstract_difference(expected: dict[str, Any], adapter: Adapter) -> str | None:
+    """The first difference between the trace's abstract state and the adapter's, outside the adapter's table of
+    legitimate differences (``abstraction_differences``); a component the adapter does not return is one."""
+    actual = adapter.abstract_state()
+    if not isinstance(actual, Mapping):
+        return f"abstract: abstract_state() returned {type(actual).__name__}, not an AbstractState"
+    table = getattr(adapter, "abstraction_differences", None) or {}
+    found = compare(expected, actual, table, system=getattr(adapter, "name", "impl"))
+    return None if found is None else f"abstract.{found}"
+
+
 def _diff(expected: dict[str, Any], actual: dict[str, Any], what: str) -> str | None:
     if expected == actual:
         return None
     keys = sorted(set(expected) | set(actual))
     parts = []
     for k in keys:
+        if k == "sent" and isinstance(expected.get(k), list) and isinstance(actual.get(k), list):
+            sent = sent_difference(expected[k], actual[k])
+            if sent is not None:
+                parts.append(f"{what}.{sent}")
+            continue
         if expected.get(k) != actual.get(k):
             parts.append(f"{what}.{k}: expected {json.dumps(expected.get(k), sort_keys=True)}, "
                          f"got {json.dumps(actual.get(k), sort_keys=True)}")
@@ -158,9 +191,7 @@ def replay(trace: Trace, adapter: Adapter, *, compare_abstract: bool = True) -> 
         expected = project(step.observation) if callable(project) else step.observation
         problem = _diff(expected, observed, "observation")
         if problem is None and compare_abstract and step.abstract is not None:
-            actual = adapter.abstract_state()
-            if actual:
-                problem = _diff(step.abstract, actual, "abstract")
+            problem = _abstract_difference(step.abstract, adapter)
         if problem is not None:
             return Verdict(False, i, f"trace {trace.id!r}, step {i} ({step.action}): {problem}", i + 1)
     return Verdict(True, None, "", len(trace.steps))

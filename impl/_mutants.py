@@ -54,6 +54,16 @@ MUTANTS: dict[str, Mutant] = {m.name: m for m in (
     Mutant("acts-on-failed-log-append", "the coordinator moves to the state whose log append failed",
            "TransactionStateManager.appendTransactionToLog: the cached metadata changes only after a successful "
            "append; a failed one resets the pending state"),
+    # they change only what is sent or held, not what a consumer reads: only the lock-step comparison of messages
+    # and abstract states (conformance/adapters/impl_messages.py, impl_abstraction.py) can kill them
+    Mutant("end-txn-response-stale-epoch", "a TV2 EndTxn response carries the epoch before the bump",
+           "TransactionCoordinator.handleEndTransaction (endTxnV2): the response carries the bumped producer epoch "
+           "the client must use next (KIP-890)"),
+    Mutant("marker-coordinator-epoch-ahead", "the markers carry a coordinator epoch one above the coordinator's",
+           "TransactionMarkerChannelManager.addTxnMarkersToSend: a WritableTxnMarker carries the coordinator epoch "
+           "of the coordinator that sends it"),
+    Mutant("stale-sequence-kept", "a producer's last batches are kept when its epoch changes",
+           "ProducerStateEntry.maybeUpdateProducerEpoch: a new epoch clears the batch metadata"),
     Mutant("lost-request-not-retried", "a transactional request lost with its answer is never sent again",
            "Sender / TransactionManager: a request whose connection failed or timed out is re-enqueued "
            "(TxnRequestHandler.reenqueue)"),

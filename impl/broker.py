@@ -25,10 +25,13 @@ exists as soon as it is used).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from txnspec.impl import _mutants
+from txnspec.impl import durability as _durability
+from txnspec.impl.checkpoint import Checkpoints, CorruptDataError, StorageError
 from txnspec.impl.coordinator import (
     GROUP_METADATA_TOPIC,
     TRANSACTION_STATE_TOPIC,
@@ -37,8 +40,9 @@ from txnspec.impl.coordinator import (
     TransactionCoordinator,
     TxnMarker,
 )
+from txnspec.impl.durability import Durability
 from txnspec.impl.errors import Errors, KafkaStorageException
-from txnspec.impl.group import GroupCoordinator
+from txnspec.impl.group import GroupCoordinator, add_partitions_manager_error, txn_offset_commit_verification_error
 from txnspec.impl.log import SHORT_MAX, ControlType
 from txnspec.impl.membership import Membership
 from txnspec.impl.messages import (
@@ -80,14 +84,19 @@ class Broker:
     """A single-broker cluster's only broker (see the module docstring)."""
 
     def __init__(self, config: BrokerConfig | None = None, *, data_dir: str | None = None, now_ms: int = 0,
-                 coordinator_epoch: int = 0, fsync: bool = False, recover_corruption: bool = False) -> None:
+                 coordinator_epoch: int = 0, fsync: bool = False, recover_corruption: bool = False,
+                 durability: Durability | None = None) -> None:
         self.config = config or BrokerConfig()
         if not 2 <= self.config.max_producer_epoch <= SHORT_MAX:
             raise ValueError(f"max_producer_epoch must be 2 to {SHORT_MAX} (Short.MAX_VALUE), "
                              f"got {self.config.max_producer_epoch!r}")
         self.data_dir = data_dir
         self.fsync = fsync
+        self.durability = durability or _durability.DEFAULT
+        self.checkpoints: Checkpoints | None = None
         self.partitions: dict[str, Partition] = {}
+        self.closed = False
+        self._opening = True  # partitions made while opening are checkpointed once, at the end
         self.storage_failures: list[KafkaStorageException] = []  # every failed write, oldest first
         self.recovery_reports: list[RecoveryReport] = []  # what recovery cut from each segment, if anything
         self._txn_log_failed = False
@@ -95,18 +104,11 @@ class Broker:
         next_pid = 0
         persist = None
         if data_dir is not None:
-            from txnspec.impl import storage
-            os.makedirs(data_dir, exist_ok=True)
-            self._pid_block = storage.ProducerIdBlockFile(os.path.join(data_dir, "producer_ids"),
-                                                          self._on_storage_failure)
-            next_pid = self._pid_block.start()
-            persist = self._pid_block.reserve
-            for name in storage.partition_dirs(data_dir):
-                p = storage.open_partition(data_dir, name, self._partition_kwargs(), fsync, self._on_storage_failure,
-                                           recover_corruption)
-                self.partitions[name] = p
-                if isinstance(p.log.store, storage.SegmentStore) and p.log.store.recovery is not None:
-                    self.recovery_reports.append(p.log.store.recovery)
+            try:
+                next_pid, persist = self._open_data_dir(data_dir, recover_corruption)
+            except BaseException:
+                self._close_files()
+                raise
         # a restarted coordinator must not be fenced by the markers it wrote before (its epoch may have
         # risen when a transaction-log write failed): it starts at the highest epoch the logs hold
         coordinator_epoch = max([coordinator_epoch] + [b.coordinator_epoch for p in self.partitions.values()
@@ -119,10 +121,20 @@ class Broker:
             transaction_version=self.config.transaction_version,
             num_txn_log_partitions=self.config.num_txn_log_partitions,
             num_offsets_partitions=self.config.num_offsets_partitions,
-            max_producer_epoch=self.config.max_producer_epoch)
+            max_producer_epoch=self.config.max_producer_epoch,
+            resend_prepared_markers=self.durability.resend_prepared_markers)
         self.producer_ids = ProducerIdManager(next_pid, persist)
+        recovery = None
+        if data_dir is not None:  # a transaction log cut behind the data logs (lost power without fsync)
+            from txnspec.impl.txn_recovery import TxnLogRecovery
+            recovery = TxnLogRecovery(self.partitions)
         self.txn_coordinator = TransactionCoordinator(txn_parts, self.producer_ids, self.coordinator_config,
-                                                      coordinator_epoch=coordinator_epoch, now_ms=now_ms)
+                                                      coordinator_epoch=coordinator_epoch, now_ms=now_ms,
+                                                      recovery=recovery)
+        # what the first load settled (impl/txn_recovery.py), one line per transactional id; empty if consistent
+        self.txn_log_recovery_notes: list[str] = recovery.notes if recovery is not None else []
+        self.txn_coordinator.recovery = None  # only the first load can find the log behind: later ones reload
+        # what this broker wrote itself
         offsets = {f"{GROUP_METADATA_TOPIC}-{i}": self.partition(f"{GROUP_METADATA_TOPIC}-{i}")
                    for i in range(self.config.num_offsets_partitions)}
         self.group_coordinator = GroupCoordinator(offsets, self.config.num_offsets_partitions)
@@ -130,7 +142,57 @@ class Broker:
         self.membership = Membership()  # classic group membership; its checks apply to commits naming a member
         self.group_coordinator.membership = self.membership
         if data_dir is not None:
-            self._check_producer_id_block()
+            try:
+                self._check_producer_id_block()
+                self._checkpoint_all()
+            except BaseException:
+                self._close_files()
+                raise
+        self._opening = False
+
+    def _open_data_dir(self, data_dir: str, recover_corruption: bool) -> tuple[int, Callable[[int], None]]:
+        """Recover every partition found on disk (or listed in the checkpoints): the next producer id and how
+        to reserve more. An OS error names its path (:class:`KafkaStorageException`)."""
+        from txnspec.impl import storage
+        try:
+            os.makedirs(data_dir, exist_ok=True)
+            self.checkpoints = Checkpoints.load(data_dir, self.durability, self.fsync)
+            self._pid_block = storage.ProducerIdBlockFile(os.path.join(data_dir, "producer_ids"),
+                                                          self._on_storage_failure, self.durability)
+            names = set(storage.partition_dirs(data_dir))
+            for name in sorted(set(self.checkpoints.recovery_points) - names):
+                where = os.path.join(data_dir, name)
+                if not recover_corruption:
+                    raise CorruptDataError(where, 0, "partition directory missing although the checkpoints list "
+                                           "it (open with recover_corruption=True to start it empty)")
+                storage.log.warning("recovery: %s missing although the checkpoints list it; started empty", where)
+                self.checkpoints.forget(name)
+            for name in sorted(names):
+                p = storage.open_partition(data_dir, name, self._partition_kwargs(), self.fsync,
+                                           self._on_storage_failure, recover_corruption, self.durability,
+                                           self.checkpoints)
+                self.partitions[name] = p
+                if isinstance(p.log.store, storage.SegmentStore) and p.log.store.recovery is not None:
+                    self.recovery_reports.append(p.log.store.recovery)
+        except OSError as exc:
+            raise StorageError(exc.filename or data_dir, f"opening the data directory failed: "
+                               f"{exc.strerror or exc}") from exc
+        return self._pid_block.start(), self._pid_block.reserve
+
+    def _checkpoint_all(self) -> None:
+        """After opening: every partition is listed; recovery points at most the log ends (all of it with fsync,
+        whose appends were fsync'd)."""
+        cp = self.checkpoints
+        if cp is None:
+            return
+        for name, p in self.partitions.items():
+            if not cp.known(name):
+                cp.recovery_points[name] = p.log_start_offset
+                cp.log_starts[name] = p.log_start_offset
+        points = {n: (p.log_end_offset if self.fsync else min(cp.recovery_points.get(n, 0), p.log_end_offset))
+                  for n, p in self.partitions.items()}
+        cp.recovery_points.update(points)
+        cp.write(strict=True)  # a data directory that cannot take a checkpoint fails now, naming the file
 
     def _check_producer_id_block(self) -> None:
         """Every producer id in the logs must lie below the reserved block's end, or ids would be reused."""
@@ -166,8 +228,16 @@ class Broker:
         if p is None:
             if self.data_dir is not None:
                 from txnspec.impl import storage
-                p = storage.open_partition(self.data_dir, name, self._partition_kwargs(), self.fsync,
-                                           self._on_storage_failure)
+                try:
+                    p = storage.open_partition(self.data_dir, name, self._partition_kwargs(), self.fsync,
+                                               self._on_storage_failure, policy=self.durability,
+                                               checkpoints=self.checkpoints)
+                except OSError as exc:
+                    raise StorageError(exc.filename or self.data_dir, f"creating {name} failed: "
+                                       f"{exc.strerror or exc}") from exc
+                if self.checkpoints is not None and not self._opening:
+                    self.partitions[name] = p
+                    self.checkpoints.add(name, p.log_start_offset)
             else:
                 p = Partition(name, **self._partition_kwargs())  # type: ignore[arg-type]
             self.partitions[name] = p
@@ -217,7 +287,10 @@ class Broker:
         if isinstance(request, EndTxn):
             e = tc.handle_end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
                                   request.result, request.transaction_version, now_ms=now_ms)
-            return Response(e.error, e.producer_id, e.producer_epoch, correlation_id=rid)
+            epoch = e.producer_epoch
+            if _mutants.active("end-txn-response-stale-epoch") and epoch > 0 and request.transaction_version >= 2:
+                epoch -= 1
+            return Response(e.error, e.producer_id, epoch, correlation_id=rid)
         if isinstance(request, TxnOffsetCommit):
             return self._txn_offset_commit(request, now_ms)
         if isinstance(request, Produce):
@@ -237,27 +310,41 @@ class Broker:
         offsets_log = self.group_coordinator.partitions[partition]
         # as UnifiedLog.maybeStartTransactionVerification: no verification while the offsets partition already
         # has this producer's transaction open
-        verified = offsets_log.producer_state.has_ongoing_transaction(request.producer_id, request.producer_epoch)
-        if self.config.transaction_version < TV_2 and not verified and self.config.partition_verification:
-            # CoordinatorPartitionWriter.maybeStartTransactionVerification: TV1 commits are verified too
-            mapped = self._verify_only(request.transactional_id, request.producer_id, request.producer_epoch,
-                                       partition, generic_error_supported=True)
-            if mapped is not Errors.NONE:
-                return Response(mapped, partition_errors=tuple((tp, mapped) for tp, _ in request.offsets),
-                                correlation_id=rid)
-        if self.config.transaction_version >= TV_2 and not verified:
-            err = self.txn_coordinator.handle_add_partitions_to_txn(
-                request.transactional_id, request.producer_id, request.producer_epoch, [partition], TV_2,
-                now_ms=now_ms)
-            if err is not Errors.NONE:
-                mapped = verification_error(err, generic_error_supported=True)
-                return Response(mapped, partition_errors=tuple((tp, mapped) for tp, _ in request.offsets),
-                                correlation_id=rid)
+        err = self._verify_txn_offset_commit(request, partition, offsets_log, now_ms)
+        if err is not Errors.NONE:
+            return Response(err, partition_errors=tuple((tp, err) for tp, _ in request.offsets), correlation_id=rid)
         errors = self.group_coordinator.handle_txn_offset_commit(request.group_id, request.producer_id,
                                                                  request.producer_epoch, dict(request.offsets),
                                                                  now_ms=now_ms, member=request.member)
         first = next(iter(errors.values()), Errors.NONE)
         return Response(first, partition_errors=tuple(sorted(errors.items())), correlation_id=rid)
+
+    def _verify_txn_offset_commit(self, request: TxnOffsetCommit, partition: str, offsets_log: Partition,
+                                  now_ms: int) -> Errors:
+        """``CoordinatorPartitionWriter.maybeStartTransactionVerification`` (TV1 with verification enabled; TV2
+        adds the offsets partition to the transaction), answered as ``GroupCoordinatorService
+        .commitTransactionalOffsets`` answers it (``txn_offset_commit_verification_error``): unlike a Produce, no
+        broker-side retry of CONCURRENT_TRANSACTIONS and no NOT_ENOUGH_REPLICAS. The verification entry the leader
+        starts (sequence -1) is left out: a coordinator-origin append checks no sequence and clears it."""
+        # txnOffsetCommitRequestVersionToTransactionSupportedOperation: v5+ adds the partition (TV2), v4 handles
+        # TRANSACTION_ABORTABLE, whatever the finalized level; without a wire version, the broker's level decides
+        tv2 = (self.config.transaction_version >= TV_2 if request.api_version is None
+               else request.api_version >= TXN_OFFSET_COMMIT_VERSION_ADD_PARTITION)
+        generic = request.api_version is None or request.api_version >= TXN_OFFSET_COMMIT_VERSION_GENERIC_ERROR
+        if not tv2 and not self.config.partition_verification:
+            return Errors.NONE
+        entry = offsets_log.producer_state.last_entry(request.producer_id)
+        if entry is not None and request.producer_epoch < entry.producer_epoch:
+            return Errors.INVALID_PRODUCER_EPOCH  # UnifiedLog.maybeStartTransactionVerification refuses it first
+        if offsets_log.producer_state.has_ongoing_transaction(request.producer_id, request.producer_epoch):
+            return Errors.NONE
+        if tv2:
+            err = self.txn_coordinator.handle_add_partitions_to_txn(
+                request.transactional_id, request.producer_id, request.producer_epoch, [partition], TV_2,
+                now_ms=now_ms)
+        else:
+            err = self._verify_only(request.transactional_id, request.producer_id, request.producer_epoch, partition)
+        return txn_offset_commit_verification_error(err, generic_error_supported=generic)
 
     def _produce(self, request: Produce, now_ms: int) -> Response:
         rid = request.correlation_id
@@ -280,35 +367,35 @@ class Broker:
         p = self.partition(request.partition)
         if p.producer_state.has_ongoing_transaction(request.producer_id, request.producer_epoch):
             return Errors.NONE
-        if request.transaction_version >= TV_2 or self.config.partition_verification:
-            p.maybe_start_transaction_verification(request.producer_id, request.base_sequence,
-                                                   request.producer_epoch, request.transaction_version >= TV_2,
-                                                   now_ms)
-        if request.transaction_version >= TV_2:
+        tv2 = request.transaction_version >= TV_2
+        if not tv2 and not self.config.partition_verification:
+            return Errors.NONE
+        err = p.maybe_start_transaction_verification(request.producer_id, request.base_sequence,
+                                                     request.producer_epoch, tv2, now_ms)
+        if err is not Errors.NONE:
+            return err
+        if tv2:
             err = tc.handle_add_partitions_to_txn(tid, request.producer_id, request.producer_epoch,
                                                   [request.partition], TV_2, now_ms=now_ms)
-            return verification_error(err, _generic_error_supported(request))
-        if not self.config.partition_verification:
-            return Errors.NONE
-        return self._verify_only(tid, request.producer_id, request.producer_epoch, request.partition,
-                                 _generic_error_supported(request))
+        else:
+            err = self._verify_only(tid, request.producer_id, request.producer_epoch, request.partition)
+        return verification_error(err, _generic_error_supported(request), tv2)
 
-    def _verify_only(self, tid: str, producer_id: int, producer_epoch: int, partition: str,
-                     generic_error_supported: bool) -> Errors:
-        """A TV1 leader's ``verifyOnly`` AddPartitionsToTxn (``handleVerifyPartitionsInTransaction``) as the
-        producer sees it through ``AddPartitionsToTxnManager`` and ``ReplicaManager``."""
+    def _verify_only(self, tid: str, producer_id: int, producer_epoch: int, partition: str) -> Errors:
+        """A TV1 leader's ``verifyOnly`` AddPartitionsToTxn as the coordinator answers it
+        (``handleVerifyPartitionsInTransaction``); the caller maps the answer for its request."""
         err, md = self.txn_coordinator.txn_manager.get_transaction_state(tid)
         if err is not Errors.NONE:
-            return verification_error(err, generic_error_supported)
+            return err
         if md is None or md.producer_id != producer_id:
             return Errors.INVALID_PRODUCER_ID_MAPPING
         if md.producer_epoch != producer_epoch:
-            return Errors.INVALID_PRODUCER_EPOCH
+            return Errors.PRODUCER_FENCED
         if md.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
-            return Errors.NOT_ENOUGH_REPLICAS
+            return Errors.CONCURRENT_TRANSACTIONS
         if partition not in md.topic_partitions:
             # handleVerifyPartitionsInTransaction: TRANSACTION_ABORTABLE for a partition not in the transaction
-            return verification_error(Errors.TRANSACTION_ABORTABLE, generic_error_supported)
+            return Errors.TRANSACTION_ABORTABLE
         return Errors.NONE
 
     def _maybe_snapshot(self, p: Partition) -> None:
@@ -319,7 +406,7 @@ class Broker:
             from txnspec.impl import storage
             self._appends_since_snapshot = 0
             try:
-                storage.write_snapshot(self.data_dir, p)
+                storage.write_snapshot(self.data_dir, p, self.durability)
             except KafkaStorageException as exc:  # a snapshot only saves recovery work: the append stands
                 storage.log.warning("snapshot not written: %s", exc)
 
@@ -363,9 +450,33 @@ class Broker:
         self._after_storage_failure(now_ms)
 
     def flush(self) -> None:
+        """fsync every segment, then move the recovery points to the log ends (``LogManager.checkpoint``)."""
         for p in self.partitions.values():
             if p.log.store is not None:
                 p.log.store.flush()
+        if self.checkpoints is not None:
+            self.checkpoints.advance({n: p.log_end_offset for n, p in self.partitions.items()})
+
+    def close(self) -> None:
+        """A clean shutdown: flush (durable mode) and close every file. Idempotent; the broker is unusable after."""
+        try:
+            if self.checkpoints is not None and not self.closed:
+                self.flush()
+        finally:
+            self._close_files()
+
+    def _close_files(self) -> None:
+        self.closed = True
+        for p in self.partitions.values():
+            close = getattr(p.log.store, "close", None)
+            if close is not None:
+                close()
+
+    def __enter__(self) -> Broker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 _INT16 = (-(1 << 15), (1 << 15) - 1)
@@ -458,6 +569,8 @@ def validate_request(request: object) -> str:
 # AddPartitionsToTxnManager.produceRequestVersionToTransactionSupportedOperation: from Produce v11 (TxnOffsetCommit
 # v4) the client handles TRANSACTION_ABORTABLE and gets it as it is; older requests get INVALID_TXN_STATE
 PRODUCE_VERSION_GENERIC_ERROR = 11
+PRODUCE_VERSION_ADD_PARTITION = 12  # ADD_PARTITION: the leader adds the partition itself (transaction version 2)
+TXN_OFFSET_COMMIT_VERSION_GENERIC_ERROR, TXN_OFFSET_COMMIT_VERSION_ADD_PARTITION = 4, 5
 
 
 def _generic_error_supported(request: Produce) -> bool:
@@ -465,15 +578,15 @@ def _generic_error_supported(request: Produce) -> bool:
     return request.api_version is None or request.api_version >= PRODUCE_VERSION_GENERIC_ERROR
 
 
-def verification_error(err: Errors, generic_error_supported: bool) -> Errors:
-    """How a leader maps a coordinator's answer for the producer (``AddPartitionsToTxnManager``)."""
-    if err is Errors.PRODUCER_FENCED:
-        return Errors.INVALID_PRODUCER_EPOCH
+def verification_error(err: Errors, generic_error_supported: bool, supports_epoch_bump: bool = False) -> Errors:
+    """How a leader maps a coordinator's answer to its verification of a Produce for the producer:
+    ``AddPartitionsToTxnManager`` (:func:`add_partitions_manager_error`), then ``ReplicaManager.appendRecords``
+    (a verification that did not complete is NOT_ENOUGH_REPLICAS, and so is CONCURRENT_TRANSACTIONS for a
+    request that cannot bump the epoch: Produce v11 and older)."""
+    err = add_partitions_manager_error(err, generic_error_supported)
     if err in (Errors.NETWORK_EXCEPTION, Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.COORDINATOR_NOT_AVAILABLE,
-               Errors.NOT_COORDINATOR, Errors.CONCURRENT_TRANSACTIONS):
+               Errors.NOT_COORDINATOR) or (err is Errors.CONCURRENT_TRANSACTIONS and not supports_epoch_bump):
         return Errors.NOT_ENOUGH_REPLICAS
-    if err is Errors.TRANSACTION_ABORTABLE and not generic_error_supported:
-        return Errors.INVALID_TXN_STATE
     return err
 
 

@@ -1048,11 +1048,15 @@ class Producer:
         self.in_flight_produce[request.correlation_id] = (request, batch)
         self._complete_batch(request, response)
 
-    def end_retry_backoff(self) -> None:
-        """``retry.backoff.ms`` elapsed for every batch waiting for its retry (see ``retry_backoff``)."""
-        for queue in self.accumulator.values():
+    def end_retry_backoff(self, partition: str | None = None, base_sequence: int | None = None) -> None:
+        """``retry.backoff.ms`` elapsed for every batch waiting for its retry (see ``retry_backoff``), or only for
+        the batch of ``partition`` with ``base_sequence`` (each batch backs off from its own failed attempt:
+        ``ProducerBatch.reenqueued``)."""
+        for name, queue in self.accumulator.items():
             for batch in queue:
-                batch.backing_off = False
+                if (partition is None or name == partition) and (base_sequence is None
+                                                                 or batch.base_sequence == base_sequence):
+                    batch.backing_off = False
 
     def on_disconnect(self, request: TransactionalRequest | Produce) -> None:
         """The request (or its response) was lost: retry it, re-looking up the coordinator."""

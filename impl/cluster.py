@@ -72,6 +72,7 @@ from txnspec.impl.broker import Broker, BrokerConfig
 from txnspec.impl.client import Producer, RecordFuture, State, TransactionalRequestResult
 from txnspec.impl.consumer import Consumer, ConsumerRecord
 from txnspec.impl.coordinator import TxnMarker
+from txnspec.impl.durability import Durability
 from txnspec.impl.errors import (
     Errors,
     IllegalStateException,
@@ -168,11 +169,13 @@ class Cluster:
 
     def __init__(self, *, transaction_version: int = 2, data_dir: str | None = None,
                  config: BrokerConfig | None = None, now_ms: int = 0, fsync: bool = False,
-                 recover_corruption: bool = False) -> None:
+                 recover_corruption: bool = False, durability: Durability | None = None) -> None:
         """``data_dir``: keep the logs there (recovered if present). ``fsync``: fsync every append before
         it is acknowledged, so acknowledged data survives power loss and not only a killed process.
         ``recover_corruption``: open a damaged segment by truncating it at the damage (reported in
-        ``broker.recovery_reports``) instead of refusing with ``storage.CorruptDataError``."""
+        ``broker.recovery_reports``) instead of refusing with ``storage.CorruptDataError``. ``durability``: the
+        safety mechanisms (:mod:`txnspec.impl.durability`; all on by default). A durable cluster holds files
+        open: :meth:`close` it (or use it as a context manager)."""
         if transaction_version not in (0, 1, 2):
             raise InvalidRequestError(f"transaction_version must be 0, 1 or 2, got {transaction_version!r}")
         self.config = config or BrokerConfig(transaction_version=transaction_version)
@@ -181,12 +184,22 @@ class Cluster:
         self.data_dir = data_dir
         self.fsync = fsync
         self.broker = Broker(self.config, data_dir=data_dir, now_ms=now_ms, fsync=fsync,
-                             recover_corruption=recover_corruption)
+                             recover_corruption=recover_corruption, durability=durability)
         self.network = Network()
         self.producers: dict[str, Producer] = {}
         self._names = itertools.count(1)
         self.coordinator_up = True
         self.steps = 0
+
+    def close(self) -> None:
+        """Shut the broker down cleanly (durable: flush, checkpoint, close every file). Idempotent."""
+        self.broker.close()
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # --- clients ---
 

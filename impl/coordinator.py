@@ -29,8 +29,9 @@ Assumed / left out: one broker owns every transaction-log partition; no KIP-939 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from txnspec.impl import _mutants
 from txnspec.impl.errors import Errors, KafkaStorageException
@@ -114,6 +115,8 @@ class CoordinatorConfig:
     # test reach epoch exhaustion and the producer-id rotation after it in a few transactions, as the spec's
     # bounded scenarios do
     max_producer_epoch: int = SHORT_MAX
+    # loading re-sends the markers of PrepareCommit/PrepareAbort (off only in the durability sabotage matrix)
+    resend_prepared_markers: bool = True
 
 
 class ProducerIdManager:
@@ -148,27 +151,30 @@ class _AllocationError(Exception):
 # --- TransactionLog: records of __transaction_state ---
 
 def value_to_json(t: TxnTransitMetadata, server_tv: int) -> str:
-    """``TransactionLog.valueToBytes``: version 1 (with previous/next producer id) iff the server TV >= 1."""
+    """``TransactionLog.valueToBytes``: version 1 iff the server TV >= 1. The previous and next producer ids and
+    the client transaction version are tagged fields of version 1 (``TransactionLogValue.json``): version 0
+    does not carry them."""
     value: dict[str, object] = {
         "version": 1 if server_tv >= 1 else 0, "producer_id": t.producer_id, "producer_epoch": t.producer_epoch,
         "timeout_ms": t.txn_timeout_ms, "status": t.txn_state.id,
         "partitions": None if t.txn_state is S.EMPTY else sorted(t.topic_partitions),
-        "last_update_ms": t.txn_last_update_timestamp, "start_ms": t.txn_start_timestamp,
-        "client_tv": t.client_transaction_version}
+        "last_update_ms": t.txn_last_update_timestamp, "start_ms": t.txn_start_timestamp}
     if server_tv >= 1:
         value["prev_producer_id"] = t.prev_producer_id
         value["next_producer_id"] = t.next_producer_id
+        value["client_tv"] = t.client_transaction_version
     return json.dumps(value, sort_keys=True)
 
 
 def metadata_from_json(transactional_id: str, raw: str, max_epoch: int = SHORT_MAX) -> TransactionMetadata:
-    """``TransactionLog.readTxnRecordValue``: ``last_producer_epoch`` is not stored, so it loads as -1."""
+    """``TransactionLog.read``: ``last_producer_epoch`` is not stored, so it loads as -1; a tagged field a
+    version-0 value lacks loads as its default (previous / next producer id -1, client transaction version 0)."""
     v = json.loads(raw)
     return TransactionMetadata(
         transactional_id, v["producer_id"], v.get("prev_producer_id", NO_PRODUCER_ID),
         v.get("next_producer_id", NO_PRODUCER_ID), v["producer_epoch"], NO_PRODUCER_EPOCH, v["timeout_ms"],
         TransactionState.from_id(v["status"]), set(v["partitions"] or ()), v["start_ms"], v["last_update_ms"],
-        v["client_tv"], max_epoch=max_epoch)
+        v.get("client_tv", 0), max_epoch=max_epoch)
 
 
 AppendListener = Callable[[str, "TxnTransitMetadata | None"], None]
@@ -298,6 +304,16 @@ class TransactionStateManager:
         return loaded
 
 
+class LoadRecovery(Protocol):
+    """What a durable broker gives the first load to settle a transaction log cut behind the data logs
+    (``impl.txn_recovery.TxnLogRecovery``)."""
+
+    def prune_delivered_markers(self, loaded: Mapping[str, TransactionMetadata]) -> None: ...
+
+    def adopt_lost_transitions(self, loaded: Mapping[str, TransactionMetadata], now_ms: int,
+                               write: Callable[[str, TransactionMetadata], None]) -> None: ...
+
+
 @dataclass
 class _PendingCompleteTxn:
     transactional_id: str
@@ -325,8 +341,9 @@ class TransactionCoordinator:
 
     def __init__(self, log_partitions: Sequence[Partition], producer_ids: ProducerIdManager | None = None,
                  config: CoordinatorConfig | None = None, *, coordinator_epoch: int = 0, load: bool = True,
-                 now_ms: int = 0) -> None:
+                 now_ms: int = 0, recovery: LoadRecovery | None = None) -> None:
         self.config = config or CoordinatorConfig()
+        self.recovery = recovery  # durable broker: settles a transaction log cut behind the data logs
         self.producer_ids = producer_ids or ProducerIdManager()
         self.txn_manager = TransactionStateManager(log_partitions, self.config, coordinator_epoch)
         self._pending: dict[str, _PendingCompleteTxn] = {}
@@ -341,10 +358,19 @@ class TransactionCoordinator:
         self._pending.clear()
         self._outbox.clear()
         loaded = self.txn_manager.load(coordinator_epoch)
+        if self.recovery is not None:
+            self.recovery.prune_delivered_markers(loaded)
         for _tid, md in loaded.items():
-            if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) and self.config.resend_prepared_markers:
                 result = ControlType.COMMIT if md.state is S.PREPARE_COMMIT else ControlType.ABORT
                 self._add_txn_markers_to_send(coordinator_epoch, result, md, md.prepare_complete(now_ms), now_ms)
+        if self.recovery is not None:
+            self.recovery.adopt_lost_transitions(loaded, now_ms, lambda tid, md: self._record(tid, md, now_ms))
+
+    def _record(self, transactional_id: str, md: TransactionMetadata, now_ms: int) -> None:
+        """Write ``md`` as it stands (a state recovery settled) so the next load starts from it."""
+        self.txn_manager._write(transactional_id, value_to_json(md.prepare_no_transit(),
+                                                                self.config.transaction_version), now_ms)
 
     def resign(self) -> None:
         """Stop being the coordinator (``onResignation``): drop the cache and every pending marker."""
@@ -645,8 +671,9 @@ class TransactionCoordinator:
         targets = sorted(md.topic_partitions)
         if _mutants.active("markers-skip-a-partition") and len(targets) > 1:
             targets = targets[:-1]
+        sent_epoch = coordinator_epoch + 1 if _mutants.active("marker-coordinator-epoch-ahead") else coordinator_epoch
         for p in targets:
-            self._outbox.append(TxnMarker(tid, p, md.producer_id, md.producer_epoch, coordinator_epoch, result,
+            self._outbox.append(TxnMarker(tid, p, md.producer_id, md.producer_epoch, sent_epoch, result,
                                           md.client_transaction_version))
         if not self.config.manual_marker_completion:
             self._maybe_write_txn_completion(tid, now_ms)
@@ -685,7 +712,14 @@ class TransactionCoordinator:
         pending = self._pending.get(transactional_id)
         if pending is None:
             md = self.txn_manager.cache.get(transactional_id)
-            if md is None or md.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT) or md.pending_transition_in_progress:
+            if md is None or md.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                return Errors.INVALID_TXN_STATE
+            if md.pending_state is (S.COMPLETE_COMMIT if md.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT):
+                # prepareComplete ran but no channel holds its transition: Kafka's
+                # completeTransitionTo(prepareComplete(now)) completes it (TransactionCoordinatorTest
+                # shouldReturnConcurrentTxnOnAddPartitionsIfEndTxnV2EpochOverflowAndNotComplete)
+                md.pending_state = None
+            if md.pending_transition_in_progress:
                 return Errors.INVALID_TXN_STATE
             result = ControlType.COMMIT if md.state is S.PREPARE_COMMIT else ControlType.ABORT
             self._add_txn_markers_to_send(self.coordinator_epoch, result, md, md.prepare_complete(now_ms), now_ms)

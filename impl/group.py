@@ -46,6 +46,40 @@ _STORE_ERROR_MAPPING = {
 }
 
 
+# CoordinatorOperationExceptionHelper.handleOperationException: how GroupCoordinatorService answers a
+# TxnOffsetCommit whose operation failed, its transaction verification included; any other error as it is
+_OPERATION_ERROR_MAPPING = {
+    Errors.NETWORK_EXCEPTION: Errors.COORDINATOR_LOAD_IN_PROGRESS,
+    Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_ENOUGH_REPLICAS: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.REQUEST_TIMED_OUT: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR,
+    Errors.KAFKA_STORAGE_ERROR: Errors.NOT_COORDINATOR,
+    Errors.MESSAGE_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
+    Errors.RECORD_LIST_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
+}
+
+
+def add_partitions_manager_error(err: Errors, generic_error_supported: bool) -> Errors:
+    """What ``AddPartitionsToTxnManager.AddPartitionsToTxnHandler.onComplete`` hands back for one verified
+    partition: PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH; TRANSACTION_ABORTABLE becomes INVALID_TXN_STATE
+    for a request older than the generic-error version (``DEFAULT_ERROR``); anything else as it is."""
+    if err is Errors.PRODUCER_FENCED:
+        return Errors.INVALID_PRODUCER_EPOCH
+    if err is Errors.TRANSACTION_ABORTABLE and not generic_error_supported:
+        return Errors.INVALID_TXN_STATE
+    return err
+
+
+def txn_offset_commit_verification_error(err: Errors, generic_error_supported: bool) -> Errors:
+    """A TxnOffsetCommit whose verification the coordinator answered ``err``:
+    ``CoordinatorPartitionWriter.maybeStartTransactionVerification`` fails with the manager's answer, which
+    ``GroupCoordinatorService.commitTransactionalOffsets`` maps with ``handleOperationException``
+    (CONCURRENT_TRANSACTIONS reaches the client, which retries)."""
+    err = add_partitions_manager_error(err, generic_error_supported)
+    return _OPERATION_ERROR_MAPPING.get(err, err)
+
+
 def _key(group_id: str, partition: str) -> str:
     return json.dumps([group_id, partition])
 
@@ -113,9 +147,13 @@ class GroupCoordinator:
                 self._replay(group_id, tp, o, result.base_offset + i, producer_id if not immediate else -1)
         return dict.fromkeys(offsets, error)
 
-    def _replay(self, group_id: str, partition: str, offset: int, record_offset: int, producer_id: int) -> None:
-        """An offset commit record (``OffsetMetadataManager.replay``): pending for its producer if transactional."""
-        if producer_id >= 0:
+    def _replay(self, group_id: str, partition: str, offset: int | None, record_offset: int, producer_id: int) -> None:
+        """An offset commit record (``OffsetMetadataManager.replay``): pending for its producer if transactional;
+        a tombstone (``offset`` None) removes the committed offset."""
+        if offset is None:
+            self.committed.pop((group_id, partition), None)
+            self.committed_record_offsets.pop((group_id, partition), None)
+        elif producer_id >= 0:
             self.pending.setdefault(producer_id, {})[(group_id, partition)] = (offset, record_offset)
         else:
             self.committed[(group_id, partition)] = offset
@@ -141,6 +179,23 @@ class GroupCoordinator:
         if not pending:
             self.pending.pop(producer_id, None)
 
+    def delete_offsets(self, group_id: str, partitions: Iterable[str], now_ms: int = 0) -> Errors:
+        """Tombstones for the group's committed offsets of ``partitions`` (``OffsetMetadataManager.
+        deleteOffsets``, also DeleteGroups and a deleted topic): written, then gone from ``committed``."""
+        if not self.active:
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        wanted = sorted(tp for tp in partitions if (group_id, tp) in self.committed)
+        if not wanted:
+            return Errors.NONE
+        result = self.partitions[self.partition_for(group_id)].append_records(
+            -1, -1, -1, [Record(_key(group_id, tp), None, now_ms) for tp in wanted], False, now_ms=now_ms,
+            origin=AppendOrigin.COORDINATOR)
+        error = _STORE_ERROR_MAPPING.get(result.error, result.error)
+        if error is Errors.NONE:
+            for tp in wanted:
+                self._replay(group_id, tp, None, -1, -1)
+        return error
+
     def fetch_offsets(self, group_id: str, partitions: Iterable[str],
                       require_stable: bool = False) -> tuple[Errors, dict[str, int]]:
         if not self.active:
@@ -164,7 +219,7 @@ class GroupCoordinator:
                 for i, rec in enumerate(batch.records):
                     try:
                         group_id, tp = json.loads(str(rec.key))
-                        offset = int(str(rec.value))
+                        offset = None if rec.value is None else int(str(rec.value))
                     except (ValueError, TypeError):
                         continue
                     self._replay(group_id, tp, offset, batch.base_offset + i,

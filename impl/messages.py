@@ -66,6 +66,7 @@ class TxnOffsetCommit:
     offsets: tuple[tuple[str, int], ...]
     correlation_id: int = 0
     member: MemberIdentity | None = None  # v3+ (KIP-447): checked against the group's generation when given
+    api_version: int | None = None  # the TxnOffsetCommit version on the wire; None: the broker's transaction version
 
 
 @dataclass(frozen=True, slots=True)

@@ -236,12 +236,17 @@ class Partition:
         return ProduceResult(Errors.NONE, stored.base_offset, stored.last_offset, False, self.log_start_offset)
 
     def maybe_start_transaction_verification(self, producer_id: int, sequence: int, producer_epoch: int,
-                                             supports_epoch_bump: bool, now_ms: int = 0) -> None:
-        """``UnifiedLog.maybeStartTransactionVerification``: unless the producer's transaction is already open
-        here, create (or lower) its verification state before the broker asks the coordinator."""
+                                             supports_epoch_bump: bool, now_ms: int = 0) -> Errors:
+        """``UnifiedLog.maybeStartTransactionVerification``: an epoch older than the producer's entry is refused
+        (INVALID_PRODUCER_EPOCH, before the coordinator is asked); otherwise, unless the producer's transaction
+        is already open here, create (or lower) its verification state before the broker asks the coordinator."""
+        entry = self.producer_state.last_entry(producer_id)
+        if entry is not None and producer_epoch < entry.producer_epoch:
+            return Errors.INVALID_PRODUCER_EPOCH
         if not self.producer_state.has_ongoing_transaction(producer_id, producer_epoch):
             self.producer_state.maybe_create_verification_state_entry(producer_id, sequence, producer_epoch,
                                                                       supports_epoch_bump, now_ms)
+        return Errors.NONE
 
     def write_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                          result: ControlType, transaction_version: int = 0, *, now_ms: int = 0) -> ProduceResult:

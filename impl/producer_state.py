@@ -109,7 +109,8 @@ class ProducerStateEntry:
 
     def maybe_update_producer_epoch(self, producer_epoch: int) -> bool:
         if self.producer_epoch != producer_epoch:
-            self.batch_metadata.clear()
+            if not _mutants.active("stale-sequence-kept"):
+                self.batch_metadata.clear()
             self.producer_epoch = producer_epoch
             return True
         return False

@@ -15,24 +15,29 @@ Writes are whole or nothing: :meth:`SegmentStore.append` loops on short writes a
 ``fsync`` fails (its pages may be lost, so nothing written since the last good ``fsync`` can be trusted), the
 store goes offline until the broker restarts and recovery runs, as Kafka takes a failed log directory offline.
 
-Recovery tells a crash from damage. A frame cut short at the end of the file, or a bad last frame, is what a
-crash leaves: it is truncated and logged with its size (Kafka does the same for every invalid tail). A bad
-frame followed by valid frames cannot come from a crash: opening fails with :class:`CorruptDataError`
-naming the file and byte offset, unless the caller asks for recovery (``recover_corruption=True``), which
-truncates there as ``LogSegment.recover`` does and reports the frames dropped and the transactions they
-belong to (:class:`RecoveryReport`). A producer-id block that is not a number, or lower than an id already
-in the logs, is also :class:`CorruptDataError`: ids must never be reused.
+Recovery tells a crash from damage. A frame whose declared length runs past the end of the file (or a header
+cut short) is what a crash leaves, a torn tail: it is truncated and logged with its size. A complete frame
+whose CRC fails or that does not decode, a frame at an offset out of sequence, a first frame that is not at
+the log start offset, a segment shorter than its recovery point, a missing segment of a partition the
+checkpoints list (:mod:`txnspec.impl.checkpoint`): no crash explains them, with fsync on or off. Opening
+fails with :class:`CorruptDataError` naming the file and byte offset, unless the caller asks for recovery
+(``recover_corruption=True``), which truncates there as ``LogSegment.recover`` does and reports the frames
+dropped and the transactions they belong to (:class:`RecoveryReport`). A producer-id block that is not a
+number, or lower than an id already in the logs, is also :class:`CorruptDataError`: ids must never be reused.
+Snapshots carry a CRC32; a damaged or unreadable one is ignored with a warning and the log replayed.
+Every mechanism reads its switch from a :class:`~txnspec.impl.durability.Durability` policy and makes its
+system calls through the policy's ``FileOps``.
 
 Durability: with ``fsync=False`` an acknowledged append is in the operating system's page cache, so it
 survives the process being killed (SIGKILL) but not power loss; with ``fsync=True`` every append, snapshot and
-producer-id block is fsync'd (and new files' directories) before it is acknowledged.
+producer-id block is fsync'd (and new files' directories) before it is acknowledged, and the recovery-point
+checkpoint follows every append; with ``fsync=False`` it moves on ``flush``/``close``.
 Left out: segment rolling, indexes, retention.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import errno
 import json
 import logging
@@ -43,7 +48,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from txnspec.impl.errors import KafkaStorageException
+from txnspec.impl import durability as _durability
+from txnspec.impl.checkpoint import Checkpoints, CorruptDataError, StorageError, atomic_write
+from txnspec.impl.durability import Durability
 from txnspec.impl.log import ControlType, Record, RecordBatch, RecordValue
 from txnspec.impl.partition import Partition
 
@@ -52,24 +59,6 @@ _PAYLOAD_START = b'{"o":'  # every payload opens with its base offset (encode_ba
 SEGMENT = "00000000000000000000.log"
 PID_BLOCK_SIZE = 1000
 log = logging.getLogger("txnspec.impl.storage")
-
-
-class StorageError(KafkaStorageException):
-    """A write to the data directory failed (``KAFKA_STORAGE_ERROR``); the file holds only whole frames."""
-
-    def __init__(self, path: str, message: str) -> None:
-        super().__init__(f"{path}: {message}")
-        self.path = path
-
-
-class CorruptDataError(Exception):
-    """A file of the data directory is damaged in a way no crash explains; names the file and byte offset."""
-
-    def __init__(self, path: str, position: int, reason: str) -> None:
-        super().__init__(f"{path}: {reason} at byte {position}")
-        self.path = path
-        self.position = position
-        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -137,7 +126,10 @@ def frame(payload: bytes) -> bytes:
     return _HEADER.pack(len(payload), zlib.crc32(payload)) + payload
 
 
-def _read_frame(data: bytes, pos: int) -> tuple[RecordBatch | None, str]:
+TORN = ("incomplete frame header", "cut short")  # the reasons a crash explains (a torn tail)
+
+
+def _read_frame(data: bytes, pos: int, check_crc: bool = True) -> tuple[RecordBatch | None, str]:
     """The batch framed at ``pos``, or None and why not."""
     if pos + _HEADER.size > len(data):
         return None, "incomplete frame header"
@@ -145,12 +137,16 @@ def _read_frame(data: bytes, pos: int) -> tuple[RecordBatch | None, str]:
     payload = data[pos + _HEADER.size: pos + _HEADER.size + length]
     if len(payload) != length:
         return None, f"frame of {length} bytes cut short"
-    if zlib.crc32(payload) != crc:
+    if check_crc and zlib.crc32(payload) != crc:
         return None, "CRC mismatch"
     try:
         return decode_batch(payload), ""
-    except (ValueError, KeyError, TypeError, IndexError):
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, UnicodeDecodeError):
         return None, "undecodable batch"
+
+
+def _is_torn(reason: str) -> bool:
+    return any(t in reason for t in TORN)
 
 
 def _frames_after(data: bytes, start: int) -> list[tuple[int, RecordBatch]]:
@@ -168,48 +164,67 @@ def _frames_after(data: bytes, start: int) -> list[tuple[int, RecordBatch]]:
     return found
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class SegmentStore:
     """One partition's segment file (a :class:`txnspec.impl.log.BatchStore`)."""
 
-    def __init__(self, directory: str, fsync: bool = False, failures: FailureSink | None = None) -> None:
-        created = not os.path.isdir(directory)
-        os.makedirs(directory, exist_ok=True)
+    def __init__(self, directory: str, fsync: bool = False, failures: FailureSink | None = None,
+                 policy: Durability | None = None, checkpoints: Checkpoints | None = None) -> None:
+        self.policy = policy or _durability.DEFAULT
+        self.ops = self.policy.ops
         self.directory = directory
+        self.name = os.path.basename(os.path.normpath(directory))
         self.path = os.path.join(directory, SEGMENT)
+        self.base_offset = int(SEGMENT.split(".")[0])
         self.fsync = fsync
         self.failures = failures
+        self.checkpoints = checkpoints
         self.positions: list[tuple[int, int]] = []  # (base offset, file position)
         self.size = 0
         self.offline: str | None = None  # why the store refuses writes until a restart
         self.recovery: RecoveryReport | None = None
-        new_file = not os.path.exists(self.path)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        if fsync and new_file:
-            os.fsync(self._fd)
-            _fsync_dir(directory)
-            if created:
-                _fsync_dir(os.path.dirname(os.path.abspath(directory)))
+        self._fd: int | None = None
+        try:
+            created = not os.path.isdir(directory)
+            os.makedirs(directory, exist_ok=True)
+            new_file = not os.path.exists(self.path)
+            self.missing = new_file and checkpoints is not None and checkpoints.known(self.name)
+            self._fd = self.ops.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            if fsync and new_file:
+                self._sync(self._fd)
+                self._sync_dir(directory)
+                if created:
+                    self._sync_dir(os.path.dirname(os.path.abspath(directory)))
+        except OSError as exc:
+            self.close()
+            raise StorageError(exc.filename or self.path, f"opening the segment failed: {exc.strerror or exc}") \
+                from exc
 
-    def recover(self, recover_corruption: bool = False) -> list[RecordBatch]:
-        """Read every valid batch; truncate a torn tail; fail on corruption unless asked to recover it."""
+    def _sync(self, fd: int) -> None:
+        if self.policy.fsync_files:
+            self.ops.fsync(fd)
+
+    def _sync_dir(self, path: str) -> None:
+        if self.policy.fsync_directories:
+            self.ops.fsync_dir(path)
+
+    def recover(self, recover_corruption: bool = False, log_start: int | None = None,
+                recovery_point: int = 0) -> list[RecordBatch]:
+        """Read every valid batch; truncate a torn tail; fail on damage unless asked to recover it."""
         with open(self.path, "rb") as f:
             data = f.read()
+        start = self.base_offset if log_start is None else log_start
         batches: list[RecordBatch] = []
         self.positions = []
         pos = 0
         reason = ""
-        while pos < len(data):
-            batch, reason = _read_frame(data, pos)
-            if batch is not None and batches and batch.base_offset != batches[-1].next_offset:
-                reason = f"base offset {batch.base_offset} where {batches[-1].next_offset} was due"
+        if self.missing:
+            reason = f"segment missing although {self.name} is in the checkpoints (starts at offset {start})"
+        while pos < len(data) and not reason:
+            batch, reason = _read_frame(data, pos, self.policy.check_frame_crc)
+            due = batches[-1].next_offset if batches else start
+            if batch is not None and batch.base_offset != due:
+                reason = f"base offset {batch.base_offset} where {due} was due" + (
+                    " (the first frame is missing)" if not batches else "")
                 batch = None
             if batch is None:
                 break
@@ -217,13 +232,22 @@ class SegmentStore:
             batches.append(batch)
             pos += _HEADER.size + _HEADER.unpack_from(data, pos)[0]
         self.size = pos
+        end = batches[-1].next_offset if batches else start
+        torn = pos < len(data) and _is_torn(reason)
+        if (not reason or torn) and end < recovery_point:
+            reason = f"log ends at offset {end} below its recovery point {recovery_point} (fsync'd data is gone)"
+            torn = False
+        if not reason:
+            return batches
+        later = _frames_after(data, pos) if pos < len(data) else []
+        torn = torn and not later  # valid frames after a torn one: no crash leaves that
+        if not torn and not recover_corruption:
+            more = f" followed by {len(later)} valid frames" if later else ""
+            raise CorruptDataError(self.path, pos, f"{reason}{more} (damage, not a crash); open with "
+                                   "recover_corruption=True to truncate there")
+        self.recovery = _report(self.path, pos, len(data) - pos, reason, later, corrupt=not torn)
+        log.warning("recovery: %s", self.recovery)
         if pos < len(data):
-            later = _frames_after(data, pos)
-            if later and not recover_corruption:
-                raise CorruptDataError(self.path, pos, f"{reason} followed by {len(later)} valid frames (damage, "
-                                       "not a crash); open with recover_corruption=True to truncate there")
-            self.recovery = _report(self.path, pos, len(data) - pos, reason, later)
-            log.warning("recovery: %s", self.recovery)
             os.truncate(self.path, pos)
         return batches
 
@@ -231,31 +255,36 @@ class SegmentStore:
         """Write ``batch`` whole (looping on short writes) or not at all; :class:`StorageError` if not."""
         if self.offline is not None:
             raise StorageError(self.path, f"offline since an earlier failure ({self.offline}); restart to recover")
+        assert self._fd is not None, "append to a closed segment"
         data = memoryview(frame(encode_batch(batch)))
         start = self.size
         written = 0
         try:
             while written < len(data):
-                n = os.write(self._fd, data[written:])
+                n = self.ops.write(self._fd, data[written:])
                 if n <= 0:
                     raise OSError(errno.EIO, "write wrote nothing")
                 written += n
+                if not self.policy.loop_short_writes:
+                    break
         except OSError as exc:
             self._fail(start, f"append of offset {batch.base_offset} failed after {written} of {len(data)} "
                               f"bytes: {exc.strerror or exc}")
         if self.fsync:
             try:
-                os.fsync(self._fd)
+                self._sync(self._fd)
             except OSError as exc:
                 self._fail(start, f"fsync after offset {batch.base_offset} failed: {exc.strerror or exc}",
                            offline=True)
         self.positions.append((batch.base_offset, start))
         self.size = start + len(data)
+        if self.fsync and self.checkpoints is not None:
+            self.checkpoints.advance({self.name: batch.next_offset})
 
     def _fail(self, cut: int, message: str, offline: bool = False) -> None:
         """Cut the file back to ``cut`` (its last whole frame) and raise; offline if that is not possible."""
         try:
-            os.ftruncate(self._fd, cut)
+            os.ftruncate(self._fd, cut)  # type: ignore[arg-type]
         except OSError as exc:
             offline = True
             message += f"; cutting the file back to byte {cut} failed too: {exc.strerror or exc}"
@@ -270,22 +299,32 @@ class SegmentStore:
         keep = [(o, p) for o, p in self.positions if o < offset]
         cut = self.positions[len(keep)][1] if len(keep) < len(self.positions) else None
         if cut is not None:
-            os.ftruncate(self._fd, cut)
+            if self.checkpoints is not None:  # lowered first: a crash between the two never looks like damage
+                self.checkpoints.lower(self.name, self.positions[len(keep)][0])
+            os.ftruncate(self._fd, cut)  # type: ignore[arg-type]
             self.size = cut
         self.positions = keep
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        """fsync the segment (always: a flush or a clean close is when a non-fsync store makes data durable)."""
+        if self._fd is not None and self.policy.fsync_files:
+            self.ops.fsync(self._fd)
+
+    @property
+    def closed(self) -> bool:
+        return self._fd is None
 
     def close(self) -> None:
-        os.close(self._fd)
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            self.ops.close(fd)
 
 
 def _report(path: str, position: int, dropped: int, reason: str,
-            later: list[tuple[int, RecordBatch]]) -> RecoveryReport:
+            later: list[tuple[int, RecordBatch]], corrupt: bool) -> RecoveryReport:
     batches = [b for _, b in later]
     return RecoveryReport(
-        path, position, dropped, reason, corrupt=bool(later), dropped_frames=len(later),
+        path, position, dropped, reason, corrupt=corrupt, dropped_frames=len(later),
         first_dropped_offset=batches[0].base_offset if batches else None,
         transactions=tuple(sorted({(b.producer_id, b.producer_epoch) for b in batches
                                    if b.is_transactional and not b.is_control})),
@@ -299,77 +338,100 @@ def partition_dirs(data_dir: str) -> list[str]:
     return sorted(d for d in os.listdir(data_dir) if os.path.isdir(os.path.join(data_dir, d)))
 
 
-def _atomic_write(path: str, payload: bytes) -> None:
-    """Write ``payload`` to ``path`` whole or leave the old file: a fsync'd temporary file renamed over it."""
-    tmp = path + ".tmp"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(os.path.dirname(os.path.abspath(path)))
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise StorageError(path, f"writing it failed: {exc.strerror or exc}") from exc
-
-
-def write_snapshot(data_dir: str, p: Partition) -> str:
+def write_snapshot(data_dir: str, p: Partition, policy: Durability | None = None) -> str:
     """Write ``<log end offset>.snapshot`` (producer state + aborted index), CRC-framed, atomically."""
     snap = p.snapshot()
     path = os.path.join(data_dir, p.name, f"{int(snap['offset']):020d}.snapshot")  # type: ignore[call-overload]
-    _atomic_write(path, frame(json.dumps(snap).encode()))
+    atomic_write(path, frame(json.dumps(snap).encode()), policy or _durability.DEFAULT)
     for old in os.listdir(os.path.join(data_dir, p.name)):
         if old.endswith(".snapshot") and os.path.join(data_dir, p.name, old) != path:
             os.remove(os.path.join(data_dir, p.name, old))
     return path
 
 
-def latest_snapshot(directory: str, log_end_offset: int) -> dict[str, Any] | None:
-    """The newest valid snapshot at or below ``log_end_offset``. A damaged one is skipped with a warning: a
-    snapshot only saves work, the log replayed from its start rebuilds the same state."""
+def _snapshot_offset(name: str) -> int | None:
+    stem = name[:-len(".snapshot")]
+    return int(stem) if stem.isdigit() else None
+
+
+def latest_snapshot(directory: str, log_end_offset: int, policy: Durability | None = None) -> dict[str, Any] | None:
+    """The newest valid snapshot at or below ``log_end_offset``. A damaged or unreadable one is skipped with a
+    warning: a snapshot only saves work, the log replayed from its start rebuilds the same state."""
+    check = (policy or _durability.DEFAULT).check_snapshot_checksum
     names = sorted((n for n in os.listdir(directory) if n.endswith(".snapshot")), reverse=True)
     for name in names:
-        if int(name.split(".")[0]) > log_end_offset:
+        path = os.path.join(directory, name)
+        offset = _snapshot_offset(name)
+        if offset is None or offset > log_end_offset:
             continue
-        with open(os.path.join(directory, name), "rb") as f:
-            data = f.read()
-        if len(data) >= _HEADER.size:
-            length, crc = _HEADER.unpack_from(data, 0)
+        why = "unreadable"
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+            length, crc = _HEADER.unpack_from(data, 0) if len(data) >= _HEADER.size else (-1, 0)
             payload = data[_HEADER.size:]
-            if len(payload) == length and zlib.crc32(payload) == crc:
-                snap: dict[str, Any] = json.loads(payload)
-                return snap
-        log.warning("recovery: %s is damaged; ignored (the log is replayed instead)",
-                    os.path.join(directory, name))
+            if len(payload) != length or (check and zlib.crc32(payload) != crc):
+                why = "its checksum fails"
+            else:
+                snap = json.loads(payload.decode("utf-8"))
+                if isinstance(snap, dict) and snap.get("offset") == offset:
+                    return snap
+                why = "its contents do not match its name"
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            why = f"unreadable ({exc})"
+        log.warning("recovery: snapshot %s ignored, %s (the log is replayed instead)", path, why)
     return None
 
 
 def open_partition(data_dir: str, name: str, kwargs: dict[str, int], fsync: bool = False,
-                   failures: FailureSink | None = None, recover_corruption: bool = False) -> Partition:
+                   failures: FailureSink | None = None, recover_corruption: bool = False,
+                   policy: Durability | None = None, checkpoints: Checkpoints | None = None) -> Partition:
     """Open (and recover) a partition's directory: valid batches, producer state from snapshot + replay."""
+    policy = policy or _durability.DEFAULT
     directory = os.path.join(data_dir, name)
-    store = SegmentStore(directory, fsync, failures)
-    batches = store.recover(recover_corruption)
-    p = Partition(name, store=store, **kwargs)
-    p.log.batches = batches
-    p.log._bases = [b.base_offset for b in batches]
-    p.log._end = batches[-1].next_offset if batches else p.log.log_start_offset
-    p.rebuild_producer_state(latest_snapshot(directory, p.log_end_offset))
+    store = SegmentStore(directory, fsync, failures, policy, checkpoints)
+    try:
+        known = checkpoints is not None and checkpoints.known(name)
+        batches = store.recover(recover_corruption,
+                                checkpoints.log_starts.get(name) if checkpoints is not None and known else None,
+                                checkpoints.recovery_points.get(name, 0) if checkpoints is not None else 0)
+        p = Partition(name, store=store, **kwargs)
+        start = batches[0].base_offset if batches else store.base_offset
+        if checkpoints is not None and known:
+            start = checkpoints.log_starts.get(name, start)
+        p.log.log_start_offset = start
+        p.log.batches = batches
+        p.log._bases = [b.base_offset for b in batches]
+        p.log._end = batches[-1].next_offset if batches else start
+        snap = latest_snapshot(directory, p.log_end_offset, policy)
+        if snap is not None and not policy.restore_aborted_index:
+            snap = {k: v for k, v in snap.items() if k != "aborted"}
+        try:
+            p.rebuild_producer_state(snap)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            log.warning("recovery: snapshot of %s ignored, its contents do not load (%r); the log is replayed",
+                        directory, exc)
+            p.rebuild_producer_state(None)
+    except BaseException:
+        store.close()
+        raise
     return p
 
 
 class ProducerIdBlockFile:
     """Producer ids are reserved in blocks; the block end is written (fsync'd) before an id of it is used."""
 
-    def __init__(self, path: str, failures: FailureSink | None = None) -> None:
+    def __init__(self, path: str, failures: FailureSink | None = None, policy: Durability | None = None) -> None:
         self.path = path
         self.failures = failures
+        self.policy = policy or _durability.DEFAULT
         self.block_end = 0
         if os.path.exists(path):
-            with open(path, "rb") as f:
-                raw = f.read()
+            try:
+                with open(path, "rb") as f:
+                    raw = f.read()
+            except OSError as exc:
+                raise StorageError(path, f"reading it failed: {exc.strerror or exc}") from exc
             text = raw.decode("ascii", "replace").strip()
             if not text.isdigit():
                 raise CorruptDataError(path, 0, f"producer-id block {raw[:40]!r} is not a number (ids could be "
@@ -390,12 +452,13 @@ class ProducerIdBlockFile:
         """Called before an id below ``next_id`` is handed out; reserves a new block when it runs out."""
         if next_id > self.block_end:
             end = next_id - 1 + PID_BLOCK_SIZE
-            try:
-                _atomic_write(self.path, str(end).encode())
-            except StorageError as exc:  # the id is not handed out (ProducerIdManager answers a retriable error)
-                if self.failures is not None:
-                    self.failures(exc)
-                raise
+            if self.policy.persist_producer_ids:
+                try:
+                    atomic_write(self.path, str(end).encode(), self.policy)
+                except StorageError as exc:  # the id is not handed out (ProducerIdManager answers a retriable error)
+                    if self.failures is not None:
+                        self.failures(exc)
+                    raise
             self.block_end = end
 
 

@@ -40,10 +40,11 @@ def durable_cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 
 def restart(cluster: Cluster) -> Cluster:
-    """A new cluster on the same data directory (a broker restart: recovery runs), clock carried over."""
+    """A new cluster on the same data directory (a broker restart: recovery runs), clock carried over. The old
+    one is shut down cleanly (flushed, checkpointed, its files closed) and must not be used after."""
     if cluster.data_dir is None:
         raise ValueError("only a durable cluster (data_dir=...) can be restarted")
-    cluster.broker.flush()
+    cluster.close()
     return Cluster(transaction_version=cluster.config.transaction_version, data_dir=cluster.data_dir,
                    config=cluster.config, now_ms=cluster.now_ms, fsync=cluster.fsync)
 

@@ -6,8 +6,9 @@ coordinator of every transactional id and group.
 ``KafkaApis`` does: topic checks (UNKNOWN_TOPIC_OR_PARTITION, OPERATION_NOT_ATTEMPTED for the rest of an
 AddPartitionsToTxn), version-dependent error codes (PRODUCER_FENCED answered as INVALID_PRODUCER_EPOCH to
 clients older than the version that introduced it), one v2 batch per produced partition (:mod:`.records`).
-The transaction version of a request follows ``TransactionVersion``: Produce v12+ and EndTxn v5+ are TV2
-when the broker's finalized ``transaction.version`` is 2.
+The transaction version of a request follows ``TransactionVersion``: Produce v12+, EndTxn v5+ and
+AddPartitionsToTxn v4+ are TV2 whatever the broker's finalized ``transaction.version`` (a TV1 broker accepts a
+Produce v12 without AddPartitionsToTxn and answers a fenced EndTxn v5 as a TV2 retry, as Kafka 4.1/4.4 do).
 
 After every request the coordinator's markers are written at once (``deliver_markers``: the implementation's
 marker channel with no delay); :meth:`WireBroker.tick` lets wall time reach the implementation's clock
@@ -16,24 +17,28 @@ Cluster` does with ``advance``. A request that must wait (a Fetch below ``min_by
 SyncGroup during a rebalance) answers a :class:`Pending`, which the server polls after each change until
 its deadline.
 
-The handlers are grouped by the component that answers in Kafka: cluster metadata here, the transaction
+The handlers are grouped by the component that answers in Kafka: cluster metadata and ApiVersions here
+(KIP-511's answer to an unsupported version, v5's cluster and node checks), topic, config and cluster admin in
+:mod:`.admin`, group admin in :mod:`.group_admin`, transaction admin in :mod:`.txn_admin`, the transaction
 coordinator's in :mod:`.transactions`, the partition leader's in :mod:`.leader`, the group coordinator's in
 :mod:`.groups`; :mod:`.dispatch` gathers them into the dispatch table. Left out: topic ids (requests that name
 topics by id are not advertised), fetch sessions (every Fetch is a full one: session id 0), quotas, ACLs,
-DeleteTopics and configs, more than one broker.
+more than one broker.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import re
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka.protocol.admin.topics import CreateTopicsResponse
-from kafka.protocol.metadata.api_versions import ApiVersionsResponse
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorResponse
 from kafka.protocol.metadata.metadata import MetadataResponse
 
@@ -45,13 +50,21 @@ from txnspec.impl.messages import (
     FindCoordinator,
 )
 from txnspec.impl.partition import Partition
-from txnspec.serve.protocol import Request, advertised
+from txnspec.serve import configs
+from txnspec.serve.codes import Code
+from txnspec.serve.configs import Value, value_of
+from txnspec.serve.nodes import Nodes
+from txnspec.serve.protocol import API_VERSIONS_KEY, APIS, ApiVersionsResponse, Request, advertised
 
 NODE_ID = 0
+TOPICS_FILE = "serve-topics.json"  # durable mode: topic configs and partition counts, beside the partitions
+UNBOUNDED = (1 << 63) - 1
 CLUSTER_ID = "txnspec-serve"
 INTERNAL_TOPICS = (TRANSACTION_STATE_TOPIC, GROUP_METADATA_TOPIC)
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 # KafkaApis answers INVALID_PRODUCER_EPOCH instead of PRODUCER_FENCED to clients older than these versions
+# the request versions a client of transaction version 2 sends (the first with KIP-890 part 2's semantics)
+REQUEST_TV2_SINCE = {"Produce": 12, "EndTxn": 5, "AddPartitionsToTxn": 4}
 PRODUCER_FENCED_SINCE = {"InitProducerId": 4, "AddPartitionsToTxn": 2, "AddOffsetsToTxn": 2, "EndTxn": 2,
                          "TxnOffsetCommit": 2}
 
@@ -59,7 +72,9 @@ PRODUCER_FENCED_SINCE = {"InitProducerId": 4, "AddPartitionsToTxn": 2, "AddOffse
 @dataclass
 class ServeConfig:
     host: str = "127.0.0.1"
-    port: int = 9092  # the advertised port (the one bound)
+    port: int = 9092  # the advertised port (the one bound); with several nodes, node i's is ports[i]
+    nodes: int = 1
+    ports: list[int] = field(default_factory=list)  # each node's bound port (filled when bound)
     transaction_version: int = 2
     data_dir: str | None = None
     fsync: bool = False  # fsync every append before it is acknowledged (survives power loss), durable mode only
@@ -67,7 +82,9 @@ class ServeConfig:
     default_partitions: int = 1
     topics: tuple[str, ...] = ()  # created at start: "name" or "name:partitions"
     auto_create_topics: bool = True
-    max_request_bytes: int = 100 * 1024 * 1024
+    max_request_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes: one frame
+    # queued.max.request.bytes: the bytes of frames being read or handled, all connections together (-1: unbounded)
+    queued_max_request_bytes: int = 100 * 1024 * 1024
 
 
 @dataclass
@@ -83,10 +100,17 @@ class Pending:
 class Topic:
     name: str
     partitions: int
+    configs: dict[str, Value] = field(default_factory=dict)  # the topic's own values (configs.TOPIC_CONFIGS)
+    incarnation: int = 0  # how many topics of this name were deleted before it in this run
     topic_id: uuid.UUID = field(init=False)
 
+    def config(self, name: str) -> Value:
+        return value_of(self.configs, name)
+
     def __post_init__(self) -> None:
-        self.topic_id = uuid.uuid5(uuid.NAMESPACE_URL, f"txnspec-serve:{self.name}")
+        # stable across restarts; a topic created again after a deletion gets a new id, as in Kafka
+        suffix = f":{self.incarnation}" if self.incarnation else ""
+        self.topic_id = uuid.uuid5(uuid.NAMESPACE_URL, f"txnspec-serve:{self.name}{suffix}")
 
 
 def wall_clock_ms() -> int:
@@ -111,6 +135,7 @@ class WireBroker:
                              data_dir=config.data_dir, now_ms=clock(), fsync=config.fsync,
                              recover_corruption=config.recover_corruption)
         self.topics: dict[str, Topic] = {}
+        self.deleted: Counter[str] = Counter()  # topics deleted in this run, by name
         counts = (self.broker.config.num_txn_log_partitions, self.broker.config.num_offsets_partitions)
         self.internal = {name: Topic(name, n) for name, n in zip(INTERNAL_TOPICS, counts, strict=True)}
         for name in self.broker.partitions:  # durable mode: the topics found on disk
@@ -118,10 +143,12 @@ class WireBroker:
             if topic and topic not in INTERNAL_TOPICS and index.isdigit():
                 known = self.topics.get(topic)
                 self.topics[topic] = Topic(topic, max(int(index) + 1, known.partitions if known else 0))
+        self._load_topics()
         for spec in config.topics:
             name, _, count = spec.partition(":")
             self.create_topic(name, int(count) if count else config.default_partitions)
         self.changes = 0  # bumped whenever logs, offsets or groups may have changed (waiters re-poll)
+        self.nodes = Nodes(max(1, config.nodes))
         self._encoded: dict[tuple[str, int], bytes] = {}
         # the client's bytes of each batch appended in this run, as Kafka's log holds them (as large as the log,
         # which the implementation keeps in memory too)
@@ -148,22 +175,77 @@ class WireBroker:
         self.deliver_markers()
         self.changes += 1
 
-    def create_topic(self, name: str, partitions: int) -> Topic:
+    def create_topic(self, name: str, partitions: int, configs: dict[str, Value] | None = None) -> Topic:
         topic = self.topics.get(name)
         if topic is None:
-            topic = self.topics[name] = Topic(name, partitions)
+            topic = self.topics[name] = Topic(name, partitions, dict(configs or {}), self.deleted[name])
             for i in range(partitions):
-                self.broker.partition(f"{name}-{i}")
+                self.partition(name, i)
+            self.save_topics()
         return topic
+
+    def _topics_file(self) -> str | None:
+        return os.path.join(self.config.data_dir, TOPICS_FILE) if self.config.data_dir else None
+
+    def _load_topics(self) -> None:
+        """Durable mode: the topics' configs (and partition counts, for partitions never written) kept by
+        :meth:`save_topics`; a config no longer valid is dropped."""
+        path = self._topics_file()
+        if path is None or not os.path.isfile(path):
+            return
+        with open(path, encoding="utf-8") as f:
+            kept = json.load(f)
+        for name, entry in kept.items():
+            topic = self.topics.setdefault(name, Topic(name, int(entry["partitions"])))
+            topic.partitions = max(topic.partitions, int(entry["partitions"]))
+            for i in range(topic.partitions):
+                self.partition(name, i)
+            for key, text in entry["configs"].items():
+                with contextlib.suppress(configs.ConfigError):
+                    topic.configs[key] = configs.parse(key, text)
+
+    def save_topics(self) -> None:
+        """Durable mode: every topic's partition count and configs, written atomically (topic admin calls it)."""
+        path = self._topics_file()
+        if path is None:
+            return
+        kept = {t.name: {"partitions": t.partitions, "configs": {k: configs.as_text(v) for k, v in t.configs.items()}}
+                for t in self.topics.values()}
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(kept, f, indent=1, sort_keys=True)
+        os.replace(path + ".tmp", path)
 
     def partition(self, topic: str, index: int) -> Partition | None:
         known = self.topics.get(topic)
         if known is None or not 0 <= index < known.partitions:
             return None
-        return self.broker.partition(f"{topic}-{index}")
+        p = self.broker.partition(f"{topic}-{index}")
+        # serve bounds the batch as sent by the topic's max.message.bytes (records.decode_produce) before the
+        # implementation sees it; the implementation's own bound is on an estimate of the uncompressed size
+        p.max_message_bytes = UNBOUNDED
+        return p
 
     def flush(self) -> None:
         self.broker.flush()
+
+    def close(self) -> None:
+        self.broker.close()
+
+    # --- nodes (serve.nodes): who answers what ---
+
+    def address(self, node: int) -> tuple[str, int]:
+        ports = self.config.ports or [self.config.port]
+        return self.config.host, ports[node] if node < len(ports) else ports[0]
+
+    def leads(self, request: Request, topic: str, index: int) -> bool:
+        return self.nodes.count == 1 or bool(self.nodes.leader(topic, index) == request.node_id)
+
+    def coordinates_txn(self, request: Request, transactional_id: str | None) -> bool:
+        return (self.nodes.count == 1 or not transactional_id
+                or bool(self.nodes.txn_coordinator(transactional_id) == request.node_id))
+
+    def coordinates_group(self, request: Request, group_id: str) -> bool:
+        return self.nodes.count == 1 or bool(self.nodes.group_coordinator(group_id) == request.node_id)
 
     # --- dispatch ---
 
@@ -182,14 +264,43 @@ class WireBroker:
             return Errors.INVALID_PRODUCER_EPOCH.code
         return error.code
 
-    def request_tv(self, request: Request, since: int) -> int:
-        return 2 if self.config.transaction_version >= 2 and request.version >= since else 0
+    @staticmethod
+    def request_tv(request: Request) -> int:
+        """The transaction version of a request, from its version alone (``TransactionVersion.
+        transactionVersionForEndTxn`` / ``ForAddPartitionsToTxn``, ``AddPartitionsToTxnManager.
+        produceRequestVersionToTransactionSupportedOperation``): the finalized level does not enter."""
+        since = REQUEST_TV2_SINCE.get(request.api.name)
+        return 2 if since is not None and request.version >= since else 0
 
 
 # --- cluster metadata -------------------------------------------------------------------------------------
 
+# ApiVersionsRequest.SOFTWARE_NAME_VERSION_PATTERN: ApiVersions v3+ with another name or version is INVALID_REQUEST
+_SOFTWARE_NAME_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
 def handle_api_versions(wb: WireBroker, request: Request) -> Any:
+    """``KafkaApis.handleApiVersionsRequest``: an unsupported version gets ``getErrorResponse`` with
+    UNSUPPORTED_VERSION and ApiVersions' own range only (KIP-511); an invalid software name or version, or (v5)
+    a cluster id without a node id or the reverse, INVALID_REQUEST with no ranges; a cluster id and node id that
+    are not ours REBOOTSTRAP_REQUIRED; otherwise every API's range and, from v3, the features."""
     v = request.version
+    if request.unsupported_version:
+        own = APIS[API_VERSIONS_KEY]
+        keys = [ApiVersionsResponse.ApiVersion(version=0, api_key=own.key, min_version=own.min_version,
+                                               max_version=own.max_version)]
+        return ApiVersionsResponse(version=0, error_code=Errors.UNSUPPORTED_VERSION.code, api_keys=keys)
+    body = request.body
+    names_valid = v < 3 or all(_SOFTWARE_NAME_VERSION.fullmatch(str(getattr(body, name) or ""))
+                               for name in ("client_software_name", "client_software_version"))
+    target_valid = v < 5 or (body.cluster_id is None) == (int(body.node_id) == -1)  # both or neither
+    if not (names_valid and target_valid):
+        return ApiVersionsResponse(version=v, error_code=Errors.INVALID_REQUEST.code, api_keys=[],
+                                   throttle_time_ms=0)
+    if v >= 5 and body.cluster_id is not None and (body.cluster_id != CLUSTER_ID
+                                                     or int(body.node_id) != request.node_id):
+        # KafkaApis.clusterIdOrNodeIdIsInvalid: the client reached another cluster or node than it meant
+        return ApiVersionsResponse(version=v, error_code=Code.REBOOTSTRAP_REQUIRED, api_keys=[], throttle_time_ms=0)
     fields: dict[str, Any] = {"error_code": 0, "api_keys": advertised(v), "throttle_time_ms": 0}
     if v >= 3:
         R = ApiVersionsResponse
@@ -206,12 +317,21 @@ def handle_api_versions(wb: WireBroker, request: Request) -> Any:
 def _metadata_topic(wb: WireBroker, name: str, error: Errors, v: int) -> Any:
     M = MetadataResponse.MetadataResponseTopic
     topic = wb.topics.get(name) or wb.internal.get(name)
-    partitions = [] if topic is None else [
-        M.MetadataResponsePartition(error_code=0, partition_index=i, leader_id=NODE_ID, leader_epoch=0,
-                                    replica_nodes=[NODE_ID], isr_nodes=[NODE_ID], offline_replicas=[])
-        for i in range(topic.partitions)]
+    nodes = wb.nodes
+    partitions = [] if topic is None else [_metadata_partition(nodes, M, name, i) for i in range(topic.partitions)]
     return M(error_code=error.code, name=name, topic_id=topic.topic_id if topic else uuid.UUID(int=0),
              is_internal=name in wb.internal, partitions=partitions)
+
+
+def _metadata_partition(nodes: Nodes, M: Any, topic: str, index: int) -> Any:
+    """One partition: its leader (the first live replica), every node a replica, the live ones in sync."""
+    replicas = nodes.replicas(topic, index)
+    leader = nodes.leader(topic, index)
+    return M.MetadataResponsePartition(
+        error_code=0 if leader is not None else Code.LEADER_NOT_AVAILABLE, partition_index=index,
+        leader_id=-1 if leader is None else leader, leader_epoch=nodes.leader_epoch, replica_nodes=replicas,
+        isr_nodes=[n for n in replicas if n in nodes.live], offline_replicas=[n for n in replicas
+                                                                             if n not in nodes.live])
 
 
 def handle_metadata(wb: WireBroker, request: Request) -> Any:
@@ -235,14 +355,13 @@ def handle_metadata(wb: WireBroker, request: Request) -> Any:
                 topics.append(_metadata_topic(wb, name, Errors.NONE, v))
             else:
                 topics.append(_metadata_topic(wb, name, Errors.UNKNOWN_TOPIC_OR_PARTITION, v))
-    broker = MetadataResponse.MetadataResponseBroker(node_id=NODE_ID, host=wb.config.host, port=wb.config.port,
-                                                     rack=None)
-    return MetadataResponse(version=v, throttle_time_ms=0, brokers=[broker], cluster_id=CLUSTER_ID,
-                            controller_id=NODE_ID, topics=topics,
-                            error_code=0)
+    brokers = [MetadataResponse.MetadataResponseBroker(node_id=n, host=wb.address(n)[0], port=wb.address(n)[1],
+                                                       rack=None) for n in sorted(wb.nodes.live)]
+    return MetadataResponse(version=v, throttle_time_ms=0, brokers=brokers, cluster_id=CLUSTER_ID,
+                            controller_id=wb.nodes.controller, topics=topics, error_code=0)
 
 
-INVALID_TOPIC_EXCEPTION = 17
+INVALID_TOPIC_EXCEPTION = Code.INVALID_TOPIC_EXCEPTION
 
 
 def _invalid_topic(name: str) -> Any:
@@ -255,63 +374,36 @@ def handle_find_coordinator(wb: WireBroker, request: Request) -> Any:
     key_type = int(body.key_type) if v >= 1 else 0
     keys = list(body.coordinator_keys or []) if v >= 4 else [body.key]
 
-    def answer(key: str) -> tuple[int, str | None]:
+    def answer(key: str) -> tuple[int, str | None, int, str, int]:
+        """(error, message, node, host, port) of the key's coordinator (serve.nodes)."""
         if key_type not in (0, 1):
-            return Errors.INVALID_REQUEST.code, f"unknown coordinator type {key_type}"
+            return Errors.INVALID_REQUEST.code, f"unknown coordinator type {key_type}", -1, "", -1
         kind = CoordinatorType.TRANSACTION if key_type == 1 else CoordinatorType.GROUP
         r = wb.broker.handle(FindCoordinator(kind, key or ""), wb.now())
-        return r.error.code, None
+        node = wb.nodes.txn_coordinator(key or "") if key_type == 1 else wb.nodes.group_coordinator(key or "")
+        if r.error is not Errors.NONE or node is None:
+            code = r.error.code if r.error is not Errors.NONE else Errors.COORDINATOR_NOT_AVAILABLE.code
+            return code, None, -1, "", -1
+        host, port = wb.address(node)
+        return 0, None, node, host, port
 
     R = FindCoordinatorResponse
     if v >= 4:
         coordinators = []
         for key in keys:
-            code, message = answer(key)
-            coordinators.append(R.Coordinator(key=key, node_id=NODE_ID if code == 0 else -1, host=wb.config.host
-                                              if code == 0 else "", port=wb.config.port if code == 0 else -1,
-                                              error_code=code, error_message=message))
+            code, message, node, host, port = answer(key)
+            coordinators.append(R.Coordinator(key=key, node_id=node, host=host, port=port, error_code=code,
+                                              error_message=message))
         return R(version=v, throttle_time_ms=0, coordinators=coordinators)
-    code, message = answer(keys[0])
-    return R(version=v, throttle_time_ms=0, error_code=code, error_message=message,
-             node_id=NODE_ID if code == 0 else -1, host=wb.config.host if code == 0 else "",
-             port=wb.config.port if code == 0 else -1)
-
-
-TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR = 36, 37, 38
-
-
-def handle_create_topics(wb: WireBroker, request: Request) -> Any:
-    body, v = request.body, request.version
-    R = CreateTopicsResponse
-    results = []
-    for t in body.topics:
-        count = wb.config.default_partitions if t.num_partitions == -1 else int(t.num_partitions)
-        code, message = 0, None
-        if topic_name_problem(t.name) or t.name in INTERNAL_TOPICS:
-            code, message = INVALID_TOPIC_EXCEPTION, topic_name_problem(t.name) or f"{t.name} is internal"
-        elif t.name in wb.topics:
-            code, message = TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
-        elif t.assignments:
-            count = len(t.assignments)
-        if code == 0 and count < 1:
-            code, message = INVALID_PARTITIONS, f"Number of partitions must be larger than 0, got {count}."
-        if code == 0 and int(t.replication_factor) not in (-1, 1):
-            code, message = INVALID_REPLICATION_FACTOR, (f"Replication factor: {t.replication_factor} larger than "
-                                                         "available brokers: 1.")
-        if code == 0 and not body.validate_only:
-            wb.create_topic(t.name, count)
-        topic = wb.topics.get(t.name)
-        results.append(R.CreatableTopicResult(
-            name=t.name, topic_id=topic.topic_id if topic else uuid.UUID(int=0), error_code=code,
-            error_message=message, num_partitions=count if code == 0 else -1,
-            replication_factor=1 if code == 0 else -1, configs=[]))
-    return R(version=v, throttle_time_ms=0, topics=results)
+    code, message, node, host, port = answer(keys[0])
+    return R(version=v, throttle_time_ms=0, error_code=code, error_message=message, node_id=node, host=host,
+             port=port)
 
 
 Handler = Callable[[WireBroker, Request], Any]
 # the cluster-metadata requests this module answers; the others are in transactions, leader and groups
 HANDLERS: dict[str, Handler] = {"ApiVersions": handle_api_versions, "Metadata": handle_metadata,
-                                "FindCoordinator": handle_find_coordinator, "CreateTopics": handle_create_topics}
+                                "FindCoordinator": handle_find_coordinator}
 
 
 __all__ = ["HANDLERS", "NODE_ID", "Handler", "Pending", "ServeConfig", "Topic", "WireBroker", "topic_name_problem"]

@@ -8,12 +8,13 @@ UNSTABLE_OFFSET_COMMIT for a partition with a pending transactional offset (``Of
 -1 for a partition without a committed offset. A JoinGroup answers when the rebalance completes and a
 follower's SyncGroup when the leader's arrives (a :class:`~txnspec.serve.broker.Pending`).
 
-Left out: offset metadata strings and leader epochs (answered "" and -1), DescribeGroups, ListGroups,
-DeleteGroups, the KIP-848 consumer protocol.
+Left out: offset metadata strings and leader epochs (answered "" and -1), the KIP-848 consumer protocol.
+ListGroups, DescribeGroups, DeleteGroups and OffsetDelete are in :mod:`.group_admin`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kafka.protocol.consumer.group import (
@@ -137,10 +138,12 @@ def handle_offset_commit(wb: WireBroker, request: Request) -> Any:
                                                    for t, ps in by_topic.items()])
 
 
-def _group_offsets(wb: WireBroker, group_id: str, topics: Any, require_stable: bool
+def _group_offsets(wb: WireBroker, request: Request, group_id: str, topics: Any, require_stable: bool
                    ) -> tuple[int, dict[str, list[tuple[int, int, int]]]]:
     """(group error, topic -> [(partition, offset, error)]) of one group; ``topics`` None: all committed."""
     coordinator = wb.broker.group_coordinator
+    if not wb.coordinates_group(request, group_id):
+        return Errors.NOT_COORDINATOR.code, {}
     if not coordinator.active:
         return Errors.COORDINATOR_NOT_AVAILABLE.code, {}
     if topics is None:
@@ -161,7 +164,7 @@ def handle_offset_fetch(wb: WireBroker, request: Request) -> Any:
     R = OffsetFetchResponse
     require_stable = v >= 7 and bool(body.require_stable)
     if v < 8:
-        error, found = _group_offsets(wb, body.group_id, body.topics, require_stable)
+        error, found = _group_offsets(wb, request, body.group_id, body.topics, require_stable)
         P = R.OffsetFetchResponseTopic.OffsetFetchResponsePartition
         topics = [R.OffsetFetchResponseTopic(name=t, partitions=[
             P(partition_index=i, committed_offset=o, committed_leader_epoch=-1, metadata="", error_code=e)
@@ -170,7 +173,7 @@ def handle_offset_fetch(wb: WireBroker, request: Request) -> Any:
     groups = []
     G = R.OffsetFetchResponseGroup
     for g in body.groups:
-        error, found = _group_offsets(wb, g.group_id, g.topics, require_stable)
+        error, found = _group_offsets(wb, request, g.group_id, g.topics, require_stable)
         P2 = G.OffsetFetchResponseTopics.OffsetFetchResponsePartitions
         topics = [G.OffsetFetchResponseTopics(name=t, partitions=[
             P2(partition_index=i, committed_offset=o, committed_leader_epoch=-1, metadata="", error_code=e)
@@ -179,7 +182,37 @@ def handle_offset_fetch(wb: WireBroker, request: Request) -> Any:
     return R(version=v, throttle_time_ms=0, groups=groups)
 
 
+def _offset_commit_refused(request: Request) -> Any:
+    R = OffsetCommitResponse
+    return R(version=request.version, throttle_time_ms=0, topics=[R.OffsetCommitResponseTopic(name=t.name, partitions=[
+        R.OffsetCommitResponseTopic.OffsetCommitResponsePartition(partition_index=p.partition_index,
+                                                                  error_code=Errors.NOT_COORDINATOR.code)
+        for p in t.partitions]) for t in request.body.topics])
+
+
+# the answer of each group request sent to a node that does not coordinate its group (serve.nodes)
+NOT_COORDINATOR_ANSWERS: dict[str, Callable[[Request], Any]] = {
+    "JoinGroup": lambda r: _join_response(r.version, JoinResult(Errors.NOT_COORDINATOR)),
+    "SyncGroup": lambda r: _sync_response(r.version, SyncResult(Errors.NOT_COORDINATOR)),
+    "Heartbeat": lambda r: HeartbeatResponse(version=r.version, throttle_time_ms=0,
+                                             error_code=Errors.NOT_COORDINATOR.code),
+    "LeaveGroup": lambda r: LeaveGroupResponse(version=r.version, throttle_time_ms=0,
+                                               error_code=Errors.NOT_COORDINATOR.code, members=[]),
+    "OffsetCommit": _offset_commit_refused,
+}
+
+
+def coordinated(handler: Handler) -> Handler:
+    """``handler`` on the group's coordinator; elsewhere NOT_COORDINATOR in the request's own answer."""
+    def route(wb: WireBroker, request: Request) -> Any:
+        if not wb.coordinates_group(request, request.body.group_id):
+            return NOT_COORDINATOR_ANSWERS[request.api.name](request)
+        return handler(wb, request)
+    return route
+
+
 HANDLERS: dict[str, Handler] = {
-    "JoinGroup": handle_join_group, "SyncGroup": handle_sync_group, "Heartbeat": handle_heartbeat,
-    "LeaveGroup": handle_leave_group, "OffsetCommit": handle_offset_commit, "OffsetFetch": handle_offset_fetch,
+    "JoinGroup": coordinated(handle_join_group), "SyncGroup": coordinated(handle_sync_group),
+    "Heartbeat": coordinated(handle_heartbeat), "LeaveGroup": coordinated(handle_leave_group),
+    "OffsetCommit": coordinated(handle_offset_commit), "OffsetFetch": handle_offset_fetch,
 }

@@ -1,12 +1,15 @@
-"""The Java client on a broker: ``TxnHarness.java`` (consume-transform-produce with a zombie and a restart),
-compiled with the machine's ``javac`` against ``kafka-clients`` resolved by Maven into
-``~/.cache/txnspec/`` (outside the repository), run against any bootstrap address.
+"""The Java client on a broker: ``TxnHarness.java`` (consume-transform-produce with a zombie and a restart) and
+``TxnAdmin.java`` (the Admin client's transaction admin: list, describe, find and abort a hanging transaction),
+compiled with the machine's ``javac`` against ``kafka-clients`` resolved by Maven into ``~/.cache/txnspec/``
+(outside the repository), run against any bootstrap address.
 
 ``run_harness(bootstrap)`` returns the harness's RESULT line as a dict (``ok``, ``output``,
-``committed_offset``, ``zombie_commit``: the exception class the zombie's commit raised). A missing JDK or
-Maven raises :class:`JavaUnavailable` naming what is missing. Against any broker (a real Kafka too)::
+``committed_offset``, ``zombie_commit``: the exception class the zombie's commit raised);
+``run_harness(bootstrap, main="TxnAdmin")`` the admin workflow's (``listed``, ``start_offset``, ``lso_after``...).
+A missing JDK or Maven raises :class:`JavaUnavailable` naming what is missing. Against any broker (a real Kafka
+too)::
 
-    python -m txnspec.serve.java_harness HOST:PORT     # prints the RESULT, exit 0 when ok
+    python -m txnspec.serve.java_harness HOST:PORT [TxnAdmin]     # prints the RESULT, exit 0 when ok
 """
 
 from __future__ import annotations
@@ -47,21 +50,22 @@ def classpath() -> str:
             raise JavaUnavailable(f"mvn could not resolve kafka-clients {KAFKA_CLIENTS}: "
                                   f"{(done.stdout + done.stderr)[-800:]}")
     classes = CACHE / "serve-harness-classes"
-    source = HERE / "TxnHarness.java"
-    compiled = classes / "TxnHarness.class"
     libs = os.pathsep.join(str(p) for p in sorted(jars.glob("*.jar")))
-    if not compiled.is_file() or compiled.stat().st_mtime < source.stat().st_mtime:
-        classes.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run([_tool("javac"), "-cp", libs, "-d", str(classes), str(source)], capture_output=True,
-                              text=True, timeout=300)
-        if done.returncode != 0:
-            raise JavaUnavailable(f"javac failed on {source.name}: {done.stderr[-800:]}")
+    for source in sorted(HERE.glob("*.java")):
+        compiled = classes / f"{source.stem}.class"
+        if not compiled.is_file() or compiled.stat().st_mtime < source.stat().st_mtime:
+            classes.mkdir(parents=True, exist_ok=True)
+            done = subprocess.run([_tool("javac"), "-cp", libs, "-d", str(classes), str(source)],
+                                  capture_output=True, text=True, timeout=300)
+            if done.returncode != 0:
+                raise JavaUnavailable(f"javac failed on {source.name}: {done.stderr[-800:]}")
     return libs + os.pathsep + str(classes)
 
 
-def run_harness(bootstrap: str, run: str | None = None, timeout: float = 120.0) -> dict[str, Any]:
+def run_harness(bootstrap: str, run: str | None = None, timeout: float = 120.0, main: str = "TxnHarness"
+                ) -> dict[str, Any]:
     cp = classpath()
-    done = subprocess.run([_tool("java"), "-cp", cp, "TxnHarness", bootstrap, run or uuid.uuid4().hex[:8]],
+    done = subprocess.run([_tool("java"), "-cp", cp, main, bootstrap, run or uuid.uuid4().hex[:8]],
                           capture_output=True, text=True, timeout=timeout)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if not lines:
@@ -73,9 +77,9 @@ def run_harness(bootstrap: str, run: str | None = None, timeout: float = 120.0) 
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        print("usage: python -m txnspec.serve.java_harness HOST:PORT", file=sys.stderr)
+    if len(sys.argv) not in (2, 3) or sys.argv[2:] not in ([], ["TxnHarness"], ["TxnAdmin"]):
+        print("usage: python -m txnspec.serve.java_harness HOST:PORT [TxnHarness|TxnAdmin]", file=sys.stderr)
         sys.exit(2)
-    outcome = run_harness(sys.argv[1])
+    outcome = run_harness(sys.argv[1], main=sys.argv[2] if len(sys.argv) == 3 else "TxnHarness")
     print(json.dumps(outcome))
     sys.exit(0 if outcome["ok"] else 1)

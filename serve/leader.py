@@ -57,31 +57,45 @@ def _produce_partition(wb: WireBroker, request: Request, topic: str, index: int,
     partition = wb.partition(topic, index)
     if partition is None:
         return fail(Errors.UNKNOWN_TOPIC_OR_PARTITION.code)
+    if not wb.leads(request, topic, index):
+        return fail(Errors.NOT_LEADER_OR_FOLLOWER.code)
+    config = wb.topics[topic].config
     try:
-        batch = wire_records.decode_produce(data)
+        batch = wire_records.decode_produce(data, request.version, compacted="compact" in config("cleanup.policy"),
+                                            max_message_bytes=int(config("max.message.bytes")),
+                                            max_decompressed_bytes=int(config("max.decompressed.message.bytes")))
     except wire_records.InvalidRecords as exc:
-        return fail((Errors.CORRUPT_MESSAGE if exc.corrupt else Errors.INVALID_RECORD).code, str(exc))
+        answer = fail(int(exc.error), str(exc))
+        answer.record_errors = [P.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                                for i, m in exc.record_errors]
+        return answer
+    if acks == -1 and int(config("min.insync.replicas")) > 1:  # Partition.appendRecordsToLeader: one replica
+        return fail(Errors.NOT_ENOUGH_REPLICAS.code, f"The size of the current ISR 1 is insufficient to satisfy the "
+                    f"min.isr requirement of {config('min.insync.replicas')} for partition {topic}-{index}")
+    target = wire_records.target_codec(str(config("compression.type")), batch.codec)
     tid = request.body.transactional_id
     if batch.is_transactional and not tid:
         return fail(Errors.INVALID_REQUEST.code, "a transactional batch needs the request's transactional id")
     r = wb.broker.handle(Produce(f"{topic}-{index}", batch.producer_id, batch.producer_epoch, batch.base_sequence,
                                  batch.records, batch.is_transactional, tid if batch.is_transactional else None,
-                                 wb.request_tv(request, 12)), wb.now())
+                                 wb.request_tv(request), api_version=request.version), wb.now())
     if r.error is not Errors.NONE:
         return fail(r.error.code, str(r.extra.get("message") or "") or None)
     if not r.extra.get("duplicate"):
-        wb.produced[(partition.name, r.base_offset)] = wire_records.as_stored(bytes(data or b""), r.base_offset)
+        stored = bytes(data or b"") if target is batch.codec else wire_records.recompress(bytes(data or b""), target)
+        wb.produced[(partition.name, r.base_offset)] = wire_records.as_stored(stored, r.base_offset)
     return P(index=index, error_code=0, base_offset=r.base_offset, log_append_time_ms=-1,
              log_start_offset=partition.log_start_offset, record_errors=[], error_message=None)
 
 
-def fetch_partition(wb: WireBroker, topic: str, index: int, offset: int, committed: bool, max_bytes: int
-                    ) -> tuple[Any, int]:
+def fetch_partition(wb: WireBroker, topic: str, index: int, offset: int, committed: bool, max_bytes: int,
+                    leads: bool = True) -> tuple[Any, int]:
     """One partition of a Fetch response and the bytes of records in it (``ReplicaManager.readFromLog``)."""
     D = FetchResponse.FetchableTopicResponse.PartitionData
     partition = wb.partition(topic, index)
-    if partition is None:
-        return D(partition_index=index, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION.code, high_watermark=-1,
+    if partition is None or not leads:
+        code = Errors.UNKNOWN_TOPIC_OR_PARTITION if partition is None else Errors.NOT_LEADER_OR_FOLLOWER
+        return D(partition_index=index, error_code=code.code, high_watermark=-1,
                  last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1,
                  records=None), 0
     isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
@@ -120,7 +134,8 @@ def handle_fetch(wb: WireBroker, request: Request) -> Any:
             parts = []
             for p in t.partitions:
                 budget = max(0, min(int(p.partition_max_bytes), total_budget - total))
-                data, size = fetch_partition(wb, t.topic, int(p.partition), int(p.fetch_offset), committed, budget)
+                data, size = fetch_partition(wb, t.topic, int(p.partition), int(p.fetch_offset), committed, budget,
+                                             wb.leads(request, t.topic, int(p.partition)))
                 parts.append(data)
                 total += size
             responses.append(FetchResponse.FetchableTopicResponse(topic=t.topic, partitions=parts))
@@ -138,14 +153,20 @@ def handle_fetch(wb: WireBroker, request: Request) -> Any:
     return Pending(poll, lambda: answer()[0], deadline)
 
 
+EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -4, -5, -6  # ListOffsetsRequest (v8, v9, v11)
+
+
 def _offset_for_timestamp(partition: Partition, timestamp: int, committed: bool) -> tuple[int, int]:
-    """``UnifiedLog.fetchOffsetByTimestamp``: (-1 latest, -2 earliest, -3 max timestamp, else the first
-    record at or after ``timestamp``) -> (timestamp, offset)."""
+    """``UnifiedLog.fetchOffsetByTimestamp``: (-1 latest, -2 earliest, -3 max timestamp, -4 earliest local,
+    -5 latest tiered and -6 earliest pending upload (no tiered storage: none), else the first record at or
+    after ``timestamp``) -> (timestamp, offset); offset -1 when there is none."""
     end = partition.last_stable_offset if committed else partition.high_watermark
     if timestamp == -1:
         return -1, end
-    if timestamp == -2:
+    if timestamp in (-2, EARLIEST_LOCAL):
         return -1, partition.log_start_offset
+    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+        return -1, -1
     best: tuple[int, int] = (-1, -1)
     for batch in partition.log.read(partition.log_start_offset, end):
         if batch.is_control:
@@ -163,19 +184,20 @@ def handle_list_offsets(wb: WireBroker, request: Request) -> Any:
     body, v = request.body, request.version
     committed = v >= 2 and int(body.isolation_level) == 1
     R = ListOffsetsResponse
+    P = R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
     topics = []
     for t in body.topics:
         parts = []
         for p in t.partitions:
             partition = wb.partition(t.name, int(p.partition_index))
-            if partition is None:
-                parts.append(R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
-                    partition_index=p.partition_index, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION.code,
-                    timestamp=-1, offset=-1, leader_epoch=-1))
+            if partition is None or not wb.leads(request, t.name, int(p.partition_index)):
+                code = Errors.UNKNOWN_TOPIC_OR_PARTITION if partition is None else Errors.NOT_LEADER_OR_FOLLOWER
+                parts.append(P(partition_index=p.partition_index, error_code=code.code, timestamp=-1, offset=-1,
+                               leader_epoch=-1))
                 continue
             ts, offset = _offset_for_timestamp(partition, int(p.timestamp), committed)
-            parts.append(R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
-                partition_index=p.partition_index, error_code=0, timestamp=ts, offset=offset, leader_epoch=0))
+            parts.append(P(partition_index=p.partition_index, error_code=0, timestamp=ts, offset=offset,
+                           leader_epoch=wb.nodes.leader_epoch if offset >= 0 else -1))
         topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return R(version=v, throttle_time_ms=0, topics=topics)
 

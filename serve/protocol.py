@@ -9,10 +9,11 @@ class by API key are written here.
 ApiVersions: versions whose requests name topics by id (KIP-516: Produce v13, Fetch v13+, OffsetCommit
 v10, OffsetFetch v10) are left out, as are the 2PC fields of InitProducerId v6 (KIP-939).
 
-A frame that cannot be served raises :class:`FrameError`; ``answer`` is what Kafka's ``SocketServer`` /
-``KafkaApis`` would send back first (only ApiVersions of an unknown version is answered, with
-UNSUPPORTED_VERSION and the supported ranges, as KIP-511); for anything else Kafka closes the connection
-(``InvalidRequestException`` while parsing), and so do we.
+ApiVersions of a version we do not support is not an error of the frame: as ``RequestContext.parseRequest``
+(KIP-511) its body is left unread and it is answered at v0 (``RequestContext.apiVersion``), with
+UNSUPPORTED_VERSION and ApiVersions' own range (``ApiVersionsRequest.getErrorResponse``), on a connection
+that stays open for the client's retry. Any other frame that cannot be served raises :class:`FrameError`:
+Kafka closes the connection (``InvalidRequestException`` while parsing), and so do we.
 """
 
 from __future__ import annotations
@@ -21,7 +22,41 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from kafka.protocol.admin.topics import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeClusterResponse
+from kafka.protocol.admin.configs import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from kafka.protocol.admin.groups import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
+from kafka.protocol.admin.topics import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+from kafka.protocol.admin.transactions import (
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+)
+from kafka.protocol.api_header import ResponseClassRegistry
+from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.consumer.group import (
     HeartbeatRequest,
@@ -32,13 +67,15 @@ from kafka.protocol.consumer.group import (
     LeaveGroupResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
     SyncGroupRequest,
     SyncGroupResponse,
 )
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
-from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.metadata import api_versions as _kafka_api_versions
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
@@ -53,9 +90,39 @@ from kafka.protocol.producer.transaction import (
     InitProducerIdResponse,
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # socket.request.max.bytes
+
+
+class ApiVersionsRequest(ApiMessage):  # type: ignore[misc]
+    """ApiVersions v5 (Kafka 4.4, ``ApiVersionsRequestData``): the client may name the cluster and node it means
+    to reach (both or neither); kafka-python's schema stops at v4, so v5's two fields are added to it."""
+
+    @classmethod
+    def json_patch(cls, json: dict[str, Any]) -> dict[str, Any]:
+        json["validVersions"] = "0-5"
+        json["fields"] = [*json["fields"],
+                          {"name": "ClusterId", "type": "string", "versions": "5+", "nullableVersions": "5+",
+                           "default": "null", "about": "The cluster the client means to reach, or null."},
+                          {"name": "NodeId", "type": "int32", "versions": "5+", "default": "-1",
+                           "about": "The node the client means to reach, or -1."}]
+        return json
+
+
+class ApiVersionsResponse(_kafka_api_versions.ApiVersionsResponse):  # type: ignore[misc]
+    """The ApiVersions response up to v5 (the same fields as v4)."""
+
+    @classmethod
+    def json_patch(cls, json: dict[str, Any]) -> dict[str, Any]:
+        json["validVersions"] = "0-5"
+        return json
+
+
+# defining a response class registers it for its API key: kafka-python's own client keeps its own class
+ResponseClassRegistry.register_response_class(_kafka_api_versions.ApiVersionsResponse)
 
 
 @dataclass(frozen=True)
@@ -74,8 +141,8 @@ class Api:
 APIS: dict[int, Api] = {api.key: api for api in (
     Api("Produce", ProduceRequest, ProduceResponse, 3, 12),
     Api("Fetch", FetchRequest, FetchResponse, 4, 12),
-    Api("ListOffsets", ListOffsetsRequest, ListOffsetsResponse, 1, 7),
-    Api("Metadata", MetadataRequest, MetadataResponse, 0, 12),
+    Api("ListOffsets", ListOffsetsRequest, ListOffsetsResponse, 1, 11),
+    Api("Metadata", MetadataRequest, MetadataResponse, 0, 13),
     Api("OffsetCommit", OffsetCommitRequest, OffsetCommitResponse, 2, 9),
     Api("OffsetFetch", OffsetFetchRequest, OffsetFetchResponse, 1, 9),
     Api("FindCoordinator", FindCoordinatorRequest, FindCoordinatorResponse, 0, 6),
@@ -83,8 +150,22 @@ APIS: dict[int, Api] = {api.key: api for api in (
     Api("Heartbeat", HeartbeatRequest, HeartbeatResponse, 0, 4),
     Api("LeaveGroup", LeaveGroupRequest, LeaveGroupResponse, 0, 5),
     Api("SyncGroup", SyncGroupRequest, SyncGroupResponse, 0, 5),
-    Api("ApiVersions", ApiVersionsRequest, ApiVersionsResponse, 0, 4),
+    Api("ApiVersions", ApiVersionsRequest, ApiVersionsResponse, 0, 5),
     Api("CreateTopics", CreateTopicsRequest, CreateTopicsResponse, 2, 7),
+    Api("DeleteTopics", DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
+    Api("CreatePartitions", CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
+    Api("DescribeConfigs", DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
+    Api("AlterConfigs", AlterConfigsRequest, AlterConfigsResponse, 0, 2),
+    Api("IncrementalAlterConfigs", IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
+    Api("DescribeCluster", DescribeClusterRequest, DescribeClusterResponse, 0, 2),
+    Api("ListGroups", ListGroupsRequest, ListGroupsResponse, 0, 5),
+    Api("DescribeGroups", DescribeGroupsRequest, DescribeGroupsResponse, 0, 6),
+    Api("DeleteGroups", DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
+    Api("OffsetDelete", OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
+    Api("WriteTxnMarkers", WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 2),
+    Api("DescribeProducers", DescribeProducersRequest, DescribeProducersResponse, 0, 0),
+    Api("DescribeTransactions", DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0),
+    Api("ListTransactions", ListTransactionsRequest, ListTransactionsResponse, 0, 2),
     Api("InitProducerId", InitProducerIdRequest, InitProducerIdResponse, 0, 5),
     Api("AddPartitionsToTxn", AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5),
     Api("AddOffsetsToTxn", AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 4),
@@ -96,20 +177,25 @@ UNSUPPORTED_VERSION = 35
 
 
 class FrameError(Exception):
-    """A request that cannot be served; ``answer`` is a response frame to send before closing, if any."""
-
-    def __init__(self, message: str, answer: bytes | None = None) -> None:
-        super().__init__(message)
-        self.answer = answer
+    """A request that cannot be served: the connection is closed."""
 
 
 @dataclass(frozen=True)
 class Request:
+    """A decoded request. ``version`` is the one the answer is encoded at; ``header_version`` the one the
+    client asked for (they differ only for an ApiVersions of a version we do not support, whose body is None)."""
+
     api: Api
     version: int
     correlation_id: int
     client_id: str | None
     body: Any
+    header_version: int | None = None
+    node_id: int = 0  # the node whose port it came in on (txnspec serve --nodes)
+
+    @property
+    def unsupported_version(self) -> bool:
+        return self.header_version is not None and self.header_version != self.version
 
 
 def frame_size(prefix: bytes, max_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> int:
@@ -123,20 +209,12 @@ def frame_size(prefix: bytes, max_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> int
     return size
 
 
-def api_versions_unsupported(correlation_id: int) -> bytes:
-    """KIP-511: an ApiVersions request of a version we do not know gets a v0 answer with
-    UNSUPPORTED_VERSION and our ranges, so the client can retry with one we speak."""
-    response = ApiVersionsResponse(version=0, error_code=UNSUPPORTED_VERSION, api_keys=advertised(0))
-    response.with_header(correlation_id=correlation_id)
-    return bytes(response.encode(header=True, framed=True))
-
-
 def advertised(version: int) -> list[Any]:
     return [ApiVersionsResponse.ApiVersion(version=version, api_key=api.key, min_version=api.min_version,
                                            max_version=api.max_version) for api in APIS.values()]
 
 
-def decode_request(payload: bytes) -> Request:
+def decode_request(payload: bytes | bytearray) -> Request:
     """The request in a frame's payload (header and body), or :class:`FrameError` naming what was wrong."""
     if len(payload) < 8:
         raise FrameError(f"a request of {len(payload)} bytes is shorter than a request header")
@@ -145,8 +223,8 @@ def decode_request(payload: bytes) -> Request:
     if api is None:
         raise FrameError(f"unknown or unsupported API key {api_key}")
     if not api.min_version <= version <= api.max_version:
-        if api_key == API_VERSIONS_KEY:
-            raise FrameError(f"ApiVersions v{version} is not supported", api_versions_unsupported(correlation_id))
+        if api_key == API_VERSIONS_KEY:  # KIP-511: answered at v0, body unread (RequestContext.parseRequest)
+            return Request(api, 0, correlation_id, None, None, header_version=version)
         raise FrameError(f"{api.name} v{version} is not supported (versions {api.min_version}..{api.max_version})")
     try:
         body = api.request.decode(payload, version=version, header=True)
@@ -162,5 +240,15 @@ def encode_response(request: Request, response: Any) -> bytes:
     return bytes(response.encode(header=True, framed=True))
 
 
-__all__ = ["APIS", "DEFAULT_MAX_REQUEST_BYTES", "Api", "FrameError", "Request", "advertised", "decode_request",
-           "encode_response", "frame_size"]
+__all__ = [
+    "APIS",
+    "API_VERSIONS_KEY",
+    "DEFAULT_MAX_REQUEST_BYTES",
+    "Api",
+    "FrameError",
+    "Request",
+    "advertised",
+    "decode_request",
+    "encode_response",
+    "frame_size",
+]

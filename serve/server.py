@@ -1,4 +1,6 @@
-"""The TCP server of ``txnspec serve``: asyncio, one event loop, one :class:`WireBroker`.
+"""The TCP server of ``txnspec serve``: asyncio, one event loop, one :class:`WireBroker`, one listening port per
+node (``--nodes``: each connection's requests carry its node id, :mod:`.nodes` decides what a node answers;
+tests stop and start a node).
 
 Each connection reads size-prefixed frames and answers them in order, one at a time (as Kafka mutes a
 channel while its request is processed). The implementation is single-threaded and sans-I/O, so every
@@ -7,10 +9,16 @@ below ``min_bytes``, a JoinGroup or SyncGroup in a rebalance) waits on a conditi
 change, bounded by its deadline. A ticker lets wall time reach the implementation every
 :data:`TICK_SECONDS` (transaction timeouts, session timeouts, id expiration).
 
+Memory: the bytes of the requests being read or handled are bounded across connections by
+``queued_max_request_bytes`` (Kafka's ``queued.max.request.bytes`` with its non-strict ``SimpleMemoryPool``: a
+frame takes its declared size from the pool as soon as its prefix is read, while any is left, and gives it back
+once answered); a connection whose frame cannot take its size is not read from until bytes come back, so its
+client waits on TCP's flow control. A frame is read chunk by chunk into a buffer that grows as it arrives.
+
 Robustness: a frame larger than ``max_request_bytes``, a negative size, an unknown API key, a version we
-do not advertise or a body that does not decode closes that connection (ApiVersions of an unknown version
-is first answered, KIP-511); a client that vanishes mid-frame only ends its own connection; an exception
-inside a handler is logged with the request's name and closes the connection, never the server.
+do not advertise or a body that does not decode closes that connection (but ApiVersions of an unknown
+version is answered and the connection kept, KIP-511); a client that vanishes mid-frame only ends its own
+connection; an exception inside a handler is logged with the request's name and closes the connection, never the server.
 
 :class:`ServerThread` runs a server on a background thread for tests and the pytest fixture
 (:mod:`.testing`); :func:`serve_forever` is the command's foreground loop (SIGTERM/SIGINT stop it; in
@@ -21,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import signal
 import socket
@@ -34,7 +43,50 @@ from txnspec.serve.dispatch import HANDLERS
 from txnspec.serve.protocol import FrameError, decode_request, encode_response, frame_size
 
 TICK_SECONDS = 0.1
+READ_CHUNK = 1 << 20
 log = logging.getLogger("txnspec.serve")
+
+
+class MemoryPool:
+    """``SimpleMemoryPool`` (non-strict): ``allocate`` waits while nothing is left, then takes the whole size
+    (the pool may go below zero by one frame); ``release`` gives it back. ``None`` capacity: unbounded."""
+
+    def __init__(self, capacity: int | None) -> None:
+        self.capacity = capacity
+        self.available = capacity if capacity is not None else 0
+        self.lowest = self.available  # the least ever available (tests)
+        self._changed: asyncio.Condition | None = None
+
+    async def allocate(self, size: int) -> None:
+        if self.capacity is None:
+            return
+        if self._changed is None:
+            self._changed = asyncio.Condition()
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.available > 0 or size == 0)
+            self.available -= size
+            self.lowest = min(self.lowest, self.available)
+
+    async def release(self, size: int) -> None:
+        if self.capacity is None:
+            return
+        assert self._changed is not None
+        async with self._changed:
+            self.available += size
+            self._changed.notify_all()
+
+
+async def read_frame(reader: asyncio.StreamReader, size: int) -> bytearray:
+    """The ``size`` bytes of a frame's payload, as they arrive (``asyncio.IncompleteReadError`` if the client
+    closes first): memory grows with the bytes received, not the size declared; the stream's own buffer never
+    holds more than a chunk."""
+    payload = bytearray()
+    while len(payload) < size:
+        chunk = await reader.read(min(size - len(payload), READ_CHUNK))
+        if not chunk:
+            raise asyncio.IncompleteReadError(bytes(payload), size)
+        payload += chunk
+    return payload
 
 
 class PortInUse(OSError):
@@ -51,7 +103,9 @@ class Server:
         self.connections: set[asyncio.StreamWriter] = set()
         self.tasks: set[asyncio.Task[Any]] = set()
         self.requests: Counter[tuple[str, int]] = Counter()  # (API name, version) of every request answered
-        self._server: asyncio.base_events.Server | None = None
+        self.pool = MemoryPool(config.queued_max_request_bytes if config.queued_max_request_bytes > 0 else None)
+        self._servers: dict[int, asyncio.base_events.Server] = {}  # by node id (serve.nodes)
+        self._node_connections: dict[int, set[asyncio.StreamWriter]] = {}
         self._ticker: asyncio.Task[None] | None = None
 
     @staticmethod
@@ -67,29 +121,67 @@ class Server:
         sock.setblocking(False)
         return sock
 
-    async def start(self, sock: socket.socket) -> None:
-        self.config.port = int(sock.getsockname()[1])
+    @staticmethod
+    def bind_all(config: ServeConfig) -> list[socket.socket]:
+        """One listening socket per node: ``port``, ``port + 1``... (any free ports when ``port`` is 0)."""
+        socks: list[socket.socket] = []
+        try:
+            for node in range(max(1, config.nodes)):
+                socks.append(Server.bind(config.host, config.port + node if config.port else 0))
+        except PortInUse:
+            for s in socks:
+                s.close()
+            raise
+        return socks
+
+    async def start(self, socks: list[socket.socket]) -> None:
+        self.config.ports = [int(s.getsockname()[1]) for s in socks]
+        self.config.port = self.config.ports[0]
         self.changed = asyncio.Condition()
-        self._server = await asyncio.start_server(self._connection, sock=sock, limit=1 << 16)
+        for node, sock in enumerate(socks):
+            await self._listen(node, sock)
         self._ticker = asyncio.create_task(self._tick())
+
+    async def _listen(self, node: int, sock: socket.socket) -> None:
+        async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await self._connection(reader, writer, node)
+        self._node_connections.setdefault(node, set())
+        self._servers[node] = await asyncio.start_server(accept, sock=sock, limit=1 << 16)
+
+    async def stop_node(self, node: int) -> None:
+        """A node goes down (tests): its port closes, its connections drop, its partitions and coordinators
+        move to the next live node (``Nodes.stop``)."""
+        self.broker.nodes.stop(node)
+        server = self._servers.pop(node, None)
+        if server is not None:
+            server.close()
+        for writer in list(self._node_connections.get(node, ())):
+            writer.close()
+        await self._notify()
+
+    async def start_node(self, node: int) -> None:
+        """The node comes back on its port and takes back what it leads first."""
+        await self._listen(node, Server.bind(self.config.host, self.config.ports[node]))
+        self.broker.nodes.start(node)
+        await self._notify()
 
     async def stop(self) -> None:
         if self._ticker is not None:
             self._ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._ticker
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers.values():
+            server.close()
         for writer in list(self.connections):
             writer.close()
         if self.tasks:  # closed connections end their tasks; a waiting Fetch ends within a second
             await asyncio.wait(list(self.tasks), timeout=3)
         for task in list(self.tasks):
             task.cancel()
-        if self._server is not None:
+        for server in self._servers.values():
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 2)
-        self.broker.flush()
+                await asyncio.wait_for(server.wait_closed(), 2)
+        self.broker.close()  # durable: flush, checkpoint, close every file
 
     async def _notify(self) -> None:
         assert self.changed is not None
@@ -105,8 +197,9 @@ class Server:
                 log.exception("periodic work of the implementation failed")
             await self._notify()
 
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, node: int = 0) -> None:
         self.connections.add(writer)
+        self._node_connections.setdefault(node, set()).add(writer)
         task = asyncio.current_task()
         if task is not None:
             self.tasks.add(task)
@@ -115,34 +208,39 @@ class Server:
             while True:
                 try:
                     prefix = await reader.readexactly(4)
-                    size = frame_size(prefix, self.config.max_request_bytes)
-                    payload = await reader.readexactly(size)
                 except asyncio.IncompleteReadError:
-                    return  # the client closed (possibly mid-frame): nothing to answer
-                answer = await self._answer(payload)
-                if answer:
-                    writer.write(answer)
-                    await writer.drain()
+                    return  # the client closed between frames
+                size = frame_size(prefix, self.config.max_request_bytes)
+                await self.pool.allocate(size)
+                try:
+                    try:
+                        payload = await read_frame(reader, size)
+                    except asyncio.IncompleteReadError:
+                        return  # the client closed mid-frame: nothing to answer
+                    answer = await self._answer(payload, node)
+                    del payload
+                    if answer:
+                        writer.write(answer)
+                        await writer.drain()
+                finally:
+                    await self.pool.release(size)
         except FrameError as exc:
             log.info("closing connection from %s: %s", peer, exc)
-            if exc.answer:
-                with contextlib.suppress(ConnectionError):
-                    writer.write(exc.answer)
-                    await writer.drain()
         except (ConnectionError, OSError):
             pass
         except Exception:
             log.exception("closing connection from %s after an internal error", peer)
         finally:
             self.connections.discard(writer)
+            self._node_connections.get(node, set()).discard(writer)
             if task is not None:
                 self.tasks.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _answer(self, payload: bytes) -> bytes | None:
-        request = decode_request(payload)
+    async def _answer(self, payload: bytes | bytearray, node: int = 0) -> bytes | None:
+        request = dataclasses.replace(decode_request(payload), node_id=node)
         self.requests[(request.api.name, request.version)] += 1
         try:
             response = self.broker.handle(request)
@@ -154,7 +252,8 @@ class Server:
             response = await self._wait(response)
         if response is None:
             return None
-        return encode_response(request, response)
+        framed: bytes = encode_response(request, response)
+        return framed
 
     async def _wait(self, pending: Pending) -> Any:
         assert self.changed is not None
@@ -175,7 +274,7 @@ class ServerThread:
 
     def __init__(self, config: ServeConfig | None = None, **overrides: Any) -> None:
         self.config = config or ServeConfig(**{"port": 0, **overrides})
-        self.sock = Server.bind(self.config.host, self.config.port)
+        self.socks = Server.bind_all(self.config)
         self.server = Server(self.config)
         self.loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -187,7 +286,7 @@ class ServerThread:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
-        self.loop.run_until_complete(self.server.start(self.sock))
+        self.loop.run_until_complete(self.server.start(self.socks))
         self._ready.set()
         self.loop.run_forever()
 
@@ -202,6 +301,12 @@ class ServerThread:
         async def run() -> Any:
             return fn()
         return asyncio.run_coroutine_threadsafe(run(), self.loop).result(10)
+
+    def stop_node(self, node: int) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.stop_node(node), self.loop).result(10)
+
+    def start_node(self, node: int) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.start_node(node), self.loop).result(10)
 
     def stop(self) -> None:
         if not self._thread.is_alive():
@@ -221,17 +326,19 @@ class ServerThread:
 
 def serve_forever(config: ServeConfig, announce: Callable[[str], None] = print) -> None:
     """Bind (``PortInUse`` if taken), serve until SIGTERM or SIGINT, then stop cleanly."""
-    sock = Server.bind(config.host, config.port)
+    socks = Server.bind_all(config)
 
     async def main() -> None:
         server = Server(config)
-        await server.start(sock)
+        await server.start(socks)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         where = f"durable in {config.data_dir}" if config.data_dir else "in memory"
-        announce(f"txnspec serve: listening on {config.host}:{config.port} (transaction version "
+        where_nodes = f"{config.host}:{config.port}" if len(config.ports) == 1 else ", ".join(
+            f"node {n} on {config.host}:{p}" for n, p in enumerate(config.ports))
+        announce(f"txnspec serve: listening on {where_nodes} (transaction version "
                  f"{config.transaction_version}, {where})")
         await stop.wait()
         await server.stop()
@@ -239,4 +346,4 @@ def serve_forever(config: ServeConfig, announce: Callable[[str], None] = print) 
     asyncio.run(main())
 
 
-__all__ = ["PortInUse", "Server", "ServerThread", "serve_forever"]
+__all__ = ["MemoryPool", "PortInUse", "Server", "ServerThread", "read_frame", "serve_forever"]

@@ -27,10 +27,15 @@ from txnspec.impl.messages import AddOffsetsToTxn, AddPartitionsToTxn, EndTxn, I
 from txnspec.serve.broker import Handler, WireBroker
 from txnspec.serve.protocol import Request
 
+NOT_COORDINATOR = Errors.NOT_COORDINATOR.code  # a request for a transaction or group another node coordinates
+
 
 def handle_init_producer_id(wb: WireBroker, request: Request) -> Any:
     body, v = request.body, request.version
     pid, epoch = (int(body.producer_id), int(body.producer_epoch)) if v >= 3 else (-1, -1)
+    if not wb.coordinates_txn(request, body.transactional_id):
+        return InitProducerIdResponse(version=v, throttle_time_ms=0, error_code=NOT_COORDINATOR, producer_id=-1,
+                                      producer_epoch=-1)
     r = wb.broker.handle(InitProducerId(body.transactional_id, int(body.transaction_timeout_ms), pid, epoch),
                          wb.now())
     return InitProducerIdResponse(version=v, throttle_time_ms=0, error_code=wb.error_for(request, r.error),
@@ -44,7 +49,9 @@ def _add_partitions(wb: WireBroker, request: Request, tid: str, pid: int, epoch:
     R = AddPartitionsToTxnResponse
     wanted = [(t.name, int(p)) for t in topics for p in t.partitions]
     unknown = {(t, p) for t, p in wanted if wb.partition(t, p) is None}
-    if unknown:
+    if not wb.coordinates_txn(request, tid):
+        errors = dict.fromkeys(wanted, NOT_COORDINATOR)
+    elif unknown:
         errors = {tp: Errors.UNKNOWN_TOPIC_OR_PARTITION.code if tp in unknown else
                   Errors.OPERATION_NOT_ATTEMPTED.code for tp in wanted}
     elif verify_only:
@@ -55,6 +62,10 @@ def _add_partitions(wb: WireBroker, request: Request, tid: str, pid: int, epoch:
             err = Errors.PRODUCER_FENCED
         errors = {tp: (err if err is not Errors.NONE else Errors.NONE if md is not None and f"{tp[0]}-{tp[1]}"
                        in md.topic_partitions else Errors.INVALID_TXN_STATE).code for tp in wanted}
+    elif wb.request_tv(request) >= 2:  # v4+, the brokers' form: the coordinator takes it as TV2
+        err = wb.broker.txn_coordinator.handle_add_partitions_to_txn(tid, pid, epoch, [f"{t}-{p}" for t, p in wanted],
+                                                                     wb.request_tv(request), now_ms=wb.now())
+        errors = dict.fromkeys(wanted, wb.error_for(request, err))
     else:
         r = wb.broker.handle(AddPartitionsToTxn(tid, pid, epoch, tuple(f"{t}-{p}" for t, p in wanted)), wb.now())
         errors = dict.fromkeys(wanted, wb.error_for(request, r.error))
@@ -81,6 +92,8 @@ def handle_add_partitions_to_txn(wb: WireBroker, request: Request) -> Any:
 
 def handle_add_offsets_to_txn(wb: WireBroker, request: Request) -> Any:
     body, v = request.body, request.version
+    if not wb.coordinates_txn(request, body.transactional_id):
+        return AddOffsetsToTxnResponse(version=v, throttle_time_ms=0, error_code=NOT_COORDINATOR)
     r = wb.broker.handle(AddOffsetsToTxn(body.transactional_id, int(body.producer_id), int(body.producer_epoch),
                                          body.group_id), wb.now())
     return AddOffsetsToTxnResponse(version=v, throttle_time_ms=0, error_code=wb.error_for(request, r.error))
@@ -97,11 +110,14 @@ def handle_txn_offset_commit(wb: WireBroker, request: Request) -> Any:
             else:
                 offsets.append((f"{t.name}-{int(p.partition_index)}", int(p.committed_offset)))
     codes: dict[tuple[str, int], int] = {tp: Errors.UNKNOWN_TOPIC_OR_PARTITION.code for tp in unknown}
-    if offsets:
+    if offsets and not wb.coordinates_group(request, body.group_id):  # the group's coordinator takes it
+        codes.update({(n.rpartition("-")[0], int(n.rpartition("-")[2])): NOT_COORDINATOR for n, _ in offsets})
+    elif offsets:
         member = MemberIdentity(body.member_id or "", body.group_instance_id, int(body.generation_id)) if v >= 3 \
             else MemberIdentity()
         r = wb.broker.handle(TxnOffsetCommit(body.transactional_id, body.group_id, int(body.producer_id),
-                                             int(body.producer_epoch), tuple(offsets), member=member), wb.now())
+                                             int(body.producer_epoch), tuple(offsets), member=member,
+                                             api_version=v), wb.now())
         errors = dict(r.partition_errors)
         for name, _ in offsets:
             topic, _, index = name.rpartition("-")
@@ -117,8 +133,11 @@ def handle_txn_offset_commit(wb: WireBroker, request: Request) -> Any:
 def handle_end_txn(wb: WireBroker, request: Request) -> Any:
     body, v = request.body, request.version
     result = ControlType.COMMIT if body.committed else ControlType.ABORT
+    if not wb.coordinates_txn(request, body.transactional_id):
+        return EndTxnResponse(version=v, throttle_time_ms=0, error_code=NOT_COORDINATOR, producer_id=-1,
+                              producer_epoch=-1)
     r = wb.broker.handle(EndTxn(body.transactional_id, int(body.producer_id), int(body.producer_epoch), result,
-                                wb.request_tv(request, 5)), wb.now())
+                                wb.request_tv(request)), wb.now())
     return EndTxnResponse(version=v, throttle_time_ms=0, error_code=wb.error_for(request, r.error),
                           producer_id=r.producer_id, producer_epoch=r.producer_epoch)
 

@@ -77,6 +77,9 @@ class ActionKind(enum.StrEnum):
     CRASH = "crash"
     EXPIRE_BATCH = "expire batch"
     REBALANCE = "rebalance"
+    EXPIRE_PRODUCERS = "expire producer ids"  # ProducerStateManager.removeExpiredProducers on one partition
+    EXPIRE_TRANSACTIONAL_ID = "expire transactional id"  # TransactionStateManager.removeExpiredTransactionalIds
+    OFFSET_COMMIT = "plain OffsetCommit"  # an admin's commit from outside group management
     # the protocol's own recovery
     RESEND_MARKER = "resend marker"
     RETRY = "retry"

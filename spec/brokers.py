@@ -137,55 +137,87 @@ def _verify_transactional_produce(system: System, state: SystemState, pstate: An
     """KIP-890: before a transactional batch starts a transaction on this partition, ask the coordinator."""
     if not body.transactional or partition_mod.has_ongoing_transaction(pstate, body.producer_id, body.producer_epoch):
         return state, Errors.NONE
+    if not system.tv2 and not system.scenario.partition_verification:
+        return state, Errors.NONE
     tid = body.transactional_id or ""
+    # UnifiedLog.maybeStartTransactionVerification: an epoch older than the producer's entry is refused first
+    started, error = partition_mod.start_verification(pstate, body.producer_id, body.base_sequence,
+                                                      body.producer_epoch, supports_epoch_bump=system.tv2)
+    if error is not Errors.NONE:
+        return state, error
     if system.tv2:
         add = AddPartitionsToTxn(tid, body.producer_id, body.producer_epoch, frozenset({body.partition}), 2)
         result = system.protocol.handle_add_partitions_to_txn(state.coordinator, add,
                                                               config=system.coordinator_config)
         error = result.response.error
         if error is Errors.CONCURRENT_TRANSACTIONS:
-            return None
-        state = set_partition(state, body.partition, partition_mod.start_verification(
-            pstate, body.producer_id, body.base_sequence, body.producer_epoch, supports_epoch_bump=True))
+            return None  # ReplicaManager retries a TV2 verification itself: the produce waits
+        state = set_partition(state, body.partition, started)
         state = coordinator_step(state, result, Envelope(body.partition, COORDINATOR, add, None, tag))
-        if error is Errors.NONE:
-            return state, Errors.NONE
-        return state, map_verification_error(error)
-    if not system.scenario.partition_verification:
-        return state, Errors.NONE
-    state = set_partition(state, body.partition, partition_mod.start_verification(
-        pstate, body.producer_id, body.base_sequence, body.producer_epoch, supports_epoch_bump=False))
-    return state, verify_only(state.coordinator, tid, body.producer_id, body.producer_epoch, body.partition)
+        return state, map_verification_error(error, supports_epoch_bump=True)
+    state = set_partition(state, body.partition, started)
+    error = verify_only(state.coordinator, tid, body.producer_id, body.producer_epoch, body.partition)
+    return state, map_verification_error(error, supports_epoch_bump=False)
 
 
 def verify_only(cs: coord.CoordinatorState, tid: str, producer_id: int, epoch: int, partition: str) -> Errors:
-    """A TV1 leader's ``verifyOnly`` AddPartitionsToTxn (``handleVerifyPartitionsInTransaction``) as the producer
-    sees it through ``AddPartitionsToTxnManager`` and ``ReplicaManager`` (a transaction being completed is a
-    retriable NOT_ENOUGH_REPLICAS; a partition not in the transaction TRANSACTION_ABORTABLE)."""
+    """A TV1 leader's ``verifyOnly`` AddPartitionsToTxn as the coordinator answers it
+    (``handleVerifyPartitionsInTransaction``: a transaction being completed is CONCURRENT_TRANSACTIONS, a
+    partition not in the transaction TRANSACTION_ABORTABLE); the caller maps the answer for its request."""
     md = cs.metadata(tid)
     if md is None or md.producer_id != producer_id:
         return Errors.INVALID_PRODUCER_ID_MAPPING
     if md.producer_epoch != epoch:
-        return map_verification_error(Errors.PRODUCER_FENCED)
+        return Errors.PRODUCER_FENCED
     if md.state in PREPARE_STATES:
-        return Errors.NOT_ENOUGH_REPLICAS
+        return Errors.CONCURRENT_TRANSACTIONS
     if partition in md.partitions:
         return Errors.NONE
-    return map_verification_error(Errors.TRANSACTION_ABORTABLE)
+    return Errors.TRANSACTION_ABORTABLE
 
 
-def map_verification_error(error: Errors) -> Errors:
-    """What the producer sees of a failed verification; the modelled clients send Produce v11 (TV1) and v12
-    (TV2) and TxnOffsetCommit v4 and v5, which all handle TRANSACTION_ABORTABLE."""
-    return partition_mod.verification_error(error, generic_error_supported=True)
+def map_verification_error(error: Errors, supports_epoch_bump: bool) -> Errors:
+    """What the producer sees of a failed verification of its Produce; the modelled clients send Produce v11
+    (TV1) and v12 (TV2), which handle TRANSACTION_ABORTABLE."""
+    return partition_mod.verification_error(error, generic_error_supported=True,
+                                            supports_epoch_bump=supports_epoch_bump)
+
+
+def _verify_txn_offset_commit(system: System, state: SystemState, body: TxnOffsetCommit, tag: Tag | None
+                              ) -> tuple[SystemState, Errors]:
+    """``CoordinatorPartitionWriter.maybeStartTransactionVerification`` for a TxnOffsetCommit (TV1 with
+    verification enabled, and TV2, where the offsets partition is added to the transaction), answered as
+    ``GroupCoordinatorService.commitTransactionalOffsets`` answers it; the modelled clients send TxnOffsetCommit
+    v4 (TV1) and v5 (TV2), which handle TRANSACTION_ABORTABLE. The verification entry the leader starts with
+    sequence -1 is left out: a coordinator-origin append checks no sequence and clears it."""
+    name = system.offsets_partition
+    offsets_log = state.partition(name)
+    if not system.tv2 and not system.scenario.partition_verification:
+        return state, Errors.NONE
+    current = offsets_log.entry(body.producer_id)
+    if current is not None and body.producer_epoch < current.producer_epoch:
+        return state, Errors.INVALID_PRODUCER_EPOCH  # maybeStartTransactionVerification refuses it first
+    if partition_mod.has_ongoing_transaction(offsets_log, body.producer_id, body.producer_epoch):
+        return state, Errors.NONE
+    if system.tv2:
+        add = AddPartitionsToTxn(body.transactional_id, body.producer_id, body.producer_epoch, frozenset({name}), 2)
+        result = system.protocol.handle_add_partitions_to_txn(state.coordinator, add,
+                                                              config=system.coordinator_config)
+        error = result.response.error
+        if error is not Errors.CONCURRENT_TRANSACTIONS:
+            state = coordinator_step(state, result, Envelope(GROUP, COORDINATOR, add, None, tag))
+    else:
+        error = verify_only(state.coordinator, body.transactional_id, body.producer_id, body.producer_epoch, name)
+    return state, group_mod.txn_offset_commit_verification_error(error, generic_error_supported=True)
 
 
 def group_receives(system: System, state: SystemState, env: Envelope) -> SystemState:
     """The group coordinator. Its transactional offset commits are records in the group's
     ``__consumer_offsets`` partition, written with the producer's id and epoch (origin COORDINATOR: the
     epoch is checked, not the sequence), so that partition's producer state fences stale markers and
-    stale commits exactly as a data partition does; the group's view follows the records. ``state`` itself
-    (the same object) when the commit must wait."""
+    stale commits exactly as a data partition does; the group's view follows the records. A commit never
+    waits: unlike a Produce, a verification answered CONCURRENT_TRANSACTIONS is not retried by the broker but
+    answered (the client retries)."""
     body, proto, name = env.body, system.protocol, system.offsets_partition
     offsets_log = state.partition(name)
     if isinstance(body, WriteTxnMarkers):
@@ -205,32 +237,19 @@ def group_receives(system: System, state: SystemState, env: Envelope) -> SystemS
             reply.error), env.context)))
     if not isinstance(body, TxnOffsetCommit):
         raise TypeError(f"the group coordinator does not handle {type(body).__name__}")
-    verified = partition_mod.has_ongoing_transaction(offsets_log, body.producer_id, body.producer_epoch)
-    if not system.tv2 and not verified and system.scenario.partition_verification:
-        # CoordinatorPartitionWriter.maybeStartTransactionVerification: TV1 commits are verified too
-        error = verify_only(state.coordinator, body.transactional_id, body.producer_id, body.producer_epoch, name)
-        if error is not Errors.NONE:
-            return replace(state, network=send(state.network, Envelope(GROUP, env.source, ErrorResponse(error),
-                                                                       env.context)))
-    if system.tv2 and not verified:
-        add = AddPartitionsToTxn(body.transactional_id, body.producer_id, body.producer_epoch,
-                                 frozenset({name}), 2)
-        result = system.protocol.handle_add_partitions_to_txn(state.coordinator, add,
-                                                              config=system.coordinator_config)
-        if result.response.error is Errors.CONCURRENT_TRANSACTIONS:
-            return state  # the broker retries the verification itself: the commit waits
-        state = coordinator_step(state, result, Envelope(GROUP, COORDINATOR, add, None, env.tag))
-        if result.response.error is not Errors.NONE:
-            error = map_verification_error(result.response.error)
-            return replace(state, network=send(state.network, Envelope(GROUP, env.source, ErrorResponse(error),
-                                                                       env.context)))
+    state, error = _verify_txn_offset_commit(system, state, body, env.tag)
+    if error is not Errors.NONE:
+        return replace(state, network=send(state.network, Envelope(GROUP, env.source, ErrorResponse(error),
+                                                                   env.context)))
     # OffsetMetadataManager.commitTransactionalOffset: the member checks (KIP-447) before anything is written
     error = proto.validate_offset_commit(state.group, body.group_id, body.member_id, body.group_instance_id,
                                          body.generation_id, transactional=True)
     if error is not Errors.NONE:
         return replace(state, network=send(state.network, Envelope(GROUP, env.source, ErrorResponse(error),
                                                                    env.context)))
-    offsets_log, appended = proto.append_data(offsets_log, body.producer_id, body.producer_epoch, -1, 1, True,
+    # the group coordinator's transactional batch starts at sequence 0 (CoordinatorRuntime.maybeAllocateNewBatch
+    # builds it with baseSequence 0); its sequence is not validated (origin COORDINATOR)
+    offsets_log, appended = proto.append_data(offsets_log, body.producer_id, body.producer_epoch, 0, 1, True,
                                               limits=system.limits, detect_duplicates=False, validate_sequence=False)
     if appended.error is not Errors.NONE:
         return replace(state, network=send(state.network, Envelope(GROUP, env.source, ErrorResponse(appended.error),

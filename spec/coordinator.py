@@ -826,6 +826,11 @@ def markers_written(cs: CoordinatorState, tid: str, *, config: CoordinatorConfig
     if md is None or md.state not in PREPARE_STATES:
         return CoordinatorResult(cs)
     if cs.completion(tid) is None:
+        if md.pending_state is (COMPLETE_COMMIT if md.state is PREPARE_COMMIT else COMPLETE_ABORT):
+            # prepareComplete ran (its transition is pending) but no channel holds it: Kafka's
+            # completeTransitionTo(prepareComplete(now)) completes it (TransactionCoordinatorTest
+            # shouldReturnConcurrentTxnOnAddPartitionsIfEndTxnV2EpochOverflowAndNotComplete)
+            md = replace(md, pending_state=None)
         complete = prepare_complete(md, cs.now_ms)
         cs, pending_md = prepare_transition_to(cs, replace(md, has_failed_epoch_fence=False), complete, config)
         if pending_md is None:
@@ -904,6 +909,22 @@ def expire_transactional_ids(cs: CoordinatorState, now_ms: int, expiration_ms: i
     return CoordinatorResult(cs, None, tuple(appended))
 
 
+def expire_transactional_id(cs: CoordinatorState, tid: str, *, config: CoordinatorConfig = DEFAULT_CONFIG
+                            ) -> CoordinatorResult:
+    """``removeExpiredTransactionalIds`` for one id whose ``transactional.id.expiration.ms`` has passed (the system
+    model's abstract time): Empty or Complete*, nothing pending, no markers being written; ``prepareDead``, the
+    tombstone, and the id leaves the cache. Anything else is left as it is."""
+    md = cs.metadata(tid)
+    if md is None or md.pending_state is not None or md.state not in EXPIRATION_ALLOWED \
+            or cs.completion(tid) is not None:
+        return CoordinatorResult(cs)
+    cs, pending = prepare_transition_to(cs, md, prepare_dead(md), config)
+    if pending is None:
+        return CoordinatorResult(cs)
+    cs = replace(cs, txn_log=_put(cs.txn_log, tid, None))
+    return CoordinatorResult(with_metadata(cs, None, tid), None, ((tid, None),))
+
+
 def load_from_log(txn_log: tuple[tuple[str, TxnTransit], ...], now_ms: int, coordinator_epoch: int,
                   next_producer_id: int, config: CoordinatorConfig = DEFAULT_CONFIG) -> CoordinatorResult:
     """``loadTransactionsForTxnTopicPartition``: rebuild the cache from the log after a failover.
@@ -911,7 +932,8 @@ def load_from_log(txn_log: tuple[tuple[str, TxnTransit], ...], now_ms: int, coor
     In-memory fields start afresh (``last_producer_epoch`` -1, nothing pending, no failed fence).
     Every Prepare* transaction is completed: ``prepareComplete`` and its markers re-sent. With the
     cluster at transaction version 0 the log values are version 0, which have no previous or next
-    producer id (tagged fields of version 1): they reload as -1.
+    producer id and no client transaction version (tagged fields of version 1, ``TransactionLogValue.json``):
+    they reload as their defaults, -1, -1 and 0 (``TransactionLog.read``).
     """
     cs = CoordinatorState(coordinator_epoch=coordinator_epoch, now_ms=now_ms, next_producer_id=next_producer_id,
                           txn_log=txn_log)
@@ -922,7 +944,7 @@ def load_from_log(txn_log: tuple[tuple[str, TxnTransit], ...], now_ms: int, coor
         md = TxnMetadata(tid, t.producer_id, t.prev_producer_id if tagged else NO_PRODUCER_ID,
                          t.next_producer_id if tagged else NO_PRODUCER_ID, t.producer_epoch,
                          NO_PRODUCER_EPOCH, t.txn_timeout_ms, t.state, t.partitions, t.txn_start_ms,
-                         t.txn_last_update_ms, t.transaction_version)
+                         t.txn_last_update_ms, t.transaction_version if tagged else 0)
         cs = with_metadata(cs, md, tid)
     for tid, md in cs.cache:
         if md.state in PREPARE_STATES:
@@ -945,7 +967,8 @@ def coordinator_failover(cs: CoordinatorState, *, config: CoordinatorConfig = DE
 __all__ = [
     "CoordinatorConfig", "CoordinatorResult", "CoordinatorState", "PendingCompletion", "TxnMetadata", "TxnTransit",
     "abort_timed_out_transaction", "abort_timed_out_transactions", "append_transaction_to_log",
-    "complete_transition_to", "coordinator_failover", "expire_transactional_ids", "handle_add_offsets_to_txn",
+    "complete_transition_to", "coordinator_failover", "expire_transactional_id", "expire_transactional_ids",
+    "handle_add_offsets_to_txn",
     "handle_add_partitions_to_txn", "handle_end_txn", "handle_init_producer_id",
     "handle_write_txn_markers_response", "load_from_log", "markers_written", "prepare_transition_to",
     "supports_epoch_bump", "timed_out_transactions",

@@ -32,8 +32,9 @@ from txnspec.spec import coordinator as coord
 from txnspec.spec import group as group_mod
 from txnspec.spec.actions import Action, ActionKind
 from txnspec.spec.brokers import coordinator_step, marker_envelope
+from txnspec.spec.errors import Errors
 from txnspec.spec.messages import Produce, WriteTxnMarkersResponse
-from txnspec.spec.network import COORDINATOR, NETWORK, Envelope, contexts, deliveries, producer_index, send
+from txnspec.spec.network import COORDINATOR, GROUP, NETWORK, Envelope, contexts, deliveries, producer_index, send
 from txnspec.spec.producer import (
     FATAL_ERROR,
     READY,
@@ -45,7 +46,15 @@ from txnspec.spec.producer import (
     request_timed_out,
     restarted,
 )
-from txnspec.spec.system_state import System, SystemState, dispatched, projection, spend, with_producer
+from txnspec.spec.system_state import (
+    System,
+    SystemState,
+    dispatched,
+    projection,
+    spend,
+    with_partition,
+    with_producer,
+)
 from txnspec.spec.txn_state import ONGOING
 from txnspec.spec.values import SMALL_TABLE_SIZE, intern, memoised, replace
 
@@ -97,8 +106,86 @@ def environment_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
                             spend(b, "expire_batch"), ghost))
     if b.rebalance:
         yield _rebalance(system, replace(state, budget=spend(b, "rebalance")))
+    if b.expire_producer or b.expire_transactional_id or b.plain_commit:
+        yield from expiry_steps(system, state)
     yield from client_retry_steps(system, state)
     yield from marker_retry_steps(system, state)
+
+
+def expiry_steps(system: System, state: SystemState) -> Iterator[tuple[Action, SystemState]]:
+    """Issue 31's paths, each within its budget, at a moment Kafka's timers allow:
+
+    * a partition expires a producer id (``removeExpiredProducers``, its verification entries with it) only
+      once nothing of that producer is in flight to the partition or waiting for a retry there: Kafka's
+      ``producer.id.expiration.ms`` (a day) is far longer than ``delivery.timeout.ms`` (two minutes);
+    * the coordinator expires a transactional id (``removeExpiredTransactionalIds``) only in Empty or Complete*
+      with nothing pending and no message of its producers in flight: ``transactional.id.expiration.ms`` (a
+      week) is far longer than any request's timeout;
+    * an admin commits the group's input offset with a plain ``OffsetCommit`` (outside group management) at any
+      time."""
+    b, make = state.budget, SystemState._make
+    cs, partitions, group, producers, network, ghost = (state.coordinator, state.partitions, state.group,
+                                                        state.producers, state.network, state.ghost)
+    if b.expire_producer:
+        for name in system.scenario.partitions:
+            pstate = state.partition(name)
+            for pid in sorted({pid for pid, _ in pstate.producers} | {pid for pid, _ in pstate.verifying}):
+                if not _producer_idle(state, name, pid):
+                    continue
+                expired = system.protocol.expire_producer_ids(pstate, frozenset({pid}))
+                if expired == pstate:
+                    continue
+                ghost2 = replace(ghost, expired_producers=ghost.expired_producers | {(name, pid)})
+                yield (intern(Action(K.EXPIRE_PRODUCERS, name, partition=name)),
+                       make(cs, with_partition(partitions, name, intern(expired)), group, producers, network,
+                            spend(b, "expire_producer"), intern(ghost2)))
+    if b.expire_transactional_id:
+        for tid, md in cs.cache:
+            instances = {p.index for p in producers if p.transactional_id == tid}
+            if any(producer_index(e.source) in instances or producer_index(e.target) in instances for e in network):
+                continue
+            result = system.protocol.expire_transactional_id(cs, tid, config=system.coordinator_config)
+            if result.state is cs:
+                continue
+            ghost2 = replace(ghost, expired_ids=ghost.expired_ids | {tid},
+                             retired_producer_ids=ghost.retired_producer_ids | {md.producer_id})
+            yield (intern(Action(K.EXPIRE_TRANSACTIONAL_ID, COORDINATOR, transactional_id=tid)),
+                   make(intern(result.state), partitions, group, producers, network,
+                        spend(b, "expire_transactional_id"), intern(ghost2)))
+    if b.plain_commit:
+        yield _plain_commit(system, replace(state, budget=spend(b, "plain_commit")))
+
+
+def _producer_idle(state: SystemState, partition: str, producer_id: int) -> bool:
+    """Nothing of ``producer_id`` is in flight to ``partition`` or waiting there for a retry."""
+    if any(isinstance(e.body, Produce) and e.target == partition and e.body.producer_id == producer_id
+           for e in state.network):
+        return False
+    return not any(key[0] == partition and key[1] == producer_id for p in state.producers for key in p.in_flight)
+
+
+def _plain_commit(system: System, state: SystemState) -> tuple[Action, SystemState]:
+    """An admin's ``OffsetCommit`` of the group's input offset (offset 0, outside group management): a record in
+    the group's ``__consumer_offsets`` partition, visible at once (``OffsetMetadataManager.replay``)."""
+    s, name, proto = system.scenario, system.offsets_partition, system.protocol
+    offsets = ((PLAIN_COMMIT_PARTITION, 0),)
+    group, ghost = state.group, state.ghost
+    error = proto.validate_offset_commit(group, s.group_id, "", None, -1, transactional=False)
+    assert error is Errors.NONE, "plain_commit needs a group outside group management (Scenario checks it)"
+    offsets_log, appended = proto.append_data(state.partition(name), -1, -1, -1, len(offsets), False,
+                                              limits=system.limits, detect_duplicates=False, validate_sequence=False)
+    record = appended.base_offset
+    group, _ = proto.handle_offset_commit(group, s.group_id, offsets, record_offset=record)
+    overtook = any(p.group_id == s.group_id and any(q == PLAIN_COMMIT_PARTITION and r.record_offset < record
+                                                    for q, r in p.offsets) for p in state.group.pending)
+    ghost = replace(ghost, plain_commits=(*ghost.plain_commits, ((s.group_id, PLAIN_COMMIT_PARTITION), record)),
+                    plain_overtook_pending=ghost.plain_overtook_pending or overtook)
+    return (Action(K.OFFSET_COMMIT, GROUP),
+            replace(state, partitions=with_partition(state.partitions, name, intern(offsets_log)),
+                    group=intern(group), ghost=intern(ghost)))
+
+
+PLAIN_COMMIT_PARTITION = "input-0"  # the input partition whose position the applications commit
 
 
 def timeout_effect(system: System, cs: coord.CoordinatorState, ghost: Any, tid: str

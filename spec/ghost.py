@@ -80,12 +80,25 @@ class Ghost:
     fenced_offsets: frozenset[int] = frozenset()
     fenced_offsets_committed: bool = False
     committed_after_rebalance: bool = False
+    # issue 31's expiries and plain commits (constant in a scenario without them): the (partition, producer id)
+    # entries a partition expired and whether one of those producers appended there again; the producer ids of
+    # expired transactional ids and whether an expired id was initialised again; the record offset of each plain
+    # OffsetCommit per (group, partition), and whether one landed while an older transactional offset was pending
+    expired_producers: frozenset[tuple[str, int]] = frozenset()
+    appended_after_expiry: bool = False
+    retired_producer_ids: frozenset[int] = frozenset()
+    expired_ids: frozenset[str] = frozenset()
+    reinitialised_after_expiry: bool = False
+    plain_commits: tuple[tuple[tuple[str, str], int], ...] = ()
+    plain_overtook_pending: bool = False
 
     def tell(self, tag: Tag, outcome: str) -> Ghost:
         return replace(self, told=in_order(self.told, (tag, outcome)))
 
     def appended(self, batch: AppendedBatch) -> Ghost:
-        return replace(self, batches=in_order(self.batches, batch, batch_order))
+        again = (batch.partition, batch.producer_id) in self.expired_producers
+        return replace(self, batches=in_order(self.batches, batch, batch_order),
+                       appended_after_expiry=self.appended_after_expiry or again)
 
     def offsets_accepted(self, producer_id: int, fenced: bool) -> Ghost:
         """The group took pending offsets from ``producer_id`` (``fenced``: its member was not current)."""
@@ -139,5 +152,7 @@ def after_coordinator_step(ghost: Ghost, before: coord.CoordinatorState, result:
     if isinstance(env.body, InitProducerId) and isinstance(result.response, InitProducerIdResponse) \
             and result.response.error is Errors.NONE and env.tag is not None and env.body.transactional_id:
         ghost = replace(ghost, owner=set_pair(ghost.owner, env.body.transactional_id, env.tag[:2]))
+        if env.body.transactional_id in ghost.expired_ids:
+            ghost = replace(ghost, reinitialised_after_expiry=True)
     return ghost
 

@@ -19,8 +19,8 @@ Kafka sources followed
 Assumptions
     A group is Empty (no members) or Stable; a rebalance is atomic (:func:`complete_rebalance`): JoinGroup,
     SyncGroup and the states between them are :mod:`txnspec.impl.membership`'s. The producer epoch of a
-    ``TxnOffsetCommit`` is validated by the offsets partition's producer state in Kafka; here a commit with
-    an epoch older than the pending one for the same producer is fenced as well.
+    ``TxnOffsetCommit`` is validated by the offsets partition's producer state, as in Kafka: the caller
+    appends the commit's records there first (origin COORDINATOR) and a stale epoch never reaches here.
 
 Not modelled
     Offset retention and expiry, offset deletion tombstones, the consumer protocol of KIP-848 (member epochs,
@@ -29,8 +29,11 @@ Not modelled
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import ErrorResponse, TxnOffsetCommit
+from txnspec.spec.partition import add_partitions_manager_error
 from txnspec.spec.values import replace, value
 
 Offsets = tuple[tuple[str, "OffsetRecord"], ...]  # (partition, offset record), sorted by partition
@@ -47,10 +50,10 @@ class OffsetRecord:
 
 @value
 class PendingOffsets:
-    """One producer's pending transactional offsets for one group."""
+    """One producer's pending transactional offsets for one group: keyed by the producer id alone, whatever
+    epoch wrote them (``pendingTransactionalOffsets``: the epoch is the offsets partition's to check)."""
 
     producer_id: int
-    producer_epoch: int
     group_id: str
     offsets: Offsets
 
@@ -82,6 +85,30 @@ class GroupState:
             if g.group_id == group_id:
                 return g
         return None
+
+
+# CoordinatorOperationExceptionHelper.handleOperationException: how GroupCoordinatorService answers a
+# TxnOffsetCommit whose operation failed, its transaction verification included; any other error as it is
+OPERATION_ERRORS = MappingProxyType({
+    Errors.NETWORK_EXCEPTION: Errors.COORDINATOR_LOAD_IN_PROGRESS,
+    Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_ENOUGH_REPLICAS: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.REQUEST_TIMED_OUT: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR,
+    Errors.KAFKA_STORAGE_ERROR: Errors.NOT_COORDINATOR,
+    Errors.MESSAGE_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
+    Errors.RECORD_LIST_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
+})
+
+
+def txn_offset_commit_verification_error(coordinator_error: Errors, generic_error_supported: bool) -> Errors:
+    """The error a ``TxnOffsetCommit`` gets when the transaction coordinator answers the verification (TV2: the
+    add) of the group's offsets partition with ``coordinator_error``: ``CoordinatorPartitionWriter
+    .maybeStartTransactionVerification`` fails with ``AddPartitionsToTxnManager``'s answer as it is (no
+    broker-side retry, no Produce mapping: CONCURRENT_TRANSACTIONS reaches the client, which retries), then
+    ``GroupCoordinatorService.commitTransactionalOffsets`` maps it with ``handleOperationException``."""
+    error = add_partitions_manager_error(coordinator_error, generic_error_supported)
+    return OPERATION_ERRORS.get(error, error)
 
 
 def _with_group(state: GroupState, group: ClassicGroup) -> GroupState:
@@ -144,15 +171,13 @@ def handle_txn_offset_commit(state: GroupState, request: TxnOffsetCommit, *, rec
     (``commitTransactionalOffset`` validates before it writes)."""
     if not request.group_id or not request.transactional_id:
         return state, ErrorResponse(Errors.INVALID_REQUEST)
-    mine = [p for p in state.pending if p.producer_id == request.producer_id]
-    if any(p.producer_epoch > request.producer_epoch for p in mine):
-        return state, ErrorResponse(Errors.INVALID_PRODUCER_EPOCH)
-    merged = dict(o for p in mine if p.group_id == request.group_id and p.producer_epoch == request.producer_epoch
+    # OffsetMetadataManager.replay: merged into the producer's pending offsets whatever their epoch
+    merged = dict(o for p in state.pending if p.producer_id == request.producer_id and p.group_id == request.group_id
                   for o in p.offsets)
     merged.update(_records(request.offsets, record_offset))
     kept = tuple(p for p in state.pending
                  if not (p.producer_id == request.producer_id and p.group_id == request.group_id))
-    entry = PendingOffsets(request.producer_id, request.producer_epoch, request.group_id, tuple(sorted(merged.items())))
+    entry = PendingOffsets(request.producer_id, request.group_id, tuple(sorted(merged.items())))
     pending = tuple(sorted((*kept, entry), key=lambda p: (p.producer_id, p.group_id)))
     return replace(_ensure_group(state, request.group_id), pending=pending), ErrorResponse(Errors.NONE)
 
@@ -178,11 +203,6 @@ def complete_rebalance(state: GroupState, group_id: str, members: tuple[tuple[st
     on; a member left out is gone, so its commits are refused from now on."""
     group = state.group(group_id) or ClassicGroup(group_id)
     return _with_group(state, ClassicGroup(group_id, group.generation_id + 1, tuple(sorted(members))))
-
-
-def has_pending_txn_offsets(state: GroupState, producer_id: int, producer_epoch: int) -> bool:
-    """Whether the producer has a transaction open on the offsets partition with this epoch."""
-    return any(p.producer_id == producer_id and p.producer_epoch == producer_epoch for p in state.pending)
 
 
 def fetch_offsets(state: GroupState, group_id: str, partition: str, require_stable: bool

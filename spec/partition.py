@@ -121,6 +121,7 @@ class VerificationEntry:
     lowest_sequence: int
     epoch: int
     supports_epoch_bump: bool
+    timestamp: int = 0  # when it was created; it expires with the producer ids (removeExpiredProducers)
 
 
 @value
@@ -316,24 +317,28 @@ def append_end_txn_marker(state: PartitionState, producer_id: int, producer_epoc
 
 
 def start_verification(state: PartitionState, producer_id: int, sequence: int, epoch: int,
-                       supports_epoch_bump: bool) -> PartitionState:
-    """``UnifiedLog.maybeStartTransactionVerification``: unless the producer's transaction is already open here,
-    create its verification entry (``maybeCreateVerificationStateEntry``) or lower its sequence
-    (``maybeUpdateLowestSequenceAndEpoch``: a lower sequence in the same epoch, or any sequence of a higher
-    epoch)."""
+                       supports_epoch_bump: bool, now_ms: int = 0) -> tuple[PartitionState, Errors]:
+    """``UnifiedLog.maybeStartTransactionVerification``: an epoch older than the producer's entry is refused
+    at once with INVALID_PRODUCER_EPOCH (before the coordinator is asked); otherwise, unless the producer's
+    transaction is already open here, create its verification entry (``maybeCreateVerificationStateEntry``, at
+    ``now_ms``) or lower its sequence (``maybeUpdateLowestSequenceAndEpoch``: a lower sequence in the same
+    epoch, or any sequence of a higher epoch)."""
+    current = state.entry(producer_id)
+    if current is not None and epoch < current.producer_epoch:
+        return state, Errors.INVALID_PRODUCER_EPOCH
     if has_ongoing_transaction(state, producer_id, epoch):
-        return state
+        return state, Errors.NONE
     entry = state.verification(producer_id)
     if entry is None:
-        entry = VerificationEntry(sequence, epoch, supports_epoch_bump)
+        entry = VerificationEntry(sequence, epoch, supports_epoch_bump, now_ms)
     elif epoch == entry.epoch and sequence < entry.lowest_sequence:
         entry = replace(entry, lowest_sequence=sequence)
     elif epoch > entry.epoch:
         entry = replace(entry, lowest_sequence=sequence, epoch=epoch)
     else:
-        return state
+        return state, Errors.NONE
     others = tuple((pid, e) for pid, e in state.verifying if pid != producer_id)
-    return replace(state, verifying=tuple(sorted((*others, (producer_id, entry)), key=lambda pe: pe[0])))
+    return replace(state, verifying=tuple(sorted((*others, (producer_id, entry)), key=lambda pe: pe[0]))), Errors.NONE
 
 
 def _clear_verification(state: PartitionState, producer_id: int) -> PartitionState:
@@ -356,10 +361,22 @@ def update_high_watermark(state: PartitionState, offset: int) -> PartitionState:
 
 def expire_producers(state: PartitionState, now_ms: int,
                      expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> PartitionState:
-    """``removeExpiredProducers``: an entry with no open transaction, idle for ``expiration_ms``, goes."""
+    """``removeExpiredProducers``: an entry with no open transaction, idle for ``expiration_ms``, goes; so does
+    a verification entry created ``expiration_ms`` ago or earlier (one whose verification never finished)."""
     kept = tuple((pid, e) for pid, e in state.producers
                  if e.current_txn_first_offset != -1 or now_ms - e.last_timestamp < expiration_ms)
-    return replace(state, producers=kept)
+    verifying = tuple((pid, v) for pid, v in state.verifying if now_ms - v.timestamp < expiration_ms)
+    return replace(state, producers=kept, verifying=verifying)
+
+
+def expire_producer_ids(state: PartitionState, producer_ids: frozenset[int]) -> PartitionState:
+    """``removeExpiredProducers`` at a moment when exactly ``producer_ids`` have been idle for
+    ``producer.id.expiration.ms`` (the system model's abstract time): their entries go unless a transaction of
+    theirs is open here, and their verification entries go."""
+    kept = tuple((pid, e) for pid, e in state.producers
+                 if pid not in producer_ids or e.current_txn_first_offset != -1)
+    verifying = tuple((pid, v) for pid, v in state.verifying if pid not in producer_ids)
+    return replace(state, producers=kept, verifying=verifying)
 
 
 # --- reading ----------------------------------------------------------------------------------------
@@ -441,17 +458,29 @@ VERIFICATION_NOT_COMPLETED = frozenset({Errors.NETWORK_EXCEPTION, Errors.COORDIN
                                         Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR})
 
 
-def verification_error(coordinator_error: Errors, generic_error_supported: bool) -> Errors:
-    """The error a producer gets when the transaction coordinator answers its leader's verification (or, in
-    TV2, add) with ``coordinator_error``: ``AddPartitionsToTxnManager.AddPartitionsToTxnHandler.onComplete``
-    (PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH; TRANSACTION_ABORTABLE becomes INVALID_TXN_STATE only for
-    a request older than ``*_VERSION_GENERIC_ERROR``) and ``ReplicaManager``'s mapping of a verification that
-    did not complete to NOT_ENOUGH_REPLICAS. Found on Kafka 4.4 by ``txnspec audit --broker kafka
-    --transaction-version 1``: a TV1 Produce v11 outside the transaction is TRANSACTION_ABORTABLE."""
+def add_partitions_manager_error(coordinator_error: Errors, generic_error_supported: bool) -> Errors:
+    """What ``AddPartitionsToTxnManager.AddPartitionsToTxnHandler.onComplete`` hands back to the verifying
+    leader for one partition: PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH; TRANSACTION_ABORTABLE becomes
+    INVALID_TXN_STATE for a request older than ``*_VERSION_GENERIC_ERROR`` (``DEFAULT_ERROR``); every other
+    answer as it is. A Produce and a TxnOffsetCommit then map it each their own way
+    (:func:`verification_error`; :func:`txnspec.spec.group.txn_offset_commit_verification_error`)."""
     if coordinator_error is Errors.PRODUCER_FENCED:
         return Errors.INVALID_PRODUCER_EPOCH
-    if coordinator_error in VERIFICATION_NOT_COMPLETED:
-        return Errors.NOT_ENOUGH_REPLICAS
     if coordinator_error is Errors.TRANSACTION_ABORTABLE and not generic_error_supported:
         return Errors.INVALID_TXN_STATE
     return coordinator_error
+
+
+def verification_error(coordinator_error: Errors, generic_error_supported: bool,
+                       supports_epoch_bump: bool = False) -> Errors:
+    """The error a producer gets when the transaction coordinator answers its leader's verification (or, in
+    TV2, add) of a Produce with ``coordinator_error``: :func:`add_partitions_manager_error`, then
+    ``ReplicaManager.appendRecords``' ``postVerificationCallback``: a verification that did not complete
+    becomes NOT_ENOUGH_REPLICAS, and so does CONCURRENT_TRANSACTIONS for a request that cannot bump the epoch
+    (Produce v11 and older; from v12 the broker retries it and then passes it on). Found on Kafka 4.4 by
+    ``txnspec audit --broker kafka --transaction-version 1``: a TV1 Produce v11 outside the transaction is
+    TRANSACTION_ABORTABLE."""
+    error = add_partitions_manager_error(coordinator_error, generic_error_supported)
+    if error in VERIFICATION_NOT_COMPLETED or (error is Errors.CONCURRENT_TRANSACTIONS and not supports_epoch_bump):
+        return Errors.NOT_ENOUGH_REPLICAS
+    return error

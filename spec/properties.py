@@ -176,7 +176,10 @@ def offsets_only_with_committed_output(state: SystemState) -> bool:
 
     The application commits, as its input position, the number of its transaction: a visible offset
     ``n`` must come from a transaction ``n`` that the coordinator decided to commit."""
-    for (_, _), record in state.group.committed:
+    plain = {(key, record_offset) for key, record_offset in state.ghost.plain_commits}
+    for key, record in state.group.committed:
+        if (key, record.record_offset) in plain:
+            continue  # an admin's plain OffsetCommit, from no transaction
         tags = {tag for _, tag, _, _ in state.ghost.decisions if tag is not None and tag[2] == record.offset}
         if not any(decisions_of(state, tag) == {COMMIT} and "aborted" not in told(state, tag) for tag in tags):
             return False
@@ -192,6 +195,38 @@ def no_hanging_transaction(state: SystemState) -> bool:
                        and md.state in (ONGOING, *PREPARE_STATES) and partition in md.partitions
                        for _, md in cs.cache):
                 return False
+    return True
+
+
+def no_duplicate_after_producer_expiry(state: SystemState) -> bool:
+    """A partition that expired a producer id never appends a batch of that producer twice: the producer's
+    retries end long before its id expires (``delivery.timeout.ms`` < ``producer.id.expiration.ms``)."""
+    seen: set[tuple[str, int, int, int]] = set()
+    for b in state.ghost.batches:
+        if (b.partition, b.producer_id) not in state.ghost.expired_producers:
+            continue
+        key = (b.partition, b.producer_id, b.producer_epoch, b.first_seq)
+        if key in seen:
+            return False
+        seen.add(key)
+    return True
+
+
+def expired_id_never_resurrects_epoch(state: SystemState) -> bool:
+    """Once a transactional id expired, no transactional id's metadata holds its producer id again: a new
+    InitProducerId gets a fresh producer id (epoch 0), never the old (producer id, epoch) back, so the expired
+    id's former producers stay fenced (INVALID_PRODUCER_ID_MAPPING)."""
+    retired = state.ghost.retired_producer_ids
+    return not retired or all(md.producer_id not in retired for _, md in state.coordinator.cache)
+
+
+def plain_commit_survives_marker(state: SystemState) -> bool:
+    """A plain OffsetCommit is never overwritten by an older transactional commit of the same partition when the
+    transaction's marker lands (``replayEndTransactionMarker`` keeps the most recent record)."""
+    for key, record_offset in state.ghost.plain_commits:
+        committed = dict(state.group.committed).get(key)
+        if committed is None or committed.record_offset < record_offset:
+            return False
     return True
 
 
@@ -229,6 +264,18 @@ def offsets_committed_after_rebalance(state: SystemState) -> bool:
 
 def producer_fenced(state: SystemState) -> bool:
     return any(p.phase is FATAL_ERROR for p in state.producers)
+
+
+def appended_after_producer_expiry(state: SystemState) -> bool:
+    return state.ghost.appended_after_expiry
+
+
+def expired_id_reinitialised(state: SystemState) -> bool:
+    return state.ghost.reinitialised_after_expiry
+
+
+def plain_commit_overtakes_pending_offsets(state: SystemState) -> bool:
+    return state.ghost.plain_overtook_pending
 
 
 # --- liveness --------------------------------------------------------------------------------------
@@ -368,6 +415,28 @@ def properties(system: System) -> tuple[Property[Any], ...]:
         props.append(Property.sometimes("offsets_committed_after_rebalance", offsets_committed_after_rebalance,
                                         description="A member of the generation after a rebalance committed "
                                                     "offsets."))
+    if s.budget("expire_producer"):
+        props.append(Property.always("no_duplicate_after_producer_expiry",
+                                     on(no_duplicate_after_producer_expiry, "ghost"),
+                                     partner="appended_after_producer_expiry",
+                                     description=(no_duplicate_after_producer_expiry.__doc__ or "").splitlines()[0]))
+        props.append(Property.sometimes("appended_after_producer_expiry", appended_after_producer_expiry,
+                                        description="A producer appended to a partition that had expired its id."))
+    if s.budget("expire_transactional_id"):
+        props.append(Property.always("expired_id_never_resurrects_epoch",
+                                     on(expired_id_never_resurrects_epoch, "ghost", "coordinator"),
+                                     partner="expired_id_reinitialised",
+                                     description=(expired_id_never_resurrects_epoch.__doc__ or "").splitlines()[0]))
+        props.append(Property.sometimes("expired_id_reinitialised", expired_id_reinitialised,
+                                        description="An expired transactional id was initialised again."))
+    if s.budget("plain_commit"):
+        props.append(Property.always("plain_commit_survives_marker", on(plain_commit_survives_marker, "group", "ghost"),
+                                     partner="plain_commit_overtakes_pending_offsets",
+                                     description=(plain_commit_survives_marker.__doc__ or "").splitlines()[0]))
+        props.append(Property.sometimes("plain_commit_overtakes_pending_offsets",
+                                        plain_commit_overtakes_pending_offsets,
+                                        description="A plain commit landed while an older transactional offset of the "
+                                                    "same partition was pending."))
     if s.has_zombies:
         props.append(Property.sometimes("producer_fenced", producer_fenced,
                                         description="A zombie producer instance was fenced (fatal error)."))

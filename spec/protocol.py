@@ -36,13 +36,16 @@ class Protocol:
     handle_write_txn_markers_response: Handler = coord.handle_write_txn_markers_response
     abort_timed_out_transaction: Handler = coord.abort_timed_out_transaction
     coordinator_failover: Handler = coord.coordinator_failover
+    expire_transactional_id: Handler = coord.expire_transactional_id
     coordinator_config: coord.CoordinatorConfig = field(default_factory=coord.CoordinatorConfig)
     # partition leader
     append_data: Handler = partition_mod.append_data
     append_end_txn_marker: Handler = partition_mod.append_end_txn_marker
     fetch: Handler = partition_mod.fetch
+    expire_producer_ids: Handler = partition_mod.expire_producer_ids
     # group coordinator
     validate_offset_commit: Handler = group_mod.validate_offset_commit
+    handle_offset_commit: Handler = group_mod.handle_offset_commit
     handle_txn_offset_commit: Handler = group_mod.handle_txn_offset_commit
     complete_pending_txn_offset_commit: Handler = group_mod.complete_pending_txn_offset_commit
     # client behaviour the system model's producers follow

@@ -47,6 +47,9 @@ class Budget:
     crash: int = 0
     expire_batch: int = 0
     rebalance: int = 0
+    expire_producer: int = 0
+    expire_transactional_id: int = 0
+    plain_commit: int = 0
 
 
 @value

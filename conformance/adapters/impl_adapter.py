@@ -25,23 +25,33 @@ How steps map onto :class:`txnspec.impl.cluster.Cluster`
       the dead instance sent stays in flight (a zombie's requests still reach the brokers, as in the spec),
       answers to it are dropped on delivery.
 
-What is compared (:meth:`ImplAdapter.project`)
-    The records visible per *data* partition at both isolation levels and the committed group offsets.
-    The spec's message texts and its ``__consumer_offsets`` partition are its own modelling and are
-    not compared; the abstract state is not compared (``abstract_state`` returns ``{}``).
+What is compared, in lock step
+    * A delivered message is the implementation's message in flight equal to the step's field by field
+      (:mod:`.impl_messages` maps each implementation message onto the spec's, :mod:`txnspec.conformance.
+      envelope_diff` compares them): a step delivering a message the implementation never sent, or sent with
+      other fields, diverges naming the field (``InitProducerId.transactional_id: trace 'zz', impl 't1'``).
+    * The messages a step put in flight (``sent``), as the spec's messages, with the visible records per data
+      partition at both isolation levels, the committed group offsets and the error codes (:meth:`ImplAdapter.
+      project`). The spec's ``__consumer_offsets`` records are compared through the abstract state.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 from typing import Any
 
+from txnspec.conformance.abstraction import AbstractState
+from txnspec.conformance.adapters.impl_abstraction import DIFFERENCES, differences, of_cluster
+from txnspec.conformance.adapters.impl_messages import Names, marker_answer
+from txnspec.conformance.adapters.impl_messages import envelope as spec_envelope
 from txnspec.conformance.adapters.spec_adapter import StepNotEnabledError
+from txnspec.conformance.envelope_diff import compared_json, describe_mismatch, key, plain, same
 from txnspec.impl import messages as implm
 from txnspec.impl.coordinator import TxnMarker
 from txnspec.spec import messages as spec
 from txnspec.spec.actions import APPLICATION_CALLS, ActionKind
-from txnspec.spec.network import producer_address
+from txnspec.spec.network import Envelope, producer_address
 
 # the implementation's request type of each spec request, and the requests each spec response answers
 IMPL_REQUEST: dict[type, type] = {
@@ -55,6 +65,12 @@ ANSWERS: dict[type, tuple[type, ...]] = {
     spec.ErrorResponse: (implm.AddPartitionsToTxn, implm.AddOffsetsToTxn, implm.TxnOffsetCommit),
 }
 K = ActionKind
+# the scenario's fault budget (spec/scenarios.py FAULTS) each fault step spends: the trace's environment
+FAULT_BUDGET: dict[ActionKind, str] = {
+    K.LOSE: "loss", K.DUPLICATE: "duplicate", K.APPEND_FAILS: "append_failure", K.TIMEOUT: "timeout",
+    K.FAILOVER: "failover", K.CRASH: "crash", K.EXPIRE_BATCH: "expire_batch", K.REBALANCE: "rebalance"}
+BLOCKING_CALLS = frozenset({K.INIT_TRANSACTIONS, K.SEND_OFFSETS_TO_TRANSACTION, K.COMMIT_TRANSACTION,
+                            K.ABORT_TRANSACTION})
 
 
 def impl_partition(name: str) -> str:
@@ -78,7 +94,7 @@ _CLIENT_CALLS = ("initTransactions", "beginTransaction", "sendOffsetsToTransacti
 
 
 class ImplAdapter:
-    observes = ("visible", "offsets", "errors")
+    observes = ("visible", "offsets", "errors", "sent")
 
     def __init__(self) -> None:
         self.cluster: Any = None
@@ -95,6 +111,12 @@ class ImplAdapter:
         self.lost_markers: list[Any] = []  # markers lost, or whose answer was lost, not yet re-sent
         self.members: dict[str, Any] = {}  # producer -> its consumer's MemberIdentity (KIP-447 scenarios)
         self.group_clock = 0  # the membership's own clock: only the rebalance moves it
+        self.budget: dict[str, int] = {}  # faults left in the scenario's budget
+        self.visible_cache: dict[tuple[str, str], tuple[Any, tuple[int, ...]]] = {}
+        self.offsets_partition = ""
+        self.spec_partitions: tuple[str, ...] = ()
+        self.group_ids: tuple[str, ...] = ()
+        self.generation_offset = 0  # see impl_messages.Names
 
     def reset(self, scenario: str, variant: str = "current") -> None:
         from txnspec.impl import _mutants
@@ -111,15 +133,23 @@ class ImplAdapter:
         self.cluster = Cluster(transaction_version=s.transaction_version,
                                config=BrokerConfig(max_producer_epoch=s.max_epoch))
         self.partitions, self.group = s.partitions, s.group_id
+        self.offsets_partition = system.offsets_partition
+        self.abstraction_differences = {**type(self).abstraction_differences, **differences(s.transaction_version)}
+        self.spec_partitions = tuple(name for name, _ in initial_state(system).partitions)
+        self.group_ids = tuple(g.group_id for g in initial_state(system).group.groups)
         self.producers, self.txn_no, self.results, self.marker_answers = {}, {}, [], []
         self.handles, self.instances, self.lost, self.lost_markers = {}, {}, [], []
         self.max_in_flight = s.max_in_flight
+        self.budget = {fault: s.budget(fault) for fault in FAULT_BUDGET.values()}
+        self.visible_cache = {}
         for p in initial_state(system).producers:
             self._start_producer(producer_address(p.index), p.transactional_id)
             self.txn_no[producer_address(p.index)] = 0
-        self.members, self.group_clock = {}, 0
+        self.members, self.group_clock, self.generation_offset = {}, 0, 0
         if s.group_members:
             self._form_group()
+            self.generation_offset = self.cluster.broker.membership.groups[self.group].generation_id \
+                - s.initial_generation
 
     # --- consumer-group membership (KIP-447) ---
 
@@ -208,69 +238,48 @@ class ImplAdapter:
                 still.append(result)
         self.results = still
 
-    def _match(self, step: Any) -> Any:
-        """The implementation's message in flight that the step's message stands for."""
-        envelope = step.action.message
-        body = envelope.body
-        candidates = []
+    def names(self) -> Names:
+        """How the spec names the implementation's clients, partitions and members (the message mapping's)."""
+        instance_of = {name: who for who, names in self.instances.items() for name in names}
+        members = {m.member_id: f"member-{who.removeprefix('producer-')}" for who, m in self.members.items()}
+        return Names(instance_of.get, {impl_partition(p): p for p in self.partitions}, members,
+                     self.offsets_partition, self.generation_offset)
+
+    def _in_flight(self) -> list[tuple[Any, Envelope]]:
+        names = self.names()
+        out = []
         for m in self.cluster.network.messages:
-            if isinstance(body, spec.WriteTxnMarkers):
-                # two transactional ids may have markers on their way to one partition (the group's)
-                if isinstance(m.request, TxnMarker) and _same_partition(m.request.partition, body.partition) \
-                        and m.request.transactional_id == envelope.context[0]:
-                    candidates.append(m)
-                continue
-            if envelope.target in self.producers:  # a response to a producer
-                clients = self._clients(envelope.target, envelope.tag)
-                if m.response is None or m.client not in clients or type(m.request) not in ANSWERS.get(type(body), ()):
-                    continue
-                if isinstance(body, spec.ProduceResponse) and not _same_partition(m.request.partition,
-                                                                                   envelope.source):
-                    continue
-                candidates.append(m)
-            if envelope.source in self.producers:  # a request from a producer
-                clients = self._clients(envelope.source, envelope.tag)
-                if m.response is not None or m.client not in clients \
-                        or type(m.request) is not IMPL_REQUEST.get(type(body)):
-                    continue
-                if isinstance(body, spec.Produce) and isinstance(m.request, implm.Produce) \
-                        and not _same_partition(m.request.partition, envelope.target):
-                    continue
-                candidates.append(m)
-        # several copies in flight (a duplicated request): prefer the marker of the spec's coordinator epoch, the
-        # Produce with the spec's epoch and sequence, a response to the request the client still waits for, then
-        # the response with the spec's error (and epoch)
-        if isinstance(body, spec.WriteTxnMarkers) and len(candidates) > 1:  # copies from two coordinator epochs
-            named = [m for m in candidates if m.request.coordinator_epoch == body.coordinator_epoch]
-            candidates = named or candidates
-        if isinstance(body, spec.Produce) and len(candidates) > 1:
-            named = [m for m in candidates if (m.request.producer_epoch, m.request.base_sequence)
-                     == (body.producer_epoch, body.base_sequence)]
-            candidates = named or candidates
-        if isinstance(body, spec.ProduceResponse) and len(candidates) > 1:  # answers of several batches in flight
-            _, _, epoch, sequence = envelope.context
-            named = [m for m in candidates if (m.request.producer_epoch, m.request.base_sequence) == (epoch, sequence)]
-            candidates = named or candidates
+            translated = spec_envelope(m, names)
+            if translated is not None:
+                out.append((m, translated))
+        return out
+
+    def _match(self, step: Any) -> Any:
+        """The implementation's message in flight that is the step's message, field by field: source, target and
+        every body field equal (through :mod:`.impl_messages`), of the producer instance the trace names; a marker
+        also of the transactional id the trace names. Raises the divergence naming the first differing field."""
+        envelope = step.action.message
+        in_flight = self._in_flight()
+        candidates = [m for m, e in in_flight if same(envelope, e) and self._same_instance(m, envelope)]
+        if not candidates:
+            raise self._not_enabled(step, describe_mismatch(envelope, [e for _, e in in_flight]))
         client_side = envelope.target if envelope.target in self.producers else envelope.source
         if client_side in self.producers and len(candidates) > 1:
+            # equal copies (a duplicated request, or answers to two copies): the trace says whether the spec
+            # delivered the copy its producer awaits or a stale one
             producer = self.producers[client_side][1]
             txn_request = producer.in_flight_txn[0] if producer.in_flight_txn is not None else None
             awaited = [m for m in candidates if m.request is txn_request
                        or getattr(m.request, "correlation_id", None) in producer.in_flight_produce]
             stale = [m for m in candidates if m not in awaited]
-            # the trace says which copy the spec delivered; without that hint, the awaited one first
             candidates = stale + awaited if step.action.awaited is False else awaited + stale
-        for m in candidates:
-            response = m.response
-            if response is not None and response.error.name == body.error.value \
-                    and (isinstance(body, spec.ProduceResponse | spec.ErrorResponse)  # no epoch to compare
-                         or getattr(response, "producer_epoch", -1) == body.producer_epoch):
-                return m
-        if candidates and any(m.response is not None for m in candidates) and hasattr(body, "error"):
-            # an answer the implementation never gave (a trace that says another error) is not in flight
-            return next((m for m in candidates if m.response is not None
-                         and m.response.error.name == body.error.value), None)
-        return candidates[0] if candidates else None
+        return candidates[0]
+
+    def _same_instance(self, m: Any, envelope: Envelope) -> bool:
+        if isinstance(m.request, TxnMarker):  # two ids may have markers on their way to one partition
+            return bool(m.request.transactional_id == envelope.context[0])
+        client_side = envelope.target if envelope.target in self.producers else envelope.source
+        return client_side not in self.producers or m.client in self._clients(client_side, envelope.tag)
 
     def _not_enabled(self, step: Any, why: str = "") -> StepNotEnabledError:
         pending = [repr(m) for m in self.cluster.network.messages]
@@ -285,10 +294,22 @@ class ImplAdapter:
         answers_before = len(self.marker_answers)
         action = step.action
         kind = action.kind
+        if action.actor.startswith("producer-") and action.actor not in self.producers:
+            raise self._not_enabled(step, f"the scenario has no {action.actor}")
+        fault = FAULT_BUDGET.get(kind)
+        if fault is not None:
+            if self.budget[fault] <= 0:
+                raise self._not_enabled(step, f"the scenario's budget allows no more {fault} faults")
+            self.budget[fault] -= 1
         if kind in APPLICATION_CALLS:
             who = action.actor
             _, p = self.producers[who]
             self._ack()
+            pending = p.tm.pending_transition
+            if kind in BLOCKING_CALLS and pending is not None and not pending[0].acked:
+                # Kafka hands the pending call's result back (TransactionManager.handleCachedTransactionRequestResult):
+                # the application re-awaits a call that timed out, which the spec's application never does
+                raise self._not_enabled(step, f"{pending[2]} is still pending: the call would re-await its result")
             result = None
             try:
                 if kind is K.INIT_TRANSACTIONS:
@@ -315,16 +336,12 @@ class ImplAdapter:
             self.cluster._dispatch()
         elif kind is K.DELIVER_WRITE_TXN_MARKERS:
             m = self._match(step)
-            if m is None:
-                raise self._not_enabled(step, "no such message in flight in the implementation")
             # the leader appends the marker now; its answer flies back as the spec's next step says
             self.cluster.network.messages.remove(m)
             self.marker_answers.append((m.request, self.cluster.broker.append_marker(m.request, self.cluster.now_ms)))
             self.cluster._dispatch()
         elif action.is_delivery:
             m = self._match(step)
-            if m is None:
-                raise self._not_enabled(step, "no such message in flight in the implementation")
             self.cluster.deliver(m)
         elif kind is K.RETRY and isinstance(action.body, spec.Produce):
             # a lost produce (or its lost answer): the client's request timeout fires first; then retry.backoff.ms
@@ -336,14 +353,11 @@ class ImplAdapter:
             if lost:
                 self.lost.remove(lost[-1])
                 self.cluster.time_out(lost[-1])
-            producer.end_retry_backoff()
+            producer.end_retry_backoff(partition, action.body.base_sequence)  # the step's batch only
             self.cluster._dispatch()
-            if self._match(step) is None:
-                raise self._not_enabled(step, "the client has not sent that batch again")
+            self._match(step)  # the client sent that batch again, field by field
         elif kind is K.DUPLICATE:
             m = self._match(step)
-            if m is None:
-                raise self._not_enabled(step, "no such message to duplicate")
             self.cluster.network.send(m.client, m.request, m.response)
         elif kind in (K.TIMEOUT, K.ABANDONED_TIMEOUT):  # the transaction timeout fires (abandoned: nobody ends it)
             # for the action's transactional id only: the spec's time is abstract, so another id's open
@@ -376,6 +390,17 @@ class ImplAdapter:
             self._crash(action.actor)
         elif kind is K.REBALANCE:
             self._rebalance(action.actor)
+        elif kind is K.EXPIRE_PRODUCERS:  # producer.id.expiration.ms passes for the partition's idle producers
+            partition = self.cluster.broker.partition(impl_partition(action.partition))
+            partition.remove_expired_producers(self.cluster.now_ms + partition.producer_state.producer_id_expiration_ms)
+        elif kind is K.EXPIRE_TRANSACTIONAL_ID:  # transactional.id.expiration.ms passes for the idle ids
+            self.cluster.broker.txn_coordinator.expire_transactional_ids(self.cluster.now_ms, 0)
+        elif kind is K.OFFSET_COMMIT:  # an admin's plain commit of the input offset, outside group management
+            from txnspec.impl.membership import MemberIdentity
+
+            self.cluster.broker.group_coordinator.handle_offset_commit(self.group, {"input-0": 0},
+                                                                       now_ms=self.cluster.now_ms,
+                                                                       member=MemberIdentity())
         else:
             raise self._not_enabled(step, f"the step {kind.value!r} is not mapped onto the implementation")
         self._pump()
@@ -386,7 +411,15 @@ class ImplAdapter:
             [m.response.error for m in self.cluster.network.messages if m.id not in before and m.response is not None]
         answers += [error for _, error in self.marker_answers[answers_before:]]
         observed["errors"] = sorted(e.name for e in answers if e.name != "NONE")
+        observed["sent"] = self._sent(before, answers_before)
         return observed
+
+    def _sent(self, before: set[int], answers_before: int) -> list[dict[str, Any]]:
+        """What this step put in flight, as the spec's messages (source, target, body), in a canonical order."""
+        names = self.names()
+        sent = [spec_envelope(m, names) for m in self.cluster.network.messages if m.id not in before]
+        sent += [marker_answer(marker, error, names) for marker, error in self.marker_answers[answers_before:]]
+        return [plain(e) for e in sorted((e for e in sent if e is not None), key=key)]
 
     def _take_marker_answer(self, step: Any) -> tuple[Any, Any]:
         """The (marker, error) answered by the partition the step's WriteTxnMarkersResponse comes from."""
@@ -398,6 +431,10 @@ class ImplAdapter:
                          and a[0].coordinator_epoch == coordinator_epoch), None)
         if answered is None:
             raise self._not_enabled(step, "no marker answer from that partition")
+        expected = step.action.message
+        actual = marker_answer(answered[0], answered[1], self.names())
+        if not same(expected, actual):
+            raise self._not_enabled(step, describe_mismatch(expected, [actual]))
         self.marker_answers.remove(answered)
         return answered
 
@@ -407,8 +444,6 @@ class ImplAdapter:
             self.lost_markers.append(marker)
             return
         m = self._match(step)
-        if m is None:
-            raise self._not_enabled(step, "no such message to lose")
         self.cluster.network.lose(m)
         if isinstance(m.request, TxnMarker):
             self.lost_markers.append(m.request)
@@ -443,8 +478,6 @@ class ImplAdapter:
         from txnspec.impl.errors import Errors
 
         m = self._match(step)
-        if m is None:
-            raise self._not_enabled(step, "no such message in flight in the implementation")
         log = self.cluster.broker.txn_coordinator.txn_manager.partition_for(m.request.transactional_id)
         log.refuse_next_append(Errors.NOT_ENOUGH_REPLICAS)
         try:
@@ -464,6 +497,18 @@ class ImplAdapter:
     # --- observation ---
 
     def _visible(self, partition: str, isolation: str) -> list[int]:
+        """The offsets a consumer reads from 0; fetched again only when the partition changed (an append-only log:
+        its end, high watermark, last stable offset and aborted index say whether it did)."""
+        p = self.cluster.broker.partition(partition)
+        key = (p.log_start_offset, p.log_end_offset, p.high_watermark, p.last_stable_offset, len(p.txn_index.entries))
+        cached = self.visible_cache.get((partition, isolation))
+        if cached is not None and cached[0] == key:
+            return list(cached[1])
+        offsets = self._fetch_all(partition, isolation)
+        self.visible_cache[(partition, isolation)] = (key, tuple(offsets))
+        return offsets
+
+    def _fetch_all(self, partition: str, isolation: str) -> list[int]:
         from txnspec.impl.consumer import Consumer
         from txnspec.impl.messages import Fetch
         from txnspec.impl.partition import IsolationLevel
@@ -484,17 +529,26 @@ class ImplAdapter:
         return offsets
 
     def observe(self) -> dict[str, Any]:
-        visible = {p: {"read_committed": self._visible(impl_partition(p), "READ_COMMITTED"),
-                       "read_uncommitted": self._visible(impl_partition(p), "READ_UNCOMMITTED")}
-                   for p in self.partitions}
+        broker_name = {p: p if p == self.offsets_partition else impl_partition(p) for p in self.spec_partitions}
+        visible = {p: {"read_committed": self._visible(broker_name[p], "READ_COMMITTED"),
+                       "read_uncommitted": self._visible(broker_name[p], "READ_UNCOMMITTED")}
+                   for p in self.spec_partitions}
         _, committed = self.cluster.broker.group_coordinator.fetch_offsets(self.group, ["input-0"])
         return {"visible": visible, "offsets": {f"{self.group}/{tp}": off for tp, off in committed.items()}}
 
     def project(self, expected: dict[str, Any]) -> dict[str, Any]:
         """The part of the spec's observation this adapter reports."""
         visible = expected.get("visible", {})
-        return {"visible": {p: visible[p] for p in self.partitions if p in visible},
-                "offsets": expected.get("offsets", {}), "errors": expected.get("errors", [])}
+        return {"visible": {p: visible[p] for p in self.spec_partitions if p in visible},
+                "offsets": expected.get("offsets", {}), "errors": expected.get("errors", []),
+                "sent": sorted((compared_json(m) for m in expected.get("sent", [])),
+                               key=lambda m: json.dumps(m, sort_keys=True))}
 
-    def abstract_state(self) -> dict[str, Any]:
-        return {}
+    abstraction_differences: dict[str, str] = DIFFERENCES  # the reset sets the table of its cluster
+
+    def abstract_state(self) -> AbstractState:
+        """The implementation's state as the spec's abstraction (:mod:`.impl_abstraction`)."""
+        producers = {who: p for who, (_, p) in self.producers.items()}
+        partitions = {p: p if p == self.offsets_partition else impl_partition(p) for p in self.spec_partitions}
+        return of_cluster(self.cluster, self.names(), producers, partitions, self.txn_no, self.generation_offset,
+                          self.group_ids)

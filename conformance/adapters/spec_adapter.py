@@ -14,9 +14,9 @@ Observation (after one step; every implementation adapter must produce the same 
         The committed consumer-group offsets, ``{"group/partition": offset}``.
 
 Abstract state
-    ``coordinator``: per transactional id its state, pending state, producer id and epoch, partitions;
-    ``producers``: per producer its client phase, producer id, epoch and transaction number;
-    ``partitions``: per partition its log end offset, high watermark and last stable offset.
+    :class:`txnspec.conformance.abstraction.AbstractState`: the coordinator's metadata and transaction log,
+    every partition's log, offsets and producer state, the group's offsets and generations, each producer's
+    client, component by component.
 """
 
 from __future__ import annotations
@@ -26,12 +26,13 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from txnspec.conformance.abstraction import AbstractState, of_spec
 from txnspec.conformance.action_codec import envelope_to_json
 from txnspec.spec import partition as partition_mod
 from txnspec.spec import system as sysm
 from txnspec.spec.actions import Action
 from txnspec.spec.messages import IsolationLevel
-from txnspec.spec.network import is_request, producer_address
+from txnspec.spec.network import is_request
 
 MUTATIONS = ("read-committed-leak", "lost-offsets", "stale-lso")
 
@@ -52,14 +53,9 @@ def observation(prev: sysm.SystemState, state: sysm.SystemState) -> dict[str, An
     return {"sent": sent_json, "errors": errors, "visible": visible, "offsets": offsets}
 
 
-def abstract_state(state: sysm.SystemState) -> dict[str, Any]:
-    coordinator = {tid: _coordinator_view(md) for tid, md in state.coordinator.cache}
-    producers = {producer_address(p.index): {"phase": p.phase.value, "producer_id": p.producer_id,
-                                            "epoch": p.producer_epoch, "txn": p.txn_no}
-                 for p in state.producers}
-    partitions = {name: {"log_end": ps.log_end_offset, "hw": ps.hw, "lso": ps.last_stable_offset}
-                  for name, ps in state.partitions}
-    return {"coordinator": coordinator, "producers": producers, "partitions": partitions}
+def abstract_state(state: sysm.SystemState) -> AbstractState:
+    """The spec's abstract state (:func:`txnspec.conformance.abstraction.of_spec`)."""
+    return of_spec(state)
 
 
 def coordinator_transitions(prev: sysm.SystemState, state: sysm.SystemState) -> list[str]:
@@ -75,13 +71,21 @@ def _coordinator_view(md: Any) -> dict[str, Any]:
             "producer_id": md.producer_id, "epoch": md.producer_epoch, "partitions": sorted(md.partitions)}
 
 
+_TRANSITION_KEYS = ("state", "pending", "producer_id", "epoch", "producer_epoch", "partitions")
+
+
+def _transition_view(entry: dict[str, Any] | None) -> tuple[Any, ...] | None:
+    return None if entry is None else tuple(entry.get(k) for k in _TRANSITION_KEYS)
+
+
 def transitions_between(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     """Coordinator transitions between two ``abstract_state()["coordinator"]`` views: ``"Empty->Ongoing"``
-    for each transactional id whose entry changed (``"-"`` for an id the coordinator does not know)."""
+    for each transactional id whose state, pending state, producer id, epoch or partitions changed (``"-"`` for
+    an id the coordinator does not know)."""
     out = []
     for tid in sorted(set(before) | set(after)):
         a, b = before.get(tid), after.get(tid)
-        if a != b:
+        if _transition_view(a) != _transition_view(b):
             out.append(f"{'-' if a is None else a['state']}->{'-' if b is None else b['state']}")
     return out
 
@@ -150,10 +154,10 @@ class SpecAdapter:
             obs["offsets"] = {}
         return obs
 
-    def abstract_state(self) -> dict[str, Any]:
+    def abstract_state(self) -> AbstractState:
         _, state = self._require()
         out = abstract_state(state)
-        if self.mutation == "stale-lso":
-            for view in out["partitions"].values():
-                view["lso"] = view["hw"]
+        if self.mutation == "stale-lso":  # the views are shared (memoised): change copies
+            out = {**out, "partitions": {name: {**view, "lso": view["hw"]}
+                                         for name, view in out["partitions"].items()}}
         return out

@@ -122,3 +122,27 @@ def test_both_targets_read_a_case_with_the_one_parser(component: str, given: dic
             session.apply(when)
         errors.append(str(caught.value))
     assert errors[0] == errors[1] and message in errors[0]
+
+
+# every case file of conformance/data and the cases it holds (a case added or lost must be pinned here)
+CASE_FILES = {"public.jsonl": 63, "found.jsonl": 10, "group_public.jsonl": 2, "group.jsonl": 18,
+              "kafka_tests_coordinator.jsonl": 97, "kafka_tests_partition.jsonl": 53,
+              "kafka_tests_group.jsonl": 10, "kafka_tests_client.jsonl": 54}
+
+
+def test_the_case_files_are_the_pinned_ones() -> None:
+    assert {p.name for p in PUBLIC.parent.glob("*.jsonl")} == set(CASE_FILES)
+    ids = [json.loads(line)["id"] for name in CASE_FILES for line in (PUBLIC.parent / name).read_text().splitlines()]
+    assert len(ids) == len(set(ids)) == sum(CASE_FILES.values())
+
+
+@pytest.mark.parametrize("target", ["spec", "impl"])
+@pytest.mark.parametrize("name", sorted(CASE_FILES))
+def test_both_targets_pass_every_case_of(name: str, target: str) -> None:
+    """Every case file on both targets; the kafka_tests_* files hold Kafka's own test methods, one case each."""
+    path = PUBLIC.parent / name
+    report = run_cases(path, target_named(target))
+    assert [(r.case_id, r.error, [str(m) for m in r.mismatches]) for r in report.results if not r.passed] == []
+    assert report.passed == CASE_FILES[name]
+    if name.startswith("kafka_tests_"):
+        assert all(r.case_id.startswith("kafka/") for r in report.results)

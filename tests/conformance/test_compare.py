@@ -42,7 +42,7 @@ def test_a_scenario_run_reports_violations_with_their_shortest_counterexample() 
     assert broken.verdicts["no_duplicate_append"] == "violated"
     assert broken.counterexample_lengths == {"no_duplicate_append": 8}
     fixed = run_scenario("kafka", "retry", "current", ["no_duplicate_append"])
-    assert fixed.complete and fixed.states == 839
+    assert fixed.complete and fixed.states == 841
     assert fixed.verdicts == {"no_duplicate_append": "holds", "batch_appended": "holds"}  # the partner is judged
 
 

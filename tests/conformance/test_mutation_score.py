@@ -14,13 +14,17 @@ from txnspec.impl import _mutants
 
 # mutant -> traces of the default pool (40 random walks of each of SCENARIOS, interleaved) until detection
 # (eleven scenarios since in-flight-2, in-flight-5 and the four fault scenarios joined the pool: each old
-# mutant is caught by the same walk of the same scenario as before, at its new place in the interleaving)
+# mutant is caught by the same walk of the same scenario as before, at its new place in the interleaving; under
+# the lock-step relation acts-on-failed-log-append falls at trace 9, not 31: the coordinator's metadata after the
+# failed append differs from the spec's at once)
 DETECTED_AFTER = {
     "no-duplicate-check": 36, "duplicate-check-last-batch-only": 355, "no-epoch-fencing": 2,
     "lso-is-high-watermark": 1, "no-aborted-filter": 1, "offsets-visible-before-marker": 8,
     "abort-keeps-offsets": 16, "timeout-commits": 1, "markers-skip-a-partition": 8,
-    "init-does-not-fence-ongoing": 65, "acts-on-failed-log-append": 31, "lost-request-not-retried": 8,
+    "init-does-not-fence-ongoing": 65, "acts-on-failed-log-append": 9, "lost-request-not-retried": 8,
     "out-of-order-never-retried": 39, "duplicate-window-of-four": 359,
+    # change only what is sent or held: the lock-step comparison of messages and abstract states kills them at once
+    "end-txn-response-stale-epoch": 1, "marker-coordinator-epoch-ahead": 1, "stale-sequence-kept": 1,
 }
 # caught only by the scenarios that budget a lost message or a failed transaction-log append (issue 20)
 ONLY_UNDER_FAULTS = ("acts-on-failed-log-append", "lost-request-not-retried")
@@ -82,3 +86,12 @@ def test_the_command_reports_the_score(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["mutation-score", "--traces", "2", "--mutant", "timeout-commits"]) == 0
     assert "mutation score 1/1" in capsys.readouterr().out
     assert main(["mutation-score", "--scenario", "nope"]) == 2
+
+
+def test_the_command_scores_trace_mutants_on_both_adapters(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["mutation-score", "--scenario", "zombie", "--traces", "1", "--mutant", "stale-sequence-kept",
+                 "--trace-mutants", "1", "--per-operator", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "trace mutants: 16 of 1 traces, 0 equivalent" in out
+    assert "spec  killed 16/16" in out and "impl  killed 16/16" in out
+    assert main(["mutation-score", "--trace-mutants", "-1"]) == 2

@@ -105,7 +105,7 @@ def kill_and_check(data_dir: str, generation: int, rng: random.Random, seen: See
     assert not torn_apart, torn_apart  # all or nothing on each partition, no duplicates
     assert seen.committed <= txns, sorted(seen.committed - txns)[:10]
     assert not (seen.aborted & txns), sorted(seen.aborted & txns)[:10]
-    cluster.broker.flush()
+    cluster.close()
 
 
 def run_kills(tmp_path: Path, kills: int, seed: int) -> Seen:

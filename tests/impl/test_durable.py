@@ -5,9 +5,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from txnspec.impl.cluster import Cluster, named
 from txnspec.impl.log import Record
-from txnspec.impl.storage import SEGMENT, ProducerIdBlockFile, SegmentStore, open_partition, write_snapshot
+from txnspec.impl.storage import (
+    SEGMENT,
+    CorruptDataError,
+    ProducerIdBlockFile,
+    SegmentStore,
+    open_partition,
+    write_snapshot,
+)
 from txnspec.impl.testing import restart
 
 
@@ -30,7 +39,7 @@ def test_a_restart_keeps_committed_data_and_producer_state(tmp_path: Path) -> No
     assert c2.producer(None).producer is not None
 
 
-def test_a_torn_or_corrupt_tail_is_truncated_at_the_last_good_batch(tmp_path: Path) -> None:
+def test_a_corrupt_last_frame_is_refused_and_truncated_only_when_asked(tmp_path: Path) -> None:
     store = SegmentStore(str(tmp_path / "t-0"))
     p = open_partition(str(tmp_path), "t-0", {})
     for v in ("a", "b", "c"):
@@ -42,12 +51,16 @@ def test_a_torn_or_corrupt_tail_is_truncated_at_the_last_good_batch(tmp_path: Pa
         f.write(b"#")
         f.seek(0, os.SEEK_END)
         f.write(b"\x00\x00\x01")
-    recovered = open_partition(str(tmp_path), "t-0", {})
+    with pytest.raises(CorruptDataError, match="CRC mismatch"):  # a whole frame whose CRC fails: not a crash
+        open_partition(str(tmp_path), "t-0", {})
+    recovered = open_partition(str(tmp_path), "t-0", {}, recover_corruption=True)
     assert [b.records[0].value for b in recovered.log.batches] == ["a", "b"]
     assert recovered.log.store is not None and recovered.log_end_offset == 2
     assert recovered.append_records(-1, -1, -1, [Record(value="d")]).base_offset == 2
-    assert [b.records[0].value for b in open_partition(str(tmp_path), "t-0", {}).log.batches] == ["a", "b", "d"]
-    store.close()
+    again = open_partition(str(tmp_path), "t-0", {})
+    assert [b.records[0].value for b in again.log.batches] == ["a", "b", "d"]
+    for s in (store, recovered.log.store, again.log.store):
+        s.close()  # type: ignore[union-attr]
 
 
 def test_snapshots_are_used_and_a_stale_one_is_ignored(tmp_path: Path) -> None:

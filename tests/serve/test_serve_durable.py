@@ -118,3 +118,25 @@ def test_nothing_committed_is_lost_when_the_server_is_killed(tmp_path: Path) -> 
 @pytest.mark.slow
 def test_nothing_committed_is_lost_over_many_kills(tmp_path: Path) -> None:
     kill_and_check(tmp_path, kills=8, seed=2)
+
+
+def test_topic_configs_and_partition_counts_survive_a_restart(tmp_path: Path) -> None:
+    """Durable mode keeps what topic admin set (serve-topics.json beside the partitions); a deleted topic stays
+    deleted."""
+    from txnspec.serve import configs
+    from txnspec.serve.server import ServerThread
+
+    data = str(tmp_path / "data")
+    with ServerThread(transaction_version=2, data_dir=data) as server:
+        given = configs.parse_all({"max.message.bytes": "10485760", "cleanup.policy": "compact"})
+        server.call(lambda: server.server.broker.create_topic("kept", 3, given))
+        server.call(lambda: server.server.broker.create_topic("gone", 2))
+
+        def delete() -> None:
+            from txnspec.serve.admin import delete_topic
+            delete_topic(server.server.broker, "gone")
+
+        server.call(delete)
+    with ServerThread(transaction_version=2, data_dir=data) as again:
+        topics = again.call(lambda: {t.name: (t.partitions, t.configs) for t in again.server.broker.topics.values()})
+    assert topics == {"kept": (3, {"max.message.bytes": 10485760, "cleanup.policy": ("compact",)})}

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.metadata.metadata import MetadataRequest
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -23,7 +22,7 @@ from txnspec.audit.connection import BrokerConnection
 from txnspec.impl.log import ControlType, Record, RecordBatch
 from txnspec.serve import records as wire_records
 from txnspec.serve.dispatch import HANDLERS
-from txnspec.serve.protocol import APIS, FrameError, decode_request
+from txnspec.serve.protocol import APIS, ApiVersionsRequest, ApiVersionsResponse, FrameError, decode_request
 from txnspec.serve.server import ServerThread
 
 WAIT = 5.0
@@ -58,7 +57,7 @@ def frame(api_key: int, version: int, correlation_id: int = 1, body: bytes = b""
 def still_serves(server: ServerThread) -> None:
     conn = BrokerConnection(server.config.host, server.config.port, timeout=WAIT)
     try:
-        assert conn.versions[APIS[18].key] == (0, 4)
+        assert conn.versions[APIS[18].key] == (0, 5)
     finally:
         conn.close()
 
@@ -104,15 +103,61 @@ def test_an_unsupported_version_closes_the_connection(server: ServerThread) -> N
     still_serves(server)
 
 
-def test_api_versions_of_an_unknown_version_is_answered_with_unsupported_version(server: ServerThread) -> None:
-    """KIP-511: a v0 answer with UNSUPPORTED_VERSION and our ranges, so a newer client can downgrade."""
+def read_answer(sock: socket.socket) -> bytes:
+    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+    return sock.recv(size, socket.MSG_WAITALL)
+
+
+@pytest.mark.parametrize("version", [6, 99, -1])
+def test_api_versions_of_an_unknown_version_is_answered_at_v0_and_the_connection_stays_open(
+        server: ServerThread, version: int) -> None:
+    """KIP-511 as Kafka does it (RequestContext.parseRequest, ApiVersionsRequest.getErrorResponse): a v0 answer
+    with UNSUPPORTED_VERSION and ApiVersions' own range; the client retries on the same connection."""
     with connect(server) as sock:
-        sock.sendall(frame(ApiVersionsRequest.API_KEY, 99, correlation_id=42))
-        answer = closed_by_server(sock)
-    response = ApiVersionsResponse.decode(answer[4:], version=0, header=True)
-    assert response.header.correlation_id == 42
-    assert response.error_code == 35
-    assert {k.api_key for k in response.api_keys} == set(APIS)
+        sock.sendall(frame(ApiVersionsRequest.API_KEY, version, correlation_id=42, body=b"\x00garbage"))
+        response = ApiVersionsResponse.decode(read_answer(sock), version=0, header=True)
+        assert response.header.correlation_id == 42
+        assert response.error_code == 35
+        assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == [(18, 0, 5)]
+        retry = ApiVersionsRequest(version=3, client_software_name="txnspec-test", client_software_version="1.0")
+        retry.with_header(correlation_id=43, client_id="test")
+        sock.sendall(bytes(retry.encode(header=True, framed=True)))
+        again = ApiVersionsResponse.decode(read_answer(sock), version=3, header=True)
+    assert (again.header.correlation_id, again.error_code) == (43, 0)
+    assert {k.api_key: (k.min_version, k.max_version) for k in again.api_keys} == {
+        api.key: (api.min_version, api.max_version) for api in APIS.values()}
+
+
+def test_api_versions_with_an_invalid_client_software_name_is_invalid_request(server: ServerThread) -> None:
+    """ApiVersionsRequest.isValid: v3+ names and versions match [a-zA-Z0-9](?:[a-zA-Z0-9-.]*[a-zA-Z0-9])?."""
+    with connect(server) as sock:
+        for cid, name in enumerate(("bad name", "-dash", "")):
+            bad = ApiVersionsRequest(version=3, client_software_name=name, client_software_version="1")
+            bad.with_header(correlation_id=cid, client_id="test")
+            sock.sendall(bytes(bad.encode(header=True, framed=True)))
+            # at v3, as Kafka encodes it (kafka-python's decoder reads any error as v0, so the bytes are checked):
+            # correlation id, INVALID_REQUEST, an empty compact array, throttle 0, no tagged fields
+            assert read_answer(sock) == struct.pack(">ihbib", cid, 42, 1, 0, 0)
+
+
+@pytest.mark.parametrize(("cluster_id", "node_id", "error"), [
+    (None, -1, 0), ("txnspec-serve", 0, 0), ("another-cluster", 0, 129), ("txnspec-serve", 3, 129),
+    ("txnspec-serve", -1, 42), (None, 0, 42)])
+def test_api_versions_v5_checks_the_cluster_and_node_the_client_means(
+        server: ServerThread, cluster_id: str | None, node_id: int, error: int) -> None:
+    """Kafka 4.4's ApiVersions v5: both or neither of cluster id and node id (isValid, else INVALID_REQUEST);
+    another cluster or node is REBOOTSTRAP_REQUIRED (KafkaApis.clusterIdOrNodeIdIsInvalid)."""
+    with connect(server) as sock:
+        request = ApiVersionsRequest(version=5, client_software_name="t", client_software_version="1",
+                                     cluster_id=cluster_id, node_id=node_id)
+        request.with_header(correlation_id=7, client_id="test")
+        sock.sendall(bytes(request.encode(header=True, framed=True)))
+        raw = read_answer(sock)
+    if error:  # an error answer at v5 has no ranges (kafka-python's decoder reads errors as v0: bytes checked)
+        assert raw == struct.pack(">ihbib", 7, error, 1, 0, 0)
+    else:
+        answer = ApiVersionsResponse.decode(raw, version=5, header=True)
+        assert (answer.header.correlation_id, answer.error_code, len(answer.api_keys)) == (7, 0, len(APIS))
 
 
 @pytest.mark.parametrize("size", [-1, (1 << 20) + 1])
@@ -203,8 +248,7 @@ def test_produce_with_acks_0_gets_no_answer_and_the_next_request_is_answered(ser
     with connect(server) as sock:
         sock.sendall(bytes(produce_request.encode(header=True, framed=True)) + bytes(versions.encode(header=True,
                                                                                                      framed=True)))
-        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-        answer = ApiVersionsResponse.decode(sock.recv(size, socket.MSG_WAITALL), version=0, header=True)
+        answer = ApiVersionsResponse.decode(read_answer(sock), version=0, header=True)
     assert answer.header.correlation_id == 2
     partition = server.call(lambda: server.server.broker.broker.partition("t-1"))
     assert server.call(lambda: partition.log_end_offset) == 1

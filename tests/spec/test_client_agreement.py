@@ -30,25 +30,25 @@ LOSSY = "+loss"  # the scenario with a lost message as well: a batch given up on
 # (scenario, transaction version) -> (states, (state, step) pairs compared, {difference: pairs})
 FAST: dict[tuple[str, int], tuple[int, int, dict[pj.Difference, int]]] = {
     ("tiny", 2): (27, 20, {}), ("tiny", 1): (31, 24, {}),
-    ("zombie", 2): (2_196, 3_528, {}), ("zombie", 1): (3_550, 5_616, {}),
-    ("delayed-produce", 2): (887, 1_104, {}), ("delayed-produce", 1): (4_141, 5_265, {}),
-    ("delayed-produce" + LOSSY, 2): (5_980, 7_900, {}), ("delayed-produce" + LOSSY, 1): (28_964, 38_479, {}),
-    ("delayed-end-txn", 2): (2_228, 2_736, {}), ("delayed-end-txn", 1): (4_608, 5_980, {}),
+    ("zombie", 2): (1_964, 3_116, {}), ("zombie", 1): (2_824, 4_472, {}),
+    ("delayed-produce", 2): (819, 1_008, {}), ("delayed-produce", 1): (3_349, 4_251, {}),
+    ("delayed-produce" + LOSSY, 2): (5_557, 7_338, {}), ("delayed-produce" + LOSSY, 1): (23_126, 30_651, {}),
+    ("delayed-end-txn", 2): (2_172, 2_690, {}), ("delayed-end-txn", 1): (4_400, 5_732, {}),
     ("failover", 2): (208, 128, {}), ("failover", 1): (208, 136, {}),
-    ("retry", 2): (839, 1_005, {}), ("retry", 1): (1_446, 1_734, {}),
+    ("retry", 2): (841, 1_029, {}), ("retry", 1): (1_334, 1_610, {}),
     ("multi-partition", 2): (155, 138, {}), ("multi-partition", 1): (207, 204, {}),
     ("offsets", 2): (89, 72, {}), ("offsets", 1): (131, 119, {}),
     ("epoch-exhaustion", 2): (403, 336, {}), ("epoch-exhaustion", 1): (495, 458, {}),
-    ("in-flight-2", 2): (3_570, 6_133, {OOO_RETRY: 46}), ("in-flight-2", 1): (8_160, 12_318, {OOO_RETRY: 15}),
-    ("crash", 2): (7_160, 8_368, {}), ("crash", 1): (10_761, 12_629, {}),
+    ("in-flight-2", 2): (3_684, 6_478, {OOO_RETRY: 46}), ("in-flight-2", 1): (7_320, 11_242, {OOO_RETRY: 15}),
+    ("crash", 2): (7_104, 8_296, {}), ("crash", 1): (9_785, 11_469, {}),
     ("loss", 2): (4_352, 3_259, {}), ("loss", 1): (5_625, 4_795, {}),
 }
 SLOW: dict[tuple[str, int], tuple[int, int, dict[pj.Difference, int]]] = {
-    ("append-failure", 2): (4_055, 3_583, {}), ("append-failure", 1): (6_935, 7_737, {}),
-    ("faults", 2): (31_468, 38_693, {}), ("faults", 1): (48_598, 59_779, {}),
+    ("append-failure", 2): (4_977, 5_157, {}), ("append-failure", 1): (6_935, 7_737, {}),
+    ("faults", 2): (31_130, 38_317, {}), ("faults", 1): (44_426, 54_698, {}),
     ("rebalance", 2): (9_048, 11_855, {}), ("rebalance", 1): (10_568, 14_467, {}),
-    ("in-flight-5", 2): (78_010, 219_372, {OOO_RETRY: 3_578}),
-    ("default", 2): (167_644, 250_763, {}),
+    ("in-flight-5", 2): (97_978, 284_690, {OOO_RETRY: 3_578}),
+    ("default", 2): (200_342, 322_049, {}),
 }
 
 

@@ -25,15 +25,15 @@ FAST: dict[tuple[str, str, str], tuple[Direction, Direction, int]] = {
     ("offsets", "current", "tv1"): (None, None, 220),
     ("offsets", "current", "kafka-3.9"): (None, None, 220),
     ("multi-partition", "current", "tv1"): (None, None, 362),
-    ("zombie", "current", "tv1"): ((7, "producer-0 is ABORTABLE_ERROR"), (6, "producer-0 is FATAL_ERROR"), 1139),
+    ("zombie", "current", "tv1"): ((7, "producer-0 is ABORTABLE_ERROR"), (6, "producer-0 is FATAL_ERROR"), 1014),
     # a fenced zombie's abort fails; without the epoch check on EndTxn it succeeds
     ("zombie", "current", "zombie-not-fenced"): ((7, "producer-0 is FATAL_ERROR; P0t1 told fatal"),
                                                  (7, "producer-0 is READY; P0t1 told aborted"), 730),
     # a retried produce appended twice is read twice
-    ("retry", "current", "no-duplicate-detection"): (None, (6, "read_uncommitted p0: [P0t1 P0t1]"), 1722),
+    ("retry", "current", "no-duplicate-detection"): (None, (6, "read_uncommitted p0: [P0t1 P0t1]"), 1730),
     ("delayed-end-txn", "current", "kafka-17754"): (
         (10, "producer-0.abortTransaction(); producer-0 is ABORTING_TRANSACTION"), (5, "producer-0 is FATAL_ERROR"),
-        4076),
+        3940),
     # a TV1 client that gives up on a produce on its first attempt while aborting keeps its epoch (no unresolved
     # sequence): the late record shows up uncommitted
     ("delayed-produce", "current", "hanging-transaction"): (
@@ -42,10 +42,10 @@ FAST: dict[tuple[str, str, str], tuple[Direction, Direction, int]] = {
     ("delayed-produce", "tv1-no-verification", "hanging-transaction"): (
         (6, "producer-0 is FATAL_ERROR; P0t1 told fatal"), (12, "read_committed p0: [P0t1 P0t2]"), 5439),
     ("delayed-produce", "current", "late-produce-joins-next"): (
-        (9, "read_uncommitted p0: [P0t2]"), (6, "producer-0 is FATAL_ERROR; P0t1 told fatal"), 1819),
+        (9, "read_uncommitted p0: [P0t2]"), (6, "producer-0 is FATAL_ERROR; P0t1 told fatal"), 1537),
     # the KIP-360 bump after a produce given up on before the transaction completes: only the client with it bumps
     ("delayed-produce", "tv1", "late-produce-joins-next"): (
-        (7, "producer-0 is INITIALIZING; P0t1 told aborted"), (7, "producer-0 is READY; P0t1 told aborted"), 875),
+        (7, "producer-0 is INITIALIZING; P0t1 told aborted"), (7, "producer-0 is READY; P0t1 told aborted"), 765),
     # the new coordinator leaves the transaction in PrepareCommit: a refusal (the failover is silent, and every
     # observation after it can also be made by failing over at a harmless moment), which traces do not show
     ("failover", "current", "failover-without-markers"): (None, None, 336),
@@ -88,7 +88,7 @@ def test_pinned_differences_on_bigger_scenarios(pair: tuple[str, str, str]) -> N
 
 def test_the_example_variant_file_against_current() -> None:
     name = load_variant_file(EXAMPLE).name
-    assert _run("delayed-end-txn", "current", name) == (None, (7, "producer-0 is FATAL_ERROR; P0t1 told fatal"), 5533)
+    assert _run("delayed-end-txn", "current", name) == (None, (7, "producer-0 is FATAL_ERROR; P0t1 told fatal"), 5509)
 
 
 def test_wire_level_sees_the_requests() -> None:

@@ -19,6 +19,7 @@ from txnspec.conformance.cases.format import CaseInputError
 from txnspec.conformance.cases.values import (
     RESULTS,
     Observation,
+    error_name,
     get_bool,
     get_choice,
     get_int,
@@ -77,8 +78,24 @@ class GroupGiven:
 
 @dataclass(frozen=True)
 class OffsetCommitStep:
+    """A plain ``OffsetCommit``; the member fields (a txnspec extension, KIP-447's checks of classic groups)
+    default to a consumer outside group management."""
+
     group_id: str
     offsets: tuple[tuple[str, int], ...]
+    member_id: str = ""
+    generation_id: int = -1
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True)
+class CommitVerification:
+    """A ``TxnOffsetCommit``'s ``verification`` (a txnspec extension, FORMAT.md): the group coordinator's leader
+    verified the offsets partition with the transaction coordinator (KIP-890), which answered
+    ``coordinator_error``; ``version`` is the TxnOffsetCommit version the client sent."""
+
+    coordinator_error: str  # Kafka's error name; NONE: verified
+    version: int = 5
 
 
 @dataclass(frozen=True)
@@ -93,6 +110,17 @@ class TxnOffsetCommitStep:
     member_id: str = ""
     generation_id: int = -1
     group_instance_id: str | None = None
+    verification: CommitVerification | None = None
+
+
+def _commit_verification(when: Mapping[str, Any]) -> CommitVerification | None:
+    verification = when.get("verification")
+    if verification is None:
+        return None
+    if not isinstance(verification, Mapping):
+        raise CaseInputError("'verification' must be an object")
+    return CommitVerification(error_name({"error": verification.get("coordinator_error")}),
+                              get_int(verification, "txn_offset_commit_version", 5, minimum=0))
 
 
 @dataclass(frozen=True)
@@ -127,11 +155,14 @@ def parse_group_step(when: Mapping[str, Any]) -> GroupStep:
         if not group_id:
             raise CaseInputError("'group_id' must not be empty")
         if request == "OffsetCommit":
-            return OffsetCommitStep(group_id, _offsets(when, "offsets"))
+            return OffsetCommitStep(group_id, _offsets(when, "offsets"), get_str(when, "member_id", ""),
+                                    get_int(when, "generation_id", -1, minimum=-1),
+                                    get_str(when, "group_instance_id", None, nullable=True))
         return TxnOffsetCommitStep(group_id, get_int(when, "producer_id", minimum=0),
                                    get_int(when, "producer_epoch", minimum=0), _offsets(when, "offsets"),
                                    get_str(when, "member_id", ""), get_int(when, "generation_id", -1, minimum=-1),
-                                   get_str(when, "group_instance_id", None, nullable=True))
+                                   get_str(when, "group_instance_id", None, nullable=True),
+                                   _commit_verification(when))
     if "append" in when:
         get_choice(when, "append", ("marker",))
         return GroupMarkerStep(get_int(when, "producer_id", minimum=0), get_int(when, "producer_epoch", minimum=0),

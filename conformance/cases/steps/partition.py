@@ -55,6 +55,20 @@ class ProducerEntryCase:
 
 
 @dataclass(frozen=True)
+class VerificationEntryCase:
+    """A producer's ``VerificationStateEntry`` as a target reports it (a txnspec extension; never given)."""
+
+    producer_id: int
+    lowest_sequence: int
+    epoch: int
+    supports_epoch_bump: bool
+
+    def as_json(self) -> dict[str, Any]:
+        return {"producer_id": self.producer_id, "lowest_sequence": self.lowest_sequence, "epoch": self.epoch,
+                "supports_epoch_bump": self.supports_epoch_bump}
+
+
+@dataclass(frozen=True)
 class PartitionGiven:
     log_start_offset: int
     log_end_offset: int
@@ -204,8 +218,10 @@ class PartitionObservation(Observation):
 
 
 def partition_state_json(log_start_offset: int, log_end_offset: int, high_watermark: int | None,
-                         producers: list[ProducerEntryCase]) -> dict[str, Any]:
+                         producers: list[ProducerEntryCase],
+                         verifying: list[VerificationEntryCase] | None = None) -> dict[str, Any]:
     return {"log_start_offset": log_start_offset, "log_end_offset": log_end_offset, "high_watermark": high_watermark,
-            "producers": {str(e.producer_id): e.as_json() for e in sorted(producers, key=lambda e: e.producer_id)}}
+            "producers": {str(e.producer_id): e.as_json() for e in sorted(producers, key=lambda e: e.producer_id)},
+            "verification_states": [v.as_json() for v in sorted(verifying or (), key=lambda v: v.producer_id)]}
 
 

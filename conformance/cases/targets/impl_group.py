@@ -16,12 +16,13 @@ from typing import Any
 
 from txnspec.conformance.cases.steps import group as steps
 from txnspec.impl.errors import Errors
-from txnspec.impl.group import GroupCoordinator
+from txnspec.impl.group import GroupCoordinator, txn_offset_commit_verification_error
 from txnspec.impl.log import ControlType
 from txnspec.impl.membership import ClassicGroup, GroupState, Member, MemberIdentity, Membership
 from txnspec.impl.partition import Partition
 
 _OFFSETS = "__consumer_offsets-0"
+TXN_OFFSET_COMMIT_VERSION_GENERIC_ERROR = 4  # GENERIC_ERROR_SUPPORTED from TxnOffsetCommit v4
 _PROTOCOLS = (("range", b""),)
 
 
@@ -57,9 +58,14 @@ class GroupSession:
         step = steps.parse_group_step(when)
         c = self.coordinator
         if isinstance(step, steps.OffsetCommitStep):
-            errors = c.handle_offset_commit(step.group_id, dict(step.offsets), member=MemberIdentity())
+            errors = c.handle_offset_commit(step.group_id, dict(step.offsets),
+                                            member=MemberIdentity(step.member_id, step.group_instance_id,
+                                                                  step.generation_id))
             return steps.GroupObservation(error=_request_error(errors)).as_json()
         if isinstance(step, steps.TxnOffsetCommitStep):
+            refused = self._verification_refusal(step)
+            if refused is not None:
+                return steps.GroupObservation(error=refused.name).as_json()
             member = MemberIdentity(step.member_id, step.group_instance_id, step.generation_id)
             errors = c.handle_txn_offset_commit(step.group_id, step.producer_id, step.producer_epoch,
                                                 dict(step.offsets), member=member)
@@ -76,6 +82,18 @@ class GroupSession:
             error, offsets = c.fetch_offsets(step.group_id, [partition], step.require_stable)
             partitions[partition] = steps.fetched_partition(error.name, offsets.get(partition))
         return steps.GroupObservation(error=Errors.NONE.name, partitions=partitions).as_json()
+
+
+    def _verification_refusal(self, step: steps.TxnOffsetCommitStep) -> Errors | None:
+        """A verified commit (the ``verification`` extension): the coordinator's answer as the group coordinator
+        maps it for the client."""
+        v = step.verification
+        if v is None:
+            return None
+        if v.coordinator_error == "NONE":
+            return None
+        return txn_offset_commit_verification_error(Errors[v.coordinator_error],
+                                                    v.version >= TXN_OFFSET_COMMIT_VERSION_GENERIC_ERROR)
 
 
 def session(given: Mapping[str, Any]) -> GroupSession:

@@ -15,7 +15,7 @@ from typing import Any
 
 from txnspec.conformance.cases.format import CaseInputError
 from txnspec.conformance.cases.steps import partition as steps
-from txnspec.impl.broker import PRODUCE_VERSION_GENERIC_ERROR, verification_error
+from txnspec.impl.broker import PRODUCE_VERSION_ADD_PARTITION, PRODUCE_VERSION_GENERIC_ERROR, verification_error
 from txnspec.impl.consumer import visible_records
 from txnspec.impl.errors import Errors
 from txnspec.impl.log import ControlType, Record, RecordBatch, decrement_sequence
@@ -72,8 +72,10 @@ def state_view(p: Partition) -> dict[str, Any]:
         tuple(steps.BatchCase(b.first_seq, b.last_seq, b.first_offset, b.last_offset) for b in e.batch_metadata),
         -1 if e.current_txn_first_offset is None else e.current_txn_first_offset)
         for pid, e in sorted(p.producer_state.producers.items())]
+    verifying = [steps.VerificationEntryCase(pid, v.lowest_sequence, v.epoch, v.supports_epoch_bump)
+                 for pid, v in sorted(p.producer_state.verification_states.items())]
     return steps.partition_state_json(p.log_start_offset, p.log_end_offset,
-                                      None if p.hw_follows_leo else p.high_watermark, producers)
+                                      None if p.hw_follows_leo else p.high_watermark, producers, verifying)
 
 
 def _verification_refusal(verification: steps.Verification | None) -> Errors | None:
@@ -82,7 +84,8 @@ def _verification_refusal(verification: steps.Verification | None) -> Errors | N
     if verification is None or verification.coordinator_error == "NONE":
         return None
     return verification_error(Errors[verification.coordinator_error],
-                              verification.produce_version >= PRODUCE_VERSION_GENERIC_ERROR)
+                              verification.produce_version >= PRODUCE_VERSION_GENERIC_ERROR,
+                              verification.produce_version >= PRODUCE_VERSION_ADD_PARTITION)
 
 
 class PartitionSession:
@@ -112,8 +115,8 @@ class PartitionSession:
         elif isinstance(step, steps.HighWatermarkStep):
             p.update_high_watermark(step.offset)
         elif isinstance(step, steps.StartVerificationStep):
-            p.maybe_start_transaction_verification(step.producer_id, step.sequence, step.producer_epoch,
-                                                   step.supports_epoch_bump)
+            found["error"] = p.maybe_start_transaction_verification(step.producer_id, step.sequence,
+                                                                    step.producer_epoch, step.supports_epoch_bump).name
         elif isinstance(step, steps.ExpireProducersStep):
             p.producer_state.producer_id_expiration_ms = \
                 self.expiration_ms if step.expiration_ms is None else step.expiration_ms

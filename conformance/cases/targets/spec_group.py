@@ -44,7 +44,8 @@ class GroupSession:
     def apply(self, when: Mapping[str, Any]) -> dict[str, Any]:
         step = steps.parse_group_step(when)
         if isinstance(step, steps.OffsetCommitStep):
-            error = group_mod.validate_offset_commit(self.state, step.group_id, "", None, -1, transactional=False)
+            error = group_mod.validate_offset_commit(self.state, step.group_id, step.member_id, step.group_instance_id,
+                                                     step.generation_id, transactional=False)
             if error is Errors.NONE and step.offsets:
                 first = self._append(-1, -1, len(step.offsets))
                 self.state, response = group_mod.handle_offset_commit(self.state, step.group_id, step.offsets,
@@ -52,6 +53,9 @@ class GroupSession:
                 error = response.error
             return steps.GroupObservation(error=error.value).as_json()
         if isinstance(step, steps.TxnOffsetCommitStep):
+            refused = self._verification_refusal(step)
+            if refused is not None:
+                return steps.GroupObservation(error=refused.value).as_json()
             error = group_mod.validate_offset_commit(self.state, step.group_id, step.member_id,
                                                      step.group_instance_id, step.generation_id, transactional=True)
             if error is Errors.NONE and step.offsets:
@@ -80,6 +84,18 @@ class GroupSession:
             error, offset = group_mod.fetch_offsets(self.state, step.group_id, partition, step.require_stable)
             partitions[partition] = steps.fetched_partition(error.value, offset)
         return steps.GroupObservation(error=Errors.NONE.value, partitions=partitions).as_json()
+
+
+    def _verification_refusal(self, step: steps.TxnOffsetCommitStep) -> Errors | None:
+        """A verified commit (the ``verification`` extension): the coordinator's answer as the group coordinator
+        maps it for the client."""
+        v = step.verification
+        if v is None:
+            return None
+        if v.coordinator_error == "NONE":
+            return None
+        return group_mod.txn_offset_commit_verification_error(
+            Errors(v.coordinator_error), v.version >= part.TXN_OFFSET_COMMIT_VERSION_GENERIC_ERROR)
 
 
 def session(given: Mapping[str, Any]) -> GroupSession:

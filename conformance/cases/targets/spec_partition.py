@@ -28,7 +28,10 @@ def state_view(state: part.PartitionState) -> dict[str, Any]:
         pid, e.producer_epoch, e.coordinator_epoch,
         tuple(steps.BatchCase(b.first_seq, b.last_seq, b.first_offset, b.last_offset) for b in e.batches),
         e.current_txn_first_offset) for pid, e in state.producers]
-    return steps.partition_state_json(state.log_start_offset, state.log_end_offset, state.high_watermark, producers)
+    verifying = [steps.VerificationEntryCase(pid, v.lowest_sequence, v.epoch, v.supports_epoch_bump)
+                 for pid, v in state.verifying]
+    return steps.partition_state_json(state.log_start_offset, state.log_end_offset, state.high_watermark, producers,
+                                      verifying)
 
 
 def _verification_refusal(verification: steps.Verification | None) -> Errors | None:
@@ -36,7 +39,8 @@ def _verification_refusal(verification: steps.Verification | None) -> Errors | N
     if verification is None or verification.coordinator_error == "NONE":
         return None
     return part.verification_error(Errors(verification.coordinator_error),
-                                   verification.produce_version >= part.PRODUCE_VERSION_GENERIC_ERROR)
+                                   verification.produce_version >= part.PRODUCE_VERSION_GENERIC_ERROR,
+                                   verification.produce_version >= part.PRODUCE_VERSION_ADD_PARTITION)
 
 
 class PartitionSession:
@@ -68,8 +72,9 @@ class PartitionSession:
         elif isinstance(step, steps.HighWatermarkStep):
             self.state = part.update_high_watermark(self.state, step.offset)
         elif isinstance(step, steps.StartVerificationStep):
-            self.state = part.start_verification(self.state, step.producer_id, step.sequence, step.producer_epoch,
-                                                 step.supports_epoch_bump)
+            self.state, started = part.start_verification(self.state, step.producer_id, step.sequence,
+                                                          step.producer_epoch, step.supports_epoch_bump)
+            found.update(error=started.value)
         elif isinstance(step, steps.ExpireProducersStep):
             expiration = part.PRODUCER_ID_EXPIRATION_MS if step.expiration_ms is None else step.expiration_ms
             self.state = part.expire_producers(self.state, step.now_ms, expiration)

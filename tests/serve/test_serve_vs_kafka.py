@@ -1,0 +1,307 @@
+"""The same requests to Apache Kafka (the newest 4.x, started by the project on 127.0.0.1) and to ``txnspec
+serve``, the same answers: what issue 32 measured and what this branch changed (request transaction versions,
+KIP-511, ApiVersions v5, every codec and the batch size as sent, topic configs and admin, group admin, ListOffsets
+v11, the transaction admin workflow of ``kafka-transactions.sh``). ``-m kafka``: it needs Java 17 and Maven."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import struct
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from typing import Any
+
+import pytest
+import test_serve_request_tv as tv_steps
+import test_serve_txn_admin as txn_admin
+from kafka.protocol.admin.configs import (
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from kafka.protocol.admin.groups import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+)
+from kafka.protocol.admin.topics import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
+from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from test_serve_clients import QUIET, TIMEOUT, read_all
+
+from txnspec.audit import kafka
+from txnspec.audit.connection import BrokerConnection
+from txnspec.serve.protocol import ApiVersionsRequest, ApiVersionsResponse
+from txnspec.serve.server import ServerThread
+
+pytestmark = pytest.mark.kafka
+MISSING = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
+
+
+@pytest.fixture(scope="module")
+def real_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[int], kafka.RunningKafka]]:
+    if MISSING:
+        pytest.skip(f"real Kafka needs {' and '.join(MISSING)} on PATH (Java 17 and Maven)")
+    started: dict[int, kafka.RunningKafka] = {}
+    with ExitStack() as stack:
+        def get(transaction_version: int) -> kafka.RunningKafka:
+            if transaction_version not in started:
+                workdir = tmp_path_factory.mktemp(f"kafka-serve-tv{transaction_version}")
+                started[transaction_version] = stack.enter_context(
+                    kafka.kafka_broker(workdir, None, transaction_version))
+            return started[transaction_version]
+
+        yield get
+
+
+def both(real_kafka: Callable[[int], kafka.RunningKafka], tv: int, steps: Callable[[str], Any]) -> tuple[Any, Any]:
+    on_kafka = steps(real_kafka(tv).bootstrap)
+    with ServerThread(transaction_version=tv) as server:
+        on_serve = steps(server.bootstrap)
+    return on_kafka, on_serve
+
+
+def connect(bootstrap: str) -> BrokerConnection:
+    host, port = bootstrap.rsplit(":", 1)
+    return BrokerConnection(host, int(port), timeout=TIMEOUT)
+
+
+def create(conn: BrokerConnection, name: str, partitions: int = 1, rf: int = 1, **configs: str) -> Any:
+    T = CreateTopicsRequest.CreatableTopic
+    r = conn.call(CreateTopicsRequest, CreateTopicsResponse, 7, topics=[T(
+        name=name, num_partitions=partitions, replication_factor=rf, assignments=[],
+        configs=[T.CreatableTopicConfig(name=k.replace("_", "."), value=v) for k, v in configs.items()])],
+        timeout_ms=10_000, validate_only=False)
+    return r.topics[0]
+
+
+def ready(conn: BrokerConnection, key: str, key_type: int) -> None:
+    """The coordinator of ``key`` is up (Kafka creates its internal topic on the first FindCoordinator)."""
+    for _ in range(120):
+        if conn.call(FindCoordinatorRequest, FindCoordinatorResponse, 3, key=key, key_type=key_type).error_code == 0:
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"no coordinator for {key}")
+
+
+def init(conn: BrokerConnection, tid: str, timeout_ms: int = 60_000) -> tuple[int, int]:
+    for _ in range(120):  # a coordinator still loading (14, 15, 16) or a fenced abort completing (51)
+        r = conn.call(InitProducerIdRequest, InitProducerIdResponse, 5, transactional_id=tid,
+                      transaction_timeout_ms=timeout_ms, producer_id=-1, producer_epoch=-1)
+        if r.error_code not in (14, 15, 16, 51):
+            break
+        time.sleep(0.25)
+    assert r.error_code == 0, r
+    return int(r.producer_id), int(r.producer_epoch)
+
+
+def request_tv_answers(bootstrap: str) -> dict[str, Any]:
+    conn = connect(bootstrap)
+    try:
+        create(conn, "t")
+        ready(conn, "p12", 1)
+        tv_steps.init = init  # the same steps, with a wait for Kafka's coordinator
+        out: dict[str, Any] = {}
+        pid, epoch = init(conn, "p12")
+        out["produce_v12_never_added"] = tv_steps.produce(conn, 12, "p12", pid, epoch)
+        out["end_txn_v5"] = tv_steps.end_txn(conn, 5, "p12", pid, epoch)
+        pid, epoch = init(conn, "p11")
+        out["produce_v11_never_added"] = tv_steps.produce(conn, 11, "p11", pid, epoch)
+        pid, epoch = init(conn, "fenced")
+        out["add"] = tv_steps.add_partition(conn, "fenced", pid, epoch)
+        out["produce_v11"] = tv_steps.produce(conn, 11, "fenced", pid, epoch)
+        out["epochs"] = (epoch, init(conn, "fenced")[1])
+        out["fenced_end_txn_v5_v4"] = (tv_steps.end_txn(conn, 5, "fenced", pid, epoch),
+                                       tv_steps.end_txn(conn, 4, "fenced", pid, epoch))
+        ready(conn, "g-v5", 0)
+        for version in (5, 4):
+            tid, group = f"offsets-v{version}", f"g-v{version}"
+            pid, epoch = init(conn, tid)
+            tv_steps.produce(conn, 12, tid, pid, epoch)
+            for _ in range(40):  # Kafka: COORDINATOR_LOAD_IN_PROGRESS (14) while the offsets partition loads
+                answer = tv_steps.txn_offset_commit(conn, version, tid, pid, epoch, group)
+                if answer != 14:
+                    break
+                time.sleep(0.25)
+            tv_steps.end_txn(conn, 5, tid, pid, epoch)
+            time.sleep(0.5)
+            out[f"txn_offset_commit_v{version}"] = (answer, tv_steps.committed(conn, group))
+        pid, epoch = init(conn, "timed-out", timeout_ms=1000)
+        out["timed_out_produce_v12"] = tv_steps.produce(conn, 12, "timed-out", pid, epoch)
+        deadline = time.monotonic() + 30  # Kafka looks for timed-out transactions every 10 s
+        while time.monotonic() < deadline:
+            answer = tv_steps.end_txn(conn, 4, "timed-out", pid, epoch + 1, commit=False)  # the bumped epoch
+            if answer != 51:
+                break
+            time.sleep(0.5)
+        out["timed_out_end_txn_v5_v4"] = (tv_steps.end_txn(conn, 5, "timed-out", pid, epoch),
+                                          tv_steps.end_txn(conn, 4, "timed-out", pid, epoch))
+        return out
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("tv", [1, 2])
+def test_request_transaction_versions_answer_as_on_kafka(real_kafka: Any, tv: int) -> None:
+    on_kafka, on_serve = both(real_kafka, tv, request_tv_answers)
+    assert on_serve == on_kafka
+    assert on_kafka["produce_v12_never_added"] == 0 and on_kafka["produce_v11_never_added"] == 120
+
+
+def admin_answers(bootstrap: str) -> dict[str, Any]:
+    conn = connect(bootstrap)
+    out: dict[str, Any] = {}
+    try:
+        out["create"] = create(conn, "conf", 2, retention_ms="1000").error_code
+        for name, kwargs in (("again", {}), ("rf3", {"rf": 3}), ("p0", {"partitions": 0})):
+            topic = "conf" if name == "again" else name
+            answer = create(conn, topic, **kwargs)  # type: ignore[arg-type]
+            out[f"create_{name}"] = (answer.error_code, answer.error_message)
+        for config, value in (("no.such", "1"), ("max.message.bytes", "ten"), ("retention.ms", "-5"),
+                              ("cleanup.policy", "shred")):
+            answer = create(conn, f"bad-{uuid.uuid4().hex[:6]}", **{config.replace(".", "_"): value})
+            out[f"create_{config}={value}"] = (answer.error_code, answer.error_message)
+        time.sleep(1)
+        R = DescribeConfigsRequest.DescribeConfigsResource
+        described = conn.call(DescribeConfigsRequest, DescribeConfigsResponse, 4, resources=[
+            R(resource_type=2, resource_name="conf", configuration_keys=None),
+            R(resource_type=2, resource_name="nope", configuration_keys=None)],
+            include_synonyms=False, include_documentation=False)
+        out["describe"] = [(r.error_code, r.error_message, len(r.configs)) for r in described.results]
+        out["describe_configs"] = sorted((c.name, c.value, c.config_source, c.config_type, c.read_only)
+                                         for c in described.results[0].configs)
+        A = IncrementalAlterConfigsRequest.AlterConfigsResource
+        for name, change in (("unknown", (A.AlterableConfig(name="x.y", config_operation=0, value="1"))),
+                             ("append_to_long", A.AlterableConfig(name="retention.ms", config_operation=2, value="5"))):
+            r = conn.call(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 1, resources=[
+                A(resource_type=2, resource_name="conf", configs=[change])], validate_only=False)
+            out[f"alter_{name}"] = (r.responses[0].error_code, r.responses[0].error_message)
+        P = CreatePartitionsRequest.CreatePartitionsTopic
+        for count, assignments in ((1, None), (2, None), (4, [P.CreatePartitionsAssignment(broker_ids=[7])])):
+            r = conn.call(CreatePartitionsRequest, CreatePartitionsResponse, 3, topics=[
+                P(name="conf", count=count, assignments=assignments)], timeout_ms=10_000, validate_only=True)
+            out[f"partitions_{count}"] = [(x.error_code, x.error_message) for x in r.results]
+        ready(conn, "nogroup", 0)
+        for v in (5, 6):
+            for _ in range(40):  # Kafka: COORDINATOR_LOAD_IN_PROGRESS while the offsets partition loads
+                r = conn.call(DescribeGroupsRequest, DescribeGroupsResponse, v, groups=["nogroup"],
+                              include_authorized_operations=False)
+                if r.groups[0].error_code != 14:
+                    break
+                time.sleep(0.25)
+            out[f"describe_group_v{v}"] = [(g.error_code, g.error_message, g.group_state) for g in r.groups]
+        out["delete_group"] = [g.error_code for g in conn.call(DeleteGroupsRequest, DeleteGroupsResponse, 2,
+                                                               groups_names=["nogroup"]).results]
+        T = ListOffsetsRequest.ListOffsetsTopic
+        for ts in (-1, -2, -3, -4, -5, -6):
+            r = conn.call(ListOffsetsRequest, ListOffsetsResponse, 11, replica_id=-1, isolation_level=0,
+                          timeout_ms=1000, topics=[T(name="conf", partitions=[T.ListOffsetsPartition(
+                              partition_index=0, current_leader_epoch=-1, timestamp=ts)])])
+            p = r.topics[0].partitions[0]
+            out[f"list_offsets_{ts}"] = (p.error_code, p.timestamp, p.offset, p.leader_epoch)
+        out["api_versions_v6"] = unsupported_api_versions(bootstrap)
+        out["api_versions_v5_elsewhere"] = api_versions_v5(bootstrap, "another-cluster", 0)
+        out["api_versions_v5_half"] = api_versions_v5(bootstrap, None, 0)
+        return out
+    finally:
+        conn.close()
+
+
+def unsupported_api_versions(bootstrap: str) -> tuple[Any, ...]:
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=TIMEOUT) as sock:
+        payload = struct.pack(">hhih", 18, 6, 42, 4) + b"test\x00"
+        sock.sendall(struct.pack(">i", len(payload)) + payload)
+        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+        answer = ApiVersionsResponse.decode(sock.recv(size, socket.MSG_WAITALL), version=0, header=True)
+        retry = struct.pack(">hhih", 18, 0, 43, 4) + b"test"
+        sock.sendall(struct.pack(">i", len(retry)) + retry)
+        still_open = len(sock.recv(4, socket.MSG_WAITALL)) == 4
+    return answer.error_code, [(k.api_key, k.min_version, k.max_version) for k in answer.api_keys], still_open
+
+
+def api_versions_v5(bootstrap: str, cluster_id: str | None, node_id: int) -> bytes:
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=TIMEOUT) as sock:
+        request = ApiVersionsRequest(version=5, client_software_name="t", client_software_version="1",
+                                     cluster_id=cluster_id, node_id=node_id)
+        request.with_header(correlation_id=7, client_id="test")
+        sock.sendall(bytes(request.encode(header=True, framed=True)))
+        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+        return sock.recv(size, socket.MSG_WAITALL)
+
+
+def test_topic_config_group_and_version_admin_answer_as_on_kafka(real_kafka: Any) -> None:
+    on_kafka, on_serve = both(real_kafka, 2, admin_answers)
+    assert on_serve == on_kafka
+    assert on_kafka["create_no.such=1"] == (40, "Unknown topic config name: no.such")
+    assert on_kafka["api_versions_v6"] == (35, [(18, 0, 5)], True)
+
+
+def codec_answers(bootstrap: str) -> dict[str, Any]:
+    from confluent_kafka import Producer
+
+    out: dict[str, Any] = {}
+    for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
+        topic = f"codec-{codec}"
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}",
+                             "compression.type": codec, "linger.ms": 5, **QUIET})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        for i in range(200):
+            producer.produce(topic, f"{codec}-{i}-".encode() * 20)
+        producer.commit_transaction(TIMEOUT)
+        out[codec] = len(read_all(bootstrap, topic, 1, "read_committed"))
+    conn = connect(bootstrap)
+    try:
+        create(conn, "sized", max_message_bytes="10000")
+        time.sleep(1)
+
+        def produce(records: bytes) -> int:
+            data = ProduceRequest.TopicProduceData(name="sized", partition_data=[
+                ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=records)])
+            r = conn.call(ProduceRequest, ProduceResponse, 9, transactional_id=None, acks=-1, timeout_ms=1000,
+                          topic_data=[data])
+            return int(r.responses[0].partition_responses[0].error_code)
+
+        for name, codec, size in (("gzip_3_mib", 1, 3 << 20), ("plain_10_kb", 0, 10_000)):
+            builder = DefaultRecordBatchBuilder(2, codec, False, -1, -1, -1, 1 << 30)
+            builder.append(0, int(time.time() * 1000), None, b"x" * size, [])
+            out[name] = produce(bytes(builder.build()))
+    finally:
+        conn.close()
+    return out
+
+
+def test_every_codec_and_the_batch_size_as_sent_answer_as_on_kafka(real_kafka: Any) -> None:
+    on_kafka, on_serve = both(real_kafka, 2, codec_answers)
+    assert on_serve == on_kafka == {"none": 200, "gzip": 200, "snappy": 200, "lz4": 200, "zstd": 200,
+                                    "gzip_3_mib": 0, "plain_10_kb": 10}
+
+
+@pytest.mark.parametrize("tv", [1, 2])
+def test_the_transaction_admin_workflow_answers_as_on_kafka(real_kafka: Any, tv: int) -> None:
+    def steps(bootstrap: str) -> dict[str, Any]:
+        conn = connect(bootstrap)
+        try:
+            create(conn, "held")
+            ready(conn, "hanging", 1)
+        finally:
+            conn.close()
+        return txn_admin.workflow(bootstrap, "held", "hanging")
+
+    on_kafka, on_serve = both(real_kafka, tv, steps)
+    assert on_serve == on_kafka == txn_admin.EXPECTED
