@@ -2,7 +2,7 @@
 transaction versions, each run's summary appended to ``OUT/results.jsonl``; ``--table`` prints the table.
 
     python bench/chaos_runs.py --out /tmp/chaos-batch --runs 10 --seconds 60 [--broker kafka:4.4.0]
-    python bench/chaos_runs.py --out /tmp/chaos-batch --table
+    python bench/chaos_runs.py --out /tmp/chaos-batch --table [--rejudge]
 """
 
 from __future__ import annotations
@@ -43,8 +43,25 @@ def run(out: Path, runs: int, seconds: float, broker: str, first_seed: int, vers
         print(json.dumps(row), flush=True)
 
 
-def table(out: Path) -> str:
+def rejudge(out: Path) -> list[dict]:
+    """Every saved run of ``out`` judged again by the current checkers (a checker fixed after a run was made)."""
+    from txnspec.audit.chaos import history
+    from txnspec.audit.chaos.run import judge, verdict
+
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
+    for r in rows:
+        folder = out / f"tv{r['tv']}-seed{r['seed']}"
+        if not (folder / "history.jsonl").exists():
+            continue
+        summary = judge(history.load(folder / "history.jsonl"), r["tv"])
+        r.update(exit=verdict(summary), anomalies=summary["anomaly_counts"], validation=summary["validation"],
+                 seconds_anomalies=summary["seconds_anomalies"])
+    return rows
+
+
+def table(out: Path, again: bool = False) -> str:
+    rows = rejudge(out) if again else [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()
+                                       if line.strip()]
     by_tv: dict[int, list[dict]] = defaultdict(list)
     for r in rows:
         by_tv[r["tv"]].append(r)
@@ -77,9 +94,10 @@ if __name__ == "__main__":
     parser.add_argument("--versions", default="2,1")
     parser.add_argument("--faults", default="kill,pause,client,timeout")
     parser.add_argument("--table", action="store_true")
+    parser.add_argument("--rejudge", action="store_true", help="with --table: judge the saved histories again")
     args = parser.parse_args()
     if args.table:
-        print(table(args.out))
+        print(table(args.out, args.rejudge))
     else:
         run(args.out, args.runs, args.seconds, args.broker, args.first_seed, [int(v) for v in args.versions.split(",")],
             args.faults)

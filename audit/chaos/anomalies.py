@@ -250,9 +250,11 @@ def _monotonic(ops: list[Op], txns: dict[str, Txn], final: Final, by_value: dict
                                          f"between two consecutive sends of one transaction ({before}, {offset})",
                                          _w(earlier) + _w(op)))
         last_send[key] = op
-    # polls: positions per (process, partition), reset by a seek of that partition
+    # polls: positions per (process, partition), reset by a seek of that partition. In completion order: a
+    # rebalance's seek is logged from librdkafka's assign callback inside the poll that returns the new
+    # assignment's records, so it is invoked after that poll and completes before it
     last_poll: dict[tuple[str, str], tuple[int, Op]] = {}
-    for op in ops:
+    for op in sorted(ops, key=lambda o: o.done.time):
         if op.f == "seek" and op.outcome == "ok":
             for tp in op.done.value.get("positions", {}):
                 last_poll.pop((op.process, tp), None)

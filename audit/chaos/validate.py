@@ -323,8 +323,8 @@ def validate(events: list[Event], transaction_version: int, budget: int = NODE_B
     final = final_reads(ops)
     records = sum(len(r) for r in final.uncommitted.values())
     if "read_uncommitted" not in final.ops or "read_committed" not in final.ops:
-        return Verdict(False, True, 0, records, 0, 0, time.perf_counter() - started, "the final reads",
-                       "the history has no final read_committed and read_uncommitted reads to validate")
+        return Verdict(False, False, 0, records, 0, 0, time.perf_counter() - started, "the final reads",
+                       "inconclusive: the history has no final read_committed and read_uncommitted reads")
     ends = final.ops["read_uncommitted"].done.value.get("ends", {})
     markers = sum(int(ends.get(tp, 0)) - len(r) for tp, r in final.uncommitted.items())
     writers = writers_of(ops, txns)

@@ -180,6 +180,15 @@ def test_non_monotonic_poll_and_poll_skip() -> None:
     b.call("ctp-0#0", "seek", {"why": "abort"}, result={"positions": {f"{IN}/0": 2}})
     b.call("ctp-0#0", "poll", {"group": "g"}, result={"records": [[IN, 0, 2, "in-2"]]})
     assert "poll_skip" not in kinds(b)
+    # and so does a rebalance's seek, logged by the assign callback inside the poll that returns the jump
+    # (a member evicted and back, run tv1-seed103: invoked after the poll, completed before it)
+    b = clean()
+    b.call("ctp-0#0", "poll", {"group": "g"}, result={"records": [[IN, 0, 2, "in-2"]]})
+    poll_done = b.events.pop()
+    b.call("ctp-0#0", "seek", {"why": "assigned"}, result={"positions": {f"{IN}/0": None}})
+    b.clock += 1
+    b.events.append({**poll_done, "index": len(b.events), "time": b.clock})
+    assert "poll_skip" not in kinds(b)
 
 
 def test_inconsistent_offsets() -> None:
@@ -251,6 +260,10 @@ def test_a_record_nobody_sent_is_unexplained() -> None:
 def test_the_search_budget_makes_it_inconclusive() -> None:
     verdict = validate.validate(clean().history(), 2, budget=2)
     assert not verdict.explained and not verdict.complete and "budget" in verdict.why
+    b = clean()  # the readers never ran (a run whose reader processes could not start): nothing to validate
+    b.events = [e for e in b.events if not e["process"].startswith("reader-")]
+    verdict = validate.validate(b.history(), 2)
+    assert not verdict.explained and not verdict.complete and "final" in verdict.why
 
 
 def test_history_merge_completes_a_dead_process_call_as_info(tmp_path: Path) -> None:

@@ -313,6 +313,9 @@ BAD_ARGUMENTS = [
     (["serve", "--port", "70000"], "--port must be in 0..65535"),
     (["mutation-score", "--traces", "0"], "--traces must be at least 1"),
     (["prove", "--bmc-depth", "-1"], "--bmc-depth must be >= 0"),
+    (["chaos", "--broker", "kafka", "--seconds", "0"], "--seconds 0: between 10 and 3600"),
+    (["chaos", "--broker", "kafka", "--faults", "bogus"], "unknown fault kind(s) bogus"),
+    (["chaos", "--broker", "nope"], "--broker 'nope'"),
 ]
 
 
