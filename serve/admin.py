@@ -14,8 +14,6 @@ config changes (refused INVALID_REQUEST), configs kept across a ``--durable`` re
 
 from __future__ import annotations
 
-import os
-import shutil
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -95,13 +93,8 @@ def delete_topic(wb: WireBroker, name: str) -> None:
     topic = wb.topics.pop(name)
     wb.deleted[name] += 1
     names = {f"{name}-{i}" for i in range(topic.partitions)}
-    for pname in names:
-        p = wb.broker.partitions.pop(pname, None)
-        store = getattr(getattr(p, "log", None), "store", None)
-        if store is not None:
-            store.close()
-        if wb.config.data_dir:
-            shutil.rmtree(os.path.join(wb.config.data_dir, pname), ignore_errors=True)
+    for pname in sorted(names):
+        wb.broker.delete_partition(pname)
     for cache in (wb.produced, wb._encoded):
         for key in [k for k in cache if k[0] in names]:
             del cache[key]
