@@ -24,7 +24,7 @@ from txnspec.spec.brokers import (
 )
 from txnspec.spec.coordinator import markers_for
 from txnspec.spec.errors import Errors
-from txnspec.spec.faults import _abandoned, _abort_timed_out, _rebalance
+from txnspec.spec.faults import _abandoned, _abort_timed_out, _rebalance, expiry_steps
 from txnspec.spec.messages import EndTxnResponse, ErrorResponse, InitProducerIdResponse, Produce, ProduceResponse
 from txnspec.spec.model import build_system
 from txnspec.spec.network import COORDINATOR, GROUP, NETWORK, Envelope, contexts, deliveries, remove_one, send
@@ -245,6 +245,7 @@ def reference_steps(system: sysm.System, state: sysm.SystemState) -> Iterator[tu
                    _with_dispatch(system, _spent(state, "expire_batch"), gave_up))
     if b.rebalance:
         yield _rebalance(system, _spent(state, "rebalance"))
+    yield from expiry_steps(system, state)  # unmemoised already: the same function on the whole state
     for p in state.producers:  # the client's retries
         mine = [e for e in state.network if p.address in (e.source, e.target)]
         if p.awaiting is not None and not any(e.context == p.awaiting[1] for e in mine):
@@ -274,7 +275,8 @@ def reference_steps(system: sysm.System, state: sysm.SystemState) -> Iterator[tu
 SCENARIOS = [("offsets", "current"), ("zombie", "current"), ("loss", "current"), ("append-failure", "current"),
              ("crash", "current"), ("failover", "current"), ("delayed-produce", "current"),
              ("rebalance", "current"), ("in-flight-2", "current"), ("epoch-exhaustion", "current"),
-             ("offsets", "tv1"), ("delayed-produce", "tv1"), ("zombie", "kafka-3.9")]
+             ("offsets", "tv1"), ("delayed-produce", "tv1"), ("zombie", "kafka-3.9"), ("plain-commit", "current"),
+             ("id-expiry", "current"), ("producer-expiry", "current")]
 
 
 @pytest.mark.parametrize(("scenario", "variant"), SCENARIOS)
