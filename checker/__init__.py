@@ -12,8 +12,8 @@ from txnspec.checker.graph import export as export_graph
 from txnspec.checker.graph import labelled_graph, to_dot
 from txnspec.checker.liveness import Lasso, StateGraph, check_leads_to
 from txnspec.checker.model import Expectation, Model, Property
-from txnspec.checker.report import CheckResult, Counterexample, PropertyVerdict, action_kind
-from txnspec.checker.simulate import SimulationStats, simulate
+from txnspec.checker.report import CheckResult, Counterexample, PropertyVerdict, SimulationStats, action_kind
+from txnspec.checker.simulate import simulate
 from txnspec.checker.traces import (
     counterexample_to_itf,
     from_itf,

@@ -3,7 +3,8 @@
 What is modelled
     :class:`CheckResult` holds one :class:`PropertyVerdict` per judged property, the shortest
     :class:`Counterexample` (or ``sometimes`` witness) of each, the shortest deadlock, the counts
-    (distinct states, transitions, depth), timings and transition coverage per action kind.
+    (distinct states, transitions, depth), timings and transition coverage per action kind; a simulation's
+    counts and shrinking in :class:`SimulationStats`.
 
 Assumptions
     A run stopped by a cap (or stopped early once every invariant failed) is *incomplete*: properties
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 STOPPED_ON_VIOLATION = "the first violation stopped the search (stop on violation)"
@@ -145,6 +146,39 @@ def finished_levels(sizes: Sequence[int], last_is_whole: bool) -> tuple[int, ...
     return tuple(finished)
 
 
+@dataclass(frozen=True, slots=True)
+class SimulationStats:
+    """What a simulation did: counts, and the counterexample's length before and after shrinking."""
+
+    seed: int
+    workers: int
+    walks: int  # walks run up to and including the violating one (all of them without a violation)
+    steps: int  # steps those walks took (states visited after the initial ones)
+    distinct: int  # distinct states visited (by hash, across the workers)
+    longest: int  # the longest walk
+    seconds: float  # until every worker stopped
+    seconds_to_violation: float | None  # until the first violating walk was found
+    found_length: int | None  # the counterexample as the walk took it
+    shrunk_length: int | None
+    shrink_tries: int = 0
+    shrink_seconds: float = 0.0
+    transitions: dict[str, int] = field(default_factory=dict)  # the model's transition labels met, counted
+
+    def render(self) -> str:
+        line = (f"  simulation: seed {self.seed}, {self.workers} worker(s): {self.walks:,} walks, {self.steps:,} "
+                f"steps, {self.distinct:,} distinct states, longest walk {self.longest}, {self.seconds:.1f} s")
+        if self.transitions:
+            line += "\n  transitions met: " + ", ".join(f"{t} {n:,}" for t, n in self.transitions.items())
+        if self.seconds_to_violation is not None:
+            line += (f"\n  violation found after {self.seconds_to_violation:.2f} s; counterexample of "
+                     f"{self.found_length} steps shrunk to {self.shrunk_length} ({self.shrink_tries} tries, "
+                     f"{self.shrink_seconds:.1f} s)")
+        return line
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: round(v, 3) if isinstance(v, float) else v for k, v in asdict(self).items()}
+
+
 @dataclass(frozen=True)
 class CheckResult:
     """Everything a check found; see :func:`txnspec.checker.explicit.check`.
@@ -186,7 +220,8 @@ class CheckResult:
     # states first found at each distance from an initial state, for the levels the search finished (a level a
     # state cap or an early stop cut is left out; the level a depth bound reached is finished)
     level_sizes: tuple[int, ...] = ()
-    simulation: Any = None  # a simulation's SimulationStats (checker/simulate.py): walks, steps, shrinking
+    simulation: SimulationStats | None = None  # a simulation's (checker/simulate.py): walks, steps, shrinking
+    coordinator_seconds: float | None = None  # the partitioned search: CPU time of the coordinating process
 
     @property
     def ok(self) -> bool:
@@ -264,6 +299,9 @@ class CheckResult:
                 if self.memory_bytes is not None else ""
             lines.append(f"  store: {self.store} (64-bit; chance that a collision hid a state: "
                          f"{self.collision_probability:.1e}{memory})")
+        if self.coordinator_seconds is not None and self.seconds > 0:
+            lines.append(f"  coordinator: {self.coordinator_seconds:.2f} s of CPU, "
+                         f"{self.coordinator_seconds / self.seconds:.1%} of the search's wall time (its serial part)")
         for v in self.verdicts:
             lines.append(f"  {v.status.upper() if v.holds is False else v.status:9} {v.expectation:9} {v.name}")
         for v in self.violated:
@@ -312,4 +350,5 @@ class CheckResult:
             "deadlocks": self.deadlock_count, "deadlock": path(self.deadlock),
             "coverage": self.coverage, "never_taken": list(self.never_taken),
             "simulation": self.simulation.to_json() if self.simulation is not None else None,
+            "coordinator_seconds": None if self.coordinator_seconds is None else round(self.coordinator_seconds, 3),
         }

@@ -18,6 +18,11 @@ What is modelled
     * **substitutions**, once nothing can be deleted: a step replaced by another enabled step of its kind (a
       fault on another message), the rest re-played, kept if the path gets shorter.
 
+    :func:`shrink_violation` says what ``bad`` is for a property's violation: a state that fails the invariant;
+    for a ``leads_to`` property, a state without successors reached after its trigger held with no answer since
+    (the path is shrunk on the model whose states carry that flag, :func:`still_unanswered`); for a deadlock, a
+    state without successors that the model does not call final.
+
 Assumptions
     Actions are hashable values, and an action identifies its step among those enabled in a state (the model
     contract); where equality fails after a change of the past (an action whose fields carry a counter), the
@@ -35,10 +40,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from txnspec.checker.model import Model
+from txnspec.checker.model import Expectation, Model, Property
 from txnspec.checker.report import action_kind
 
 Step = tuple[Any, Any]
@@ -133,7 +138,7 @@ def shrink(model: Model[Any], steps: Sequence[Step], bad: Callable[[Any], bool],
     ``steps[0]`` is ``(None, initial state)``; ``bad`` must hold on the last state (a ``ValueError`` otherwise).
     ``deadline`` is a ``time.perf_counter()`` value after which the best path so far is returned.
 
-    >>> from txnspec.checker.model import Model
+    >>> from txnspec.checker.model import Expectation, Model, Property
     >>> line = Model("line", lambda: [0], lambda n: [("inc", n + 1), ("dec", n - 1)] if abs(n) < 9 else [])
     >>> path = [(None, 0), ("inc", 1), ("dec", 0), ("inc", 1), ("inc", 2), ("dec", 1), ("inc", 2), ("inc", 3)]
     >>> outcome = shrink(line, path, lambda n: n == 3)
@@ -254,3 +259,43 @@ def _shortcuts(path: list[Step], bad: Callable[[Any], bool], replayer: _Replayer
             result = [*result[:index + 1], step, *result[target + 1:]]
         index += 1
     return result
+
+
+def shrink_violation(model: Model[Any], path: Sequence[Step], violated: Property[Any] | None, *,
+                     deadline: float | None = None) -> ShrinkOutcome:
+    """``path`` shrunk to a shorter one to the same violation: a state failing the invariant; a state without
+    successors after the ``leads_to`` property's trigger held unanswered (shrunk on the model whose states
+    carry that flag); a deadlock."""
+    is_final = model.is_final
+
+    def terminal(state: Any) -> bool:
+        return not any(True for _ in model.next_steps(state))
+
+    if violated is None:
+        return shrink(model, path, lambda s: (is_final is None or not is_final(s)) and terminal(s), deadline=deadline)
+    if violated.expectation is Expectation.ALWAYS:
+        condition = violated.condition
+        return shrink(model, path, lambda s: not condition(s), deadline=deadline)
+    prop, next_steps = violated, model.next_steps
+
+    def flagged(state: Any, before: bool) -> tuple[Any, bool]:
+        return state, still_unanswered(prop, before, state)
+
+    def monitored_steps(pair: tuple[Any, bool]) -> list[tuple[Any, tuple[Any, bool]]]:
+        return [(action, flagged(successor, pair[1])) for action, successor in next_steps(pair[0])]
+
+    monitored = replace(model, init_states=lambda: [flagged(s, False) for s in model.init_states()],
+                        next_steps=monitored_steps, properties=(), symmetry=None, ample=None)
+    pairs = [(None, flagged(path[0][1], False))]
+    for action, state in path[1:]:
+        pairs.append((action, flagged(state, pairs[-1][1][1])))
+    outcome = shrink(monitored, pairs, lambda pair: pair[1] and terminal(pair[0]), deadline=deadline)
+    return replace(outcome, steps=tuple((action, pair[0]) for action, pair in outcome.steps))
+
+
+def still_unanswered(prop: Property[Any], before: bool, state: Any) -> bool:
+    """Whether ``prop``'s trigger has held with no answer since, after ``state`` (``before``: up to the state
+    before it)."""
+    if prop.condition(state):
+        return False
+    return before or (prop.trigger is not None and prop.trigger(state))

@@ -50,49 +50,15 @@ import sys
 import time
 from array import array
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from dataclasses import replace as dc_replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from txnspec.checker.fingerprints import FingerprintSet
 from txnspec.checker.model import Expectation, Model, Property
-from txnspec.checker.report import CheckResult, Counterexample, PropertyVerdict, action_kind
-from txnspec.checker.shrink import ShrinkOutcome, shrink
+from txnspec.checker.report import CheckResult, Counterexample, PropertyVerdict, SimulationStats, action_kind
+from txnspec.checker.shrink import shrink_violation, still_unanswered
 
 _NONE = sys.maxsize  # no violating walk yet
-
-
-@dataclass(frozen=True, slots=True)
-class SimulationStats:
-    """What a simulation did: counts, and the counterexample's length before and after shrinking."""
-
-    seed: int
-    workers: int
-    walks: int  # walks run up to and including the violating one (all of them without a violation)
-    steps: int  # steps those walks took (states visited after the initial ones)
-    distinct: int  # distinct states visited (by hash, across the workers)
-    longest: int  # the longest walk
-    seconds: float  # until every worker stopped
-    seconds_to_violation: float | None  # until the first violating walk was found
-    found_length: int | None  # the counterexample as the walk took it
-    shrunk_length: int | None
-    shrink_tries: int = 0
-    shrink_seconds: float = 0.0
-    transitions: dict[str, int] = field(default_factory=dict)  # the model's transition labels met, counted
-
-    def render(self) -> str:
-        line = (f"  simulation: seed {self.seed}, {self.workers} worker(s): {self.walks:,} walks, {self.steps:,} "
-                f"steps, {self.distinct:,} distinct states, longest walk {self.longest}, {self.seconds:.1f} s")
-        if self.transitions:
-            line += "\n  transitions met: " + ", ".join(f"{t} {n:,}" for t, n in self.transitions.items())
-        if self.seconds_to_violation is not None:
-            line += (f"\n  violation found after {self.seconds_to_violation:.2f} s; counterexample of "
-                     f"{self.found_length} steps shrunk to {self.shrunk_length} ({self.shrink_tries} tries, "
-                     f"{self.shrink_seconds:.1f} s)")
-        return line
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: round(v, 3) if isinstance(v, float) else v for k, v in asdict(self).items()}
 
 
 @dataclass(slots=True)
@@ -127,6 +93,7 @@ class _Walker:
         self.declared = [str(k) for k in (model.metadata or {}).get("action_kinds", ())]
         self.transition_labels: Callable[[Any, Any], Any] | None = (model.metadata or {}).get("transition_labels")
         self.fairness = model.fairness
+        self.report: Callable[[str], None] | None = None  # progress, about once a second
 
     def _weight_of(self, kind: str, action: Any, weights: dict[str, float], rng: random.Random) -> float:
         """A kind met for the first time in this walk draws its weight now (unfair kinds on a wider scale)."""
@@ -149,7 +116,7 @@ class _Walker:
         if self._bad(state, seen, tally):
             return path
         leads_to = self.leads_to
-        unanswered = [_unanswered(p, False, state) for p in leads_to]
+        unanswered = [still_unanswered(p, False, state) for p in leads_to]
         next_steps, is_final = self.model.next_steps, self.model.is_final
         for _ in range(depth_bound):
             successors = next_steps(state)
@@ -171,7 +138,7 @@ class _Walker:
             if self._bad(state, seen, tally):
                 return path
             if leads_to:
-                unanswered = [_unanswered(p, u, state) for p, u in zip(leads_to, unanswered, strict=True)]
+                unanswered = [still_unanswered(p, u, state) for p, u in zip(leads_to, unanswered, strict=True)]
         return None
 
     def _choose(self, successors: list[tuple[Any, Any]], weights: dict[str, float], rng: random.Random) -> int:
@@ -213,18 +180,10 @@ class _Walker:
         for prop in self.leads_to:
             unanswered = False
             for _, state in path:
-                unanswered = _unanswered(prop, unanswered, state)
+                unanswered = still_unanswered(prop, unanswered, state)
             if unanswered:
                 return prop
         return None
-
-
-def _unanswered(prop: Property[Any], before: bool, state: Any) -> bool:
-    """Whether ``prop``'s trigger has held with no answer since, after ``state`` (``before``: up to the state
-    before it)."""
-    if prop.condition(state):
-        return False
-    return before or (prop.trigger is not None and prop.trigger(state))
 
 
 def _weight(rng: random.Random, scale: float) -> float:
@@ -240,9 +199,16 @@ def _run(walker: _Walker, worker: int, workers: int, deadline: float, max_walks:
     lowest violating walk any worker found) is next, the deadline passes or ``max_walks`` walks are numbered."""
     tally = _Tally(array("q"), FingerprintSet(), {}, set())
     number = worker
+    report = walker.report if worker == 0 else None  # the first worker speaks for all (its own counts)
+    next_report = started + 1.0
     while (max_walks is None or number < max_walks) and time.perf_counter() < deadline:
         if bound is not None and number > bound.value:
             break
+        if report is not None and time.perf_counter() >= next_report:
+            next_report = time.perf_counter() + 1.0
+            report(f"{len(tally.steps_of):,} walks, {sum(tally.steps_of):,} steps, {len(tally.fingerprints):,} "
+                   f"distinct states" + (f" (worker 1 of {workers})" if workers > 1 else "")
+                   + f", {time.perf_counter() - started:.0f} s")
         before = sum(tally.coverage.values())
         path = walker.walk(number, tally)
         steps = sum(tally.coverage.values()) - before
@@ -282,7 +248,8 @@ def simulate(model: Model[Any], *, properties: Sequence[str] | None = None, seco
     The result is a :class:`CheckResult` like the breadth-first engines' (``store`` is "simulation", its
     ``simulation`` field has the :class:`SimulationStats`): the violated invariant (or the deadlock) with its
     shrunk counterexample; every other invariant unknown (a simulation proves nothing); a ``sometimes``
-    property holds if a walk met it, else unknown.
+    property holds if a walk met it, else unknown. ``progress`` is called about once a second with a line of
+    counts (the first worker's), and once with the walk found violating.
 
     >>> from txnspec.checker.model import Model, Property
     >>> walk = Model("walk", lambda: [0], lambda n: [("up", n + 1), ("down", n - 1)] if abs(n) < 20 else [],
@@ -302,6 +269,7 @@ def simulate(model: Model[Any], *, properties: Sequence[str] | None = None, seco
     sometimes = [p for p in selected if p.expectation is Expectation.SOMETIMES]
     leads_to = [p for p in selected if p.expectation is Expectation.LEADS_TO]
     walker = _Walker(model, always, sometimes, leads_to, seed, max_depth, check_deadlock)
+    walker.report = progress
     started = time.perf_counter()
     deadline = started + seconds
     collecting = gc.isenabled()
@@ -355,38 +323,6 @@ def _in_workers(walker: _Walker, workers: int, deadline: float, max_walks: int |
     return tallies
 
 
-def _shrunk(model: Model[Any], path: list[tuple[Any, Any]], violated: Property[Any] | None,
-            deadline: float) -> ShrinkOutcome:
-    """``path`` shrunk to a shorter one to the same violation: a state failing the invariant; a state without
-    successors after the ``leads_to`` property's trigger held unanswered (shrunk on the model whose states
-    carry that flag); a deadlock."""
-    is_final = model.is_final
-
-    def terminal(state: Any) -> bool:
-        return not any(True for _ in model.next_steps(state))
-
-    if violated is None:
-        return shrink(model, path, lambda s: (is_final is None or not is_final(s)) and terminal(s), deadline=deadline)
-    if violated.expectation is Expectation.ALWAYS:
-        condition = violated.condition
-        return shrink(model, path, lambda s: not condition(s), deadline=deadline)
-    prop, next_steps = violated, model.next_steps
-
-    def flagged(state: Any, before: bool) -> tuple[Any, bool]:
-        return state, _unanswered(prop, before, state)
-
-    def monitored_steps(pair: tuple[Any, bool]) -> list[tuple[Any, tuple[Any, bool]]]:
-        return [(action, flagged(successor, pair[1])) for action, successor in next_steps(pair[0])]
-
-    monitored = dc_replace(model, init_states=lambda: [flagged(s, False) for s in model.init_states()],
-                        next_steps=monitored_steps, properties=(), symmetry=None, ample=None)
-    pairs = [(None, flagged(path[0][1], False))]
-    for action, state in path[1:]:
-        pairs.append((action, flagged(state, pairs[-1][1][1])))
-    outcome = shrink(monitored, pairs, lambda pair: pair[1] and terminal(pair[0]), deadline=deadline)
-    return dc_replace(outcome, steps=tuple((action, pair[0]) for action, pair in outcome.steps))
-
-
 def _result(model: Model[Any], walker: _Walker, tallies: list[_Tally], found: int, selected: list[Property[Any]],
             seed: int, max_walks: int | None, searched: float, shrink_budget: float) -> CheckResult:
     workers_count = len(tallies)
@@ -429,7 +365,7 @@ def _result(model: Model[Any], walker: _Walker, tallies: list[_Tally], found: in
             raise RuntimeError(f"walk {found} violated in a worker but not when re-run: the model's successor "
                                "order depends on something other than its state (a hash salt?)")
         violated = walker.violated(path)
-        outcome = _shrunk(model, path, violated, time.perf_counter() + shrink_budget)
+        outcome = shrink_violation(model, path, violated, deadline=time.perf_counter() + shrink_budget)
         found_length, shrunk_length = len(path) - 1, outcome.after
         tries, shrink_time = outcome.tries, outcome.seconds
         if violated is None:

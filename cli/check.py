@@ -56,11 +56,13 @@ def _arguments(p: argparse.ArgumentParser) -> None:
                         "reduction, spec/reduction.py): fewer states, the same verdicts on invariants and "
                         "'sometimes' properties, but other counts and possibly longer counterexamples; leads-to "
                         "properties are skipped; not with --graph-out or --variant-file")
-    p.add_argument("--store", choices=("exact", "fingerprints"), default="exact",
+    p.add_argument("--store", choices=("exact", "fingerprints", "partitioned"), default="exact",
                    help="exact (default): every state kept, leads-to judged; fingerprints: 64-bit fingerprints "
                         "as TLC keeps them, levels on disk, parents in files (about 100 bytes a state; the "
-                        "chance of a collision is reported; leads-to properties are skipped); with --master the "
-                        "search runs on Spark and this does not apply")
+                        "chance of a collision is reported; leads-to properties are skipped); partitioned: "
+                        "fingerprints split among the --workers processes by value, each deduplicating its own "
+                        "(no merge in the coordinating process: its share of the time is reported); with --master "
+                        "the search runs on Spark and this does not apply")
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="expand each level in N processes (implies --store fingerprints; same states, "
                         "verdicts and counterexamples as one process)")
@@ -187,7 +189,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise UsageError(f"--workers must be at least 1, not {args.workers}")
     _check_simulation_options(args)
-    fingerprints = not args.simulate and (args.store == "fingerprints" or args.workers > 1)
+    fingerprints = not args.simulate and (args.store != "exact" or args.workers > 1)
     if args.master is not None and args.graph_out is not None:
         raise UsageError("--graph-out needs every state and edge, which the Spark search (--master) does not "
                          "keep: run without --master")
@@ -199,10 +201,22 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.simulate:
         from txnspec.checker.simulate import simulate
 
+        def line(text: str) -> None:
+            print(f"\r  {text}   ", end="", file=sys.stderr, flush=True)
+
         result = simulate(model, properties=names, seconds=args.seconds or 60.0, max_depth=args.depth or 100,
-                          seed=args.seed or 0, workers=args.workers)
+                          seed=args.seed or 0, workers=args.workers, progress=line if show_progress else None)
+        if show_progress:
+            print(file=sys.stderr)
     elif args.master is not None:
         result = _check_on_spark(args, model, _without_liveness(model, names), show_progress)
+    elif args.store == "partitioned":
+        from txnspec.checker.partitioned import check_partitioned
+
+        names = _without_liveness(model, names)
+        result = check_partitioned(model, properties=names, max_states=args.max_states, max_depth=args.max_depth,
+                                   workers=args.workers, symmetry=not args.no_symmetry,
+                                   stop_on_violation=args.stop_on_violation)
     elif fingerprints:
         from txnspec.checker.levels import check_levels
 
@@ -249,7 +263,7 @@ def _check_simulation_options(args: argparse.Namespace) -> None:
             raise UsageError(f"{option} must be a positive number, not {value:g}")
     if args.seed is not None and args.seed < 0:
         raise UsageError(f"--seed must be zero or more, not {args.seed}")
-    for option, given in (("--master", args.master is not None), ("--store fingerprints", args.store != "exact"),
+    for option, given in (("--master", args.master is not None), (f"--store {args.store}", args.store != "exact"),
                           ("--graph-out", args.graph_out is not None), ("--max-states", args.max_states is not None),
                           ("--max-depth", args.max_depth is not None)):
         if given:

@@ -171,3 +171,9 @@ def test_the_models_transition_labels_are_counted() -> None:
                              is_final=lambda n: True, metadata={"transition_labels": lambda a, b: [f"{b % 2}"]}),
                        max_walks=1, max_depth=100, seed=0)
     assert sum(counted.simulation.transitions.values()) == counted.simulation.steps
+
+
+def test_progress_is_reported_while_walking() -> None:
+    lines: list[str] = []
+    simulate(toys.two_phase_commit(3), seed=0, seconds=2.5, progress=lines.append)
+    assert lines and all("walks" in line and "distinct states" in line for line in lines)

@@ -32,7 +32,8 @@ def test_a_clean_simulation_exits_0_and_claims_nothing(capsys: pytest.CaptureFix
     assert all(p["holds"] is None for p in report["properties"] if p["expectation"] == "always")
 
 
-@pytest.mark.parametrize("engine", [[], ["--workers", "2"], ["--store", "fingerprints"]])
+@pytest.mark.parametrize("engine", [[], ["--workers", "2"], ["--store", "fingerprints"],
+                                    ["--store", "partitioned", "--workers", "2"]])
 def test_stop_on_violation_exits_1_at_the_first_violation(engine: list[str],
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     status = main(["check", "--scenario", "zombie", "--variant", "zombie-not-fenced", "--no-liveness",
@@ -52,6 +53,7 @@ def test_stop_on_violation_exits_1_at_the_first_violation(engine: list[str],
     (["--simulate", "--max-depth", "5"], "--simulate cannot be used with --max-depth (the longest walk is --depth)"),
     (["--simulate", "--master", "local[2]"], "--simulate cannot be used with --master"),
     (["--simulate", "--store", "fingerprints"], "--simulate cannot be used with --store fingerprints"),
+    (["--simulate", "--store", "partitioned"], "--simulate cannot be used with --store partitioned"),
 ])
 def test_bad_simulation_options_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "--scenario", "tiny", *argv]) == 2
@@ -77,3 +79,10 @@ def test_a_seed_gives_the_same_walks_whatever_the_hash_salt() -> None:
                       "path": [p["counterexample"] for p in r["properties"] if p["status"] == "violated"]}
                      for r in reports)
     assert first == second and first["walks"] == 152 and first["path"][0]["length"] == 19
+
+
+def test_the_partitioned_store_reports_its_coordinator(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--scenario", "zombie", "--store", "partitioned", "--workers", "2", "--no-liveness"]) == 0
+    out = capsys.readouterr().out
+    assert "983 distinct states" in out and "partitioned over 2 workers" in out
+    assert "of the search's wall time (its serial part)" in out
