@@ -178,7 +178,7 @@ def offsets_only_with_committed_output(state: SystemState) -> bool:
     ``n`` must come from a transaction ``n`` that the coordinator decided to commit."""
     plain = {(key, record_offset) for key, record_offset in state.ghost.plain_commits}
     for key, record in state.group.committed:
-        if (key, record.record_offset) in plain:
+        if plain and (key, record.record_offset) in plain:
             continue  # an admin's plain OffsetCommit, from no transaction
         tags = {tag for _, tag, _, _ in state.ghost.decisions if tag is not None and tag[2] == record.offset}
         if not any(decisions_of(state, tag) == {COMMIT} and "aborted" not in told(state, tag) for tag in tags):

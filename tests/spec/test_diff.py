@@ -51,11 +51,11 @@ FAST: dict[tuple[str, str, str], tuple[Direction, Direction, int]] = {
     ("failover", "current", "failover-without-markers"): (None, None, 336),
 }
 SLOW: dict[tuple[str, str, str], tuple[Direction, Direction, int]] = {
-    ("delayed-end-txn", "tv1", "kafka-17754"): (None, None, 9216),  # the same protocol under two names
+    ("delayed-end-txn", "tv1", "kafka-17754"): (None, None, 8800),  # the same protocol under two names
     ("default", "current", "tv1"): (
-        (8, "producer-0 is READY; P0t1 told aborted"), (5, "producer-0 is FATAL_ERROR"), 81040),
+        (8, "producer-0 is READY; P0t1 told aborted"), (5, "producer-0 is FATAL_ERROR"), 67857),
     ("default", "current", "kafka-3.9"): (
-        (8, "producer-0 is READY; P0t1 told aborted"), (5, "producer-0 is FATAL_ERROR"), 81040),
+        (8, "producer-0 is READY; P0t1 told aborted"), (5, "producer-0 is FATAL_ERROR"), 67857),
 }
 
 
