@@ -1,12 +1,7 @@
 """Behaviour cases of the transaction coordinator's (``TransactionCoordinator``, ``TransactionStateManager``): a
 transactional id's metadata, its requests and events, and what a step wrote to the transaction log.
 
-The typed ``given`` and ``when`` of ``txn-case/1`` (``conformance/data/FORMAT.md``) and the observation a
-target reports.
-
-Both targets (the spec's and the implementation's, :mod:`txnspec.conformance.cases.targets`) read a case through
-these values only, so the two cannot read it differently; a malformed value is a
-:class:`~txnspec.conformance.cases.format.CaseInputError` naming the field.
+The rules every component's cases share are in :mod:`txnspec.conformance.cases.steps`.
 """
 
 from __future__ import annotations
