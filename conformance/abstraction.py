@@ -180,7 +180,7 @@ def of_spec(state: Any) -> AbstractState:
             "txn_log": {tid: _log_record(t) for tid, t in cs.txn_log if t is not None},
             "partitions": {name: _partition_view(ps) for name, ps in state.partitions},
             "group": _group_view(state.group),
-            "producers": {producer_address(p.index): _client_view(p) for p in state.producers}}
+            "producers": {producer_address(p.index).text: _client_view(p) for p in state.producers}}
 
 
 # --- comparison ----------------------------------------------------------------------------------------

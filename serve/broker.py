@@ -145,7 +145,7 @@ class WireBroker:
             tp = TopicPartition.parse(name)
             if tp is not None and tp.topic not in INTERNAL_TOPICS:
                 known = self.topics.get(tp.topic)
-                self.topics[tp.topic] = Topic(tp.topic, max(tp.partition + 1, known.partitions if known else 0))
+                self.topics[tp.topic] = Topic(tp.topic, max(tp.partition_index + 1, known.partitions if known else 0))
         self._load_topics()
         for spec in config.topics:
             name, _, count = spec.partition(":")

@@ -42,7 +42,7 @@ from txnspec.spec.messages import (
     WriteTxnMarkers,
     WriteTxnMarkersResponse,
 )
-from txnspec.spec.network import COORDINATOR, Envelope, describe
+from txnspec.spec.network import COORDINATOR, Address, Envelope, describe
 
 
 class ActionKind(enum.StrEnum):
@@ -109,7 +109,7 @@ class Action(NamedTuple):
     """One step of the system model (see the module docstring for the fields)."""
 
     kind: ActionKind
-    actor: str
+    actor: Address
     message: Envelope | None = None
     partition: str | None = None
     transactional_id: str | None = None
@@ -118,12 +118,12 @@ class Action(NamedTuple):
     batch: tuple[str, int, int, int] | None = None
 
     @property
-    def source(self) -> str:
+    def source(self) -> Address:
         """The sending lifeline (a sequence diagram's arrow starts here): the message's source, else the actor."""
         return self.message.source if self.message is not None else self.actor
 
     @property
-    def target(self) -> str:
+    def target(self) -> Address:
         """The receiving lifeline: the message's destination, else the actor."""
         return self.message.target if self.message is not None else self.actor
 

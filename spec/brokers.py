@@ -27,7 +27,7 @@ Assumptions
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from txnspec.spec import coordinator as coord
 from txnspec.spec import group as group_mod
@@ -91,7 +91,7 @@ def marker_envelope(system: System, marker: WriteTxnMarkers, tid: str) -> Envelo
 def partition_receives(system: System, state: SystemState, env: Envelope) -> SystemState | None:
     """A partition leader handles ``env``; None when it cannot yet (a TV2 verification the coordinator
     answers CONCURRENT_TRANSACTIONS: the leader retries by itself and the produce waits)."""
-    body, proto, name = env.body, system.protocol, env.target
+    body, proto, name = env.body, system.protocol, cast(str, env.target)  # the partition's name is its address
     pstate = state.partition(name)
     if isinstance(body, WriteTxnMarkers):
         pstate, reply = proto.append_end_txn_marker(pstate, body.producer_id, body.producer_epoch,
@@ -280,7 +280,7 @@ def partition_effect(system: System, pstate: Any, cs: coord.CoordinatorState, gh
                      ) -> tuple[Any, coord.CoordinatorState, Any, Sent] | None:
     """:func:`partition_receives` on the leader of ``env.target`` as a function of what it reads: that
     partition, the coordinator and the ghost after, and what was sent; None when the produce waits."""
-    name = env.target
+    name = cast(str, env.target)  # a partition leader's address is the partition's name
     if isinstance(env.body, Produce) and env.body.partition != name:
         raise ValueError(f"a Produce for {env.body.partition} sent to the leader of {name}")
     after = partition_receives(system, projection(coordinator=cs, partitions=((name, pstate),), ghost=ghost), env)

@@ -66,7 +66,7 @@ from txnspec.spec.messages import (
     TransactionResult,
     TxnOffsetCommit,
 )
-from txnspec.spec.network import COORDINATOR, GROUP, Envelope, Tag, producer_address
+from txnspec.spec.network import COORDINATOR, GROUP, Envelope, ProducerAddress, Tag, producer_address
 from txnspec.spec.values import replace, value
 
 TXN_TIMEOUT_MS = 60_000
@@ -200,7 +200,7 @@ class Producer:
         return (self.index, self.incarnation, self.txn_no)
 
     @property
-    def address(self) -> str:
+    def address(self) -> ProducerAddress:
         return producer_address(self.index)
 
 

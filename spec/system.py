@@ -256,7 +256,7 @@ def delivery_steps(system: System, state: SystemState) -> Iterator[tuple[Action,
                     p, told, sent = received
                     yield label, make(cs, partitions, group, with_producer(producers, p), send(rest, *sent), budget,
                                       ghost if told is None else _told(ghost, *told))
-            else:
+            elif isinstance(target, str):  # a partition's leader (every server's address is its name)
                 appended = system.memo(partition_effect)(state.partition(target), cs, ghost, envelope)
                 if appended is not None:
                     pstate, cs2, ghost2, sent = appended

@@ -131,8 +131,8 @@ def _client(producer: Any, names: Names, txn: int) -> ab.ClientView:
             "in_flight": in_flight, "added": added}
 
 
-def of_cluster(cluster: Any, names: Names, producers: Mapping[str, Any], partitions: Mapping[str, str],
-               txn_no: Mapping[str, int] | None = None, generation_offset: int = 0,
+def of_cluster(cluster: Any, names: Names, producers: Mapping[Any, Any], partitions: Mapping[str, str],
+               txn_no: Mapping[Any, int] | None = None, generation_offset: int = 0,
                group_ids: tuple[str, ...] = ()) -> ab.AbstractState:
     """The abstract state of ``cluster``: ``producers`` maps each spec producer address to its live client
     (:class:`txnspec.impl.client.Producer`), ``partitions`` each spec partition name to the broker's,
@@ -141,4 +141,4 @@ def of_cluster(cluster: Any, names: Names, producers: Mapping[str, Any], partiti
     views = {spec_name: _partition(broker.partition(impl_name)) for spec_name, impl_name in partitions.items()}
     return {"coordinator": _coordinator(cluster, names), "txn_log": _txn_log(cluster, names), "partitions": views,
             "group": _group(cluster, generation_offset, group_ids),
-            "producers": {who: _client(p, names, (txn_no or {}).get(who, 0)) for who, p in producers.items()}}
+            "producers": {str(who): _client(p, names, (txn_no or {}).get(who, 0)) for who, p in producers.items()}}

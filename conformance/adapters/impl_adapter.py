@@ -43,8 +43,10 @@ from typing import Any
 
 from txnspec.conformance.abstraction import AbstractState
 from txnspec.conformance.adapters.impl_abstraction import DIFFERENCES, differences, of_cluster
+from txnspec.conformance.adapters.impl_group import GroupMembers
 from txnspec.conformance.adapters.impl_messages import Names, marker_answer
 from txnspec.conformance.adapters.impl_messages import envelope as spec_envelope
+from txnspec.conformance.adapters.impl_reads import VisibleReads
 from txnspec.conformance.adapters.spec_adapter import StepNotEnabledError
 from txnspec.conformance.envelope_diff import compared_json, describe_mismatch, key, plain, same
 from txnspec.impl import messages as implm
@@ -52,7 +54,7 @@ from txnspec.impl.coordinator import GROUP_METADATA_TOPIC, TxnMarker
 from txnspec.impl.topic_partition import TopicPartition
 from txnspec.spec import messages as spec
 from txnspec.spec.actions import APPLICATION_CALLS, ActionKind
-from txnspec.spec.network import Envelope, producer_address
+from txnspec.spec.network import Envelope, producer_address, producer_index
 
 # the implementation's request type of each spec request, and the requests each spec response answers
 IMPL_REQUEST: dict[type, type] = {
@@ -78,9 +80,6 @@ BLOCKING_CALLS = frozenset({K.INIT_TRANSACTIONS, K.SEND_OFFSETS_TO_TRANSACTION, 
 INPUT = TopicPartition("input", 0)
 
 
-_PROTOCOLS = (("range", b""),)
-_SESSION_TIMEOUT_MS = 10**9  # no session expires: only the spec's rebalance changes the group
-_REBALANCE_TIMEOUT_MS = 1_000
 
 _CLIENT_CALLS = ("initTransactions", "beginTransaction", "sendOffsetsToTransaction", "commitTransaction",
                  "abortTransaction")
@@ -92,21 +91,20 @@ class ImplAdapter:
     def __init__(self, rules: Any = None) -> None:
         self.rules = rules  # the implementation's rules (txnspec.impl.policy.Rules); None: Kafka's
         self.cluster: Any = None
-        self.producers: dict[str, tuple[str, Any]] = {}
+        self.producers: dict[Any, tuple[str, Any]] = {}  # by the spec producer's address
         self.partitions: tuple[str, ...] = ()
         self.group = "g"
-        self.txn_no: dict[str, int] = {}
+        self.txn_no: dict[Any, int] = {}
         self.results: list[Any] = []  # the clients' pending TransactionalRequestResults
         self.marker_answers: list[tuple[Any, Any]] = []  # (marker, error) appended, answer not yet delivered
-        self.handles: dict[str, Any] = {}  # spec producer -> the live instance's ProducerHandle
-        self.transactional_ids: dict[str, str] = {}
-        self.instances: dict[str, list[str]] = {}  # spec producer -> client name of each incarnation
+        self.handles: dict[Any, Any] = {}  # spec producer -> the live instance's ProducerHandle
+        self.transactional_ids: dict[Any, str] = {}
+        self.instances: dict[Any, list[str]] = {}  # spec producer -> client name of each incarnation
         self.lost: list[Any] = []  # messages of producers lost and not yet timed out
         self.lost_markers: list[Any] = []  # markers lost, or whose answer was lost, not yet re-sent
-        self.members: dict[str, Any] = {}  # producer -> its consumer's MemberIdentity (KIP-447 scenarios)
-        self.group_clock = 0  # the membership's own clock: only the rebalance moves it
+        self.group_members: GroupMembers | None = None  # the producers' consumers (KIP-447 scenarios)
         self.budget: dict[str, int] = {}  # faults left in the scenario's budget
-        self.visible_cache: dict[tuple[str, str], tuple[Any, tuple[int, ...]]] = {}
+        self.reads: VisibleReads | None = None  # what consumers read, cached while a partition is unchanged
         self.offsets_partition = ""
         self.spec_partitions: tuple[str, ...] = ()
         # the broker's partition of each spec partition: a spec topic's only partition (``p0`` -> ``p0-0``), the
@@ -141,59 +139,28 @@ class ImplAdapter:
         self.handles, self.instances, self.lost, self.lost_markers = {}, {}, [], []
         self.max_in_flight = s.max_in_flight
         self.budget = {fault: s.budget(fault) for fault in FAULT_BUDGET.values()}
-        self.visible_cache = {}
+        self.reads = VisibleReads(self.cluster)
         for p in initial_state(system).producers:
             self._start_producer(producer_address(p.index), p.transactional_id)
             self.txn_no[producer_address(p.index)] = 0
-        self.members, self.group_clock, self.generation_offset = {}, 0, 0
+        self.generation_offset = 0
+        self.group_members = GroupMembers(self.cluster.broker.membership, s.group_id)
         if s.group_members:
-            self._form_group()
+            self.group_members.form(list(self.producers))
             self.generation_offset = self.cluster.broker.membership.groups[self.group].generation_id \
                 - s.initial_generation
 
-    # --- consumer-group membership (KIP-447) ---
+    @property
+    def members(self) -> dict[Any, Any]:
+        """Each spec producer's consumer's MemberIdentity in the group (empty outside KIP-447 scenarios)."""
+        return self.group_members.members if self.group_members is not None else {}
 
-    def _join(self, who: str, member_id: str) -> str:
-        result = self.cluster.broker.membership.join(self.group, member_id, None, "consumer", _PROTOCOLS,
-                                                     _SESSION_TIMEOUT_MS, _REBALANCE_TIMEOUT_MS, self.group_clock)
-        return str(result.member_id)
+    def members_of_group(self) -> GroupMembers:
+        if self.group_members is None:
+            raise RuntimeError("reset() the adapter before applying steps")
+        return self.group_members
 
-    def _sync(self, member_ids: dict[str, str]) -> None:
-        """Every member syncs (the leader first, handing out the assignment); each learns the generation."""
-        from txnspec.impl.membership import MemberIdentity
-
-        membership = self.cluster.broker.membership
-        group = membership.groups[self.group]
-        ordered = sorted(member_ids.items(), key=lambda kv: kv[1] != group.leader_id)
-        for who, member_id in ordered:
-            synced = membership.sync(self.group, member_id, group.generation_id, None,
-                                     dict.fromkeys(member_ids.values(), b"") if member_id == group.leader_id else {},
-                                     self.group_clock)
-            if synced is None or synced.error.name != "NONE":
-                raise RuntimeError(f"{who}'s SyncGroup failed: {synced}")
-            self.members[who] = MemberIdentity(member_id, None, group.generation_id)
-
-    def _form_group(self) -> None:
-        """The producers' consumers join the group one by one through JoinGroup (each newcomer makes the
-        earlier members rejoin), then SyncGroup: the group is Stable with all of them, as the spec starts it."""
-        ids: dict[str, str] = {}
-        for who in self.producers:
-            ids[who] = self._join(who, "")
-            for earlier in list(ids)[:-1]:
-                self._join(earlier, ids[earlier])
-        self._sync(ids)
-
-    def _rebalance(self, zombie: str) -> None:
-        """The spec's rebalance through the membership's own protocol: every member but ``zombie`` rejoins, the
-        rebalance timeout passes, the coordinator completes the generation without it, the others sync."""
-        others = {who: m.member_id for who, m in self.members.items() if who != zombie}
-        for who, member_id in others.items():
-            self._join(who, member_id)
-        self.group_clock += _REBALANCE_TIMEOUT_MS
-        self.cluster.broker.membership.tick(self.group_clock)
-        self._sync(others)
-
-    def _start_producer(self, who: str, transactional_id: str) -> None:
+    def _start_producer(self, who: Any, transactional_id: str) -> None:
         handle = self.cluster.producer(transactional_id)
         # the spec's producer sends each record in its own Produce, up to the scenario's max_in_flight per
         # partition (spec/producer.py): batch.size of one record and max.in.flight.requests.per.connection
@@ -205,7 +172,7 @@ class ImplAdapter:
         self.transactional_ids[who] = transactional_id
         self.instances.setdefault(who, []).append(handle.name)
 
-    def _clients(self, who: str, tag: Any) -> set[str]:
+    def _clients(self, who: Any, tag: Any) -> set[str]:
         """The implementation's client names of spec producer ``who``: the instance of the message's tag
         (producer, incarnation, transaction), or every instance for a message without one."""
         names = self.instances[who]
@@ -241,7 +208,7 @@ class ImplAdapter:
     def names(self) -> Names:
         """How the spec names the implementation's clients, partitions and members (the message mapping's)."""
         instance_of = {name: who for who, names in self.instances.items() for name in names}
-        members = {m.member_id: f"member-{who.removeprefix('producer-')}" for who, m in self.members.items()}
+        members = {m.member_id: f"member-{who.index}" for who, m in self.members.items()}
         return Names(instance_of.get, {self.broker_partition[p]: p for p in self.partitions}, members,
                      self.offsets_partition, self.generation_offset)
 
@@ -300,7 +267,7 @@ class ImplAdapter:
         answers_before = len(self.marker_answers)
         action = step.action
         kind = action.kind
-        if action.actor.startswith("producer-") and action.actor not in self.producers:
+        if producer_index(action.actor) is not None and action.actor not in self.producers:
             raise self._not_enabled(step, f"the scenario has no {action.actor}")
         fault = FAULT_BUDGET.get(kind)
         if fault is not None:
@@ -396,7 +363,7 @@ class ImplAdapter:
         elif kind is K.CRASH:
             self._crash(action.actor)
         elif kind is K.REBALANCE:
-            self._rebalance(action.actor)
+            self.members_of_group().rebalance(action.actor)
         elif kind is K.EXPIRE_PRODUCERS:  # producer.id.expiration.ms passes for the partition's idle producers
             partition = self.cluster.broker.partition(self.broker_partition[action.partition])
             partition.remove_expired_producers(self.cluster.now_ms + partition.producer_state.producer_id_expiration_ms)
@@ -492,7 +459,7 @@ class ImplAdapter:
         finally:
             log.refused_appends.clear()  # a request that wrote nothing had nothing refused (as in the spec)
 
-    def _crash(self, who: str) -> None:
+    def _crash(self, who: Any) -> None:
         name, _ = self.producers[who]
         in_flight = list(self.cluster.network.messages)
         self.cluster.crash_producer(self.handles[who])
@@ -503,42 +470,10 @@ class ImplAdapter:
 
     # --- observation ---
 
-    def _visible(self, partition: str, isolation: str) -> list[int]:
-        """The offsets a consumer reads from 0; fetched again only when the partition changed (an append-only log:
-        its end, high watermark, last stable offset and aborted index say whether it did)."""
-        p = self.cluster.broker.partition(partition)
-        key = (p.log_start_offset, p.log_end_offset, p.high_watermark, p.last_stable_offset, len(p.txn_index.entries))
-        cached = self.visible_cache.get((partition, isolation))
-        if cached is not None and cached[0] == key:
-            return list(cached[1])
-        offsets = self._fetch_all(partition, isolation)
-        self.visible_cache[(partition, isolation)] = (key, tuple(offsets))
-        return offsets
-
-    def _fetch_all(self, partition: str, isolation: str) -> list[int]:
-        from txnspec.impl.consumer import Consumer
-        from txnspec.impl.messages import Fetch
-        from txnspec.impl.partition import IsolationLevel
-
-        consumer = Consumer(IsolationLevel(isolation), None, rules=self.cluster.rules)
-        consumer.assign([partition])
-        offsets: list[int] = []
-        for _ in range(1000):
-            got = []
-            for name, offset, level in consumer.fetch_requests():
-                response = self.cluster.broker.handle(Fetch(name, offset, level, None), self.cluster.now_ms)
-                fetched = response.extra.get("fetch")
-                if fetched is not None:
-                    got.extend(consumer.on_fetch(name, fetched))
-            if not got:
-                break
-            offsets.extend(r.offset for r in got)
-        return offsets
-
     def observe(self) -> dict[str, Any]:
-        broker_name = self.broker_partition
-        visible = {p: {"read_committed": self._visible(broker_name[p], "READ_COMMITTED"),
-                       "read_uncommitted": self._visible(broker_name[p], "READ_UNCOMMITTED")}
+        assert self.reads is not None, "reset() the adapter first"
+        visible = {p: {"read_committed": self.reads.offsets(self.broker_partition[p], "READ_COMMITTED"),
+                       "read_uncommitted": self.reads.offsets(self.broker_partition[p], "READ_UNCOMMITTED")}
                    for p in self.spec_partitions}
         _, committed = self.cluster.broker.group_coordinator.fetch_offsets(self.group, [INPUT])
         return {"visible": visible, "offsets": {f"{self.group}/{tp}": off for tp, off in committed.items()}}

@@ -13,6 +13,7 @@ from txnspec.conformance.adapters.spec_adapter import SpecAdapter
 from txnspec.conformance.generate import random_walk
 from txnspec.conformance.replay import replay
 from txnspec.spec.actions import Action, ActionKind
+from txnspec.spec.network import producer_address
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +105,7 @@ def test_malformed_lines_are_reported_and_the_others_load(sample: list[tr.Trace]
 def test_a_step_that_is_not_enabled_names_trace_and_step(sample: list[tr.Trace]) -> None:
     trace = sample[0]
     steps = list(trace.steps)
-    steps[2] = tr.Step(Action(ActionKind.COMMIT_TRANSACTION, "producer-0"), observation={})
+    steps[2] = tr.Step(Action(ActionKind.COMMIT_TRANSACTION, producer_address(0)), observation={})
     verdict = replay(trace.with_steps(steps), SpecAdapter())
     assert not verdict.ok and verdict.divergence_step == 2
     assert trace.id in verdict.detail and "step 2" in verdict.detail and "not enabled" in verdict.detail
