@@ -372,20 +372,25 @@ def _ctp(ops: list[Op], txns: dict[str, Txn], final: Final, by_value: dict[str, 
     """Exactly-once consume-transform-produce: each consumed input record below the group's committed offset
     has exactly one committed output, and none above it."""
     visible = _visible(final)
-    outputs: dict[str, list[str]] = defaultdict(list)
+    group_of = _groups(ops, txns)
+    # per group: each group consumes the input once (several groups may transform the same input)
+    by_group: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for value in visible:
         if ">" in value:
-            outputs[value.split(">", 1)[0]].append(value)
-    for source, outs in outputs.items():
-        checked["duplicate"] += 1
-        if len(outs) > 1:
-            found.append(Anomaly("duplicate", f"input {source!r} has {len(outs)} committed outputs: {sorted(outs)}",
-                                 [e for v in sorted(outs)[:2] if v in by_value for e in _w(by_value[v])]))
-    groups = {str(o.invoke.value.get("group")) for t in txns.values() for o in t.offsets}
-    for group in groups:
+            source, _, name = value.partition(">")
+            by_group[group_of.get(name.partition("#")[0], "")][source].append(value)
+    for group, outputs in by_group.items():
+        for source, outs in outputs.items():
+            checked["duplicate"] += 1
+            if len(outs) > 1:
+                found.append(Anomaly("duplicate", f"input {source!r} has {len(outs)} committed outputs"
+                                     + (f" in group {group}" if group else "") + f": {sorted(outs)}",
+                                     [e for v in sorted(outs)[:2] if v in by_value for e in _w(by_value[v])]))
+    for group in sorted(set(group_of.values())):
         committed = final.groups.get(group)
         if committed is None:
             continue
+        outputs = by_group.get(group, {})
         for tp, records in final.committed.items():
             if tp not in committed:
                 continue
@@ -402,6 +407,19 @@ def _ctp(ops: list[Op], txns: dict[str, Txn], final: Final, by_value: dict[str, 
                                          f"committed output {outputs[value][0]!r} but group {group}'s offset is "
                                          f"{end}", [e for v in outputs[value][:1] if v in by_value
                                                     for e in _w(by_value[v])]))
+
+
+def _groups(ops: list[Op], txns: dict[str, Txn]) -> dict[str, str]:
+    """Each consume-transform-produce transactional id's consumer group: from its offsets calls, else from its
+    process's polls, else the one group of the history."""
+    group_of = {t.tid: str(o.invoke.value.get("group")) for t in txns.values() for o in t.offsets}
+    polled = {op.process: str(op.invoke.value["group"]) for op in ops
+              if op.f == "poll" and op.invoke.value.get("group")}
+    known = set(group_of.values()) | set(polled.values())
+    for t in txns.values():
+        if t.tid not in group_of and any(">" in str(s.invoke.value.get("value")) for s in t.sends):
+            group_of[t.tid] = polled.get(t.process, next(iter(known)) if len(known) == 1 else "")
+    return group_of
 
 
 def _hanging(ops: list[Op], txns: dict[str, Txn], final: Final, by_value: dict[str, Op], txn_of: dict[str, Txn],
