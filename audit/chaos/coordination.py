@@ -52,7 +52,9 @@ from txnspec.spec.messages import (
     AddOffsetsToTxn,
     AddPartitionsToTxn,
     EndTxn,
+    EndTxnResponse,
     InitProducerId,
+    InitProducerIdResponse,
     TransactionResult,
 )
 from txnspec.spec.txn_state import TxnState
@@ -165,10 +167,11 @@ class _Replay:
             at = self.settle(at)
             if r.response is None or r.response.error is not Errors.CONCURRENT_TRANSACTIONS:
                 break
-        assert r.response is not None
-        if r.response.error is Errors.NONE:
-            at = at.with_view(instance, r.response.producer_id, r.response.producer_epoch)
-        return at, r.response.error
+        response = r.response
+        assert isinstance(response, InitProducerIdResponse)
+        if response.error is Errors.NONE:
+            at = at.with_view(instance, response.producer_id, response.producer_epoch)
+        return at, response.error
 
     def request(self, at: _At, op: Op, txn: Txn | None, instance: int) -> tuple[_At, Errors]:
         """The request ``op`` stands for, from ``instance``'s view: the new state and the spec's answer."""
@@ -194,13 +197,14 @@ class _Replay:
                     _At(r.state, at.views, at.open, at.decided)), r.response.error
         result = COMMIT if op.f == "commit" else ABORT
         r = handle_end_txn(at.cs, EndTxn(self.tid, pid, epoch, result, tv), config=self.config)
-        assert r.response is not None
-        error = r.response.error
+        ended = r.response
+        assert isinstance(ended, EndTxnResponse)
+        error = ended.error
         after = _At(r.state, at.views, at.open, at.decided)
         if error is Errors.NONE:
             after = self.settle(after.decide(result) if at.open else after)
-            if tv >= 2 and r.response.producer_epoch >= 0:
-                after = after.with_view(instance, r.response.producer_id, r.response.producer_epoch)
+            if tv >= 2 and ended.producer_epoch >= 0:  # KIP-890: the bumped epoch comes back
+                after = after.with_view(instance, ended.producer_id, ended.producer_epoch)
         return after, error
 
     def fenced(self, at: _At, instance: int) -> bool:
