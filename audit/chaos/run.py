@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from txnspec.audit.chaos import anomalies, coordination, faults, groups, history, validate, workload
-from txnspec.audit.chaos.cluster import SETTINGS, kafka_cluster, serve_cluster
+from txnspec.audit.chaos.cluster import FOREIGN, SETTINGS, foreign_cluster, kafka_cluster, serve_cluster
 
 
 def judge(events: list[history.Event], transaction_version: int) -> dict[str, Any]:
@@ -77,9 +77,10 @@ def chaos_run(version: str | None, nodes: int, transaction_version: int, seconds
               say: Callable[[str], None] = lambda text: None, broker: str = "kafka") -> dict[str, Any]:
     """One run on Kafka ``version`` (None: the newest 4.x) with ``nodes`` nodes, or on ``txnspec serve`` as one
     node when ``broker`` is ``serve`` (in memory) or ``serve:durable``."""
+    kafka = broker not in (*SERVE_BROKERS, *FOREIGN)  # the Java clients run with Kafka's own jars
     plan = faults.schedule(seed, seconds, kinds, workload.SHAPE["producers"] + (
-        workload.SHAPE["java_producers"] if broker not in SERVE_BROKERS else 0), workload.SHAPE["ctp"] + (
-        workload.SHAPE["java_ctp"] if broker not in SERVE_BROKERS else 0))
+        workload.SHAPE["java_producers"] if kafka else 0), workload.SHAPE["ctp"] + (
+        workload.SHAPE["java_ctp"] if kafka else 0))
     out.mkdir(parents=True, exist_ok=True)
     faults.save(plan, out / "faults.json", seed)
     say(f"schedule (seed {seed}): " + ("; ".join(f.describe() for f in plan) or "no faults"))
@@ -87,13 +88,16 @@ def chaos_run(version: str | None, nodes: int, transaction_version: int, seconds
     if broker in SERVE_BROKERS:
         nodes = 1
         opened = serve_cluster(out, transaction_version, SERVE_BROKERS[broker])
+    elif broker in FOREIGN:
+        nodes = 1
+        opened = foreign_cluster(out, broker)
     else:
         opened = kafka_cluster(out, version, transaction_version, nodes, proxied="network" in kinds)
     with opened as cluster:
         say(f"{cluster.name} {cluster.runtime.version}: {nodes} node(s) ready in {cluster.start_seconds:.1f} s, "
             f"transaction.version {transaction_version}")
         events, facts = workload.run(cluster, out, plan, seed, seconds, say)
-        kafka_version = cluster.runtime.version if broker not in SERVE_BROKERS else broker
+        kafka_version = cluster.runtime.version if broker not in (*SERVE_BROKERS, *FOREIGN) else broker
     history.save(events, out / "history.jsonl")
     summary: dict[str, Any] = {"kafka": kafka_version, "nodes": nodes, "transaction_version": transaction_version,
                                "seconds": seconds, "seed": seed, "faults_planned": [f.describe() for f in plan],
