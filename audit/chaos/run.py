@@ -154,6 +154,7 @@ def html_page(summary: dict[str, Any], events: list[history.Event]) -> str:
     width, left, height = 1100, 160, 18
     scale = (width - left - 10) / end
     marked = {w["index"] for a in summary["anomalies"] for w in a["witness"]}
+    marked |= {summary[k]["event"] for k in VALIDATIONS if summary.get(k, {}).get("event") is not None}
     colours = {"ok": "#2a7", "fail": "#c33", "info": "#e90"}
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height * len(processes) + 30}">']
     for p, i in row.items():
@@ -181,6 +182,6 @@ def html_page(summary: dict[str, Any], events: list[history.Event]) -> str:
             f"<style>body{{font-family:sans-serif;margin:1em}} td{{padding:2px 8px;border-bottom:1px solid #ddd}}"
             f"</style></head><body><h1>txnspec chaos</h1><pre>{html.escape(render(summary))}</pre>"
             f"<h2>Timeline</h2><p>Red bands: faults. Bars: calls (green ok, red fail, orange unknown). Circles: "
-            f"events of an anomaly's witness.</p>{''.join(parts)}"
+            f"events of an anomaly's witness, and the event a validation could not explain.</p>{''.join(parts)}"
             f"<h2>Anomalies</h2><table><tr><th>kind</th><th>detail</th><th>witness events</th></tr>{anomaly_rows}"
             f"</table></body></html>")
