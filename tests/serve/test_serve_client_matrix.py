@@ -17,7 +17,8 @@ from txnspec.serve.server import ServerThread
 Run = tuple[dict[str, Any], dict[str, int]]
 
 # what each client answers a zombie's commit with: KafkaJS names INVALID_PRODUCER_EPOCH (EndTxn v1 predates
-# PRODUCER_FENCED, Kafka answers the old code); sarama's EndTxn v3 gets PRODUCER_FENCED (90), a code sarama does not name
+# PRODUCER_FENCED, Kafka answers the old code); sarama's EndTxn v3 gets PRODUCER_FENCED (90), which sarama
+# does not name
 ZOMBIE = {"kafkajs": "INVALID_PRODUCER_EPOCH", "sarama": "Unknown error, how did this happen? Error code = 90"}
 # the newest versions each client sends (its own newest, negotiated with ApiVersions); both take the TV1 path
 VERSIONS = {"kafkajs": {"ApiVersions": 2, "Produce": 7, "InitProducerId": 1, "AddPartitionsToTxn": 1, "EndTxn": 1,
