@@ -289,3 +289,17 @@ def test_the_transaction_admin_workflow_answers_as_on_kafka(real_kafka: Any, tv:
 
     on_kafka, on_serve = both(real_kafka, tv, steps)
     assert on_serve == on_kafka == txn_admin.EXPECTED
+
+
+@pytest.mark.parametrize("tv", [2, 1])
+@pytest.mark.parametrize("client", ["kafkajs", "sarama"])
+def test_kafkajs_and_sarama_run_the_matrix_workload_as_on_kafka(real_kafka: Any, client: str, tv: int) -> None:
+    """The client matrix's workload with each client's stock settings: the same RESULT from Kafka and serve."""
+    from txnspec.serve.client_harness import ClientUnavailable, run_client
+
+    try:
+        on_kafka, on_serve = both(real_kafka, tv, lambda bootstrap: run_client(client, bootstrap, timeout=150))
+    except ClientUnavailable as exc:
+        pytest.skip(f"{client} unavailable: {exc}")
+    assert on_kafka["ok"] and on_kafka["output"] == [f"V{i}" for i in range(10)], on_kafka
+    assert on_serve == on_kafka
