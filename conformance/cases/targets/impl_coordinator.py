@@ -109,6 +109,14 @@ class CoordinatorSession:
         if isinstance(step, steps.LogAppendFailsStep):
             self.inject = Errors.named(step.error)
             return None, None, None
+        if isinstance(step, steps.OwnershipStep):  # the case's id lives in the one partition, index 0
+            if step.event == "CoordinatorLoading":
+                c.begin_load({0}, c.coordinator_epoch + 1)
+            elif step.event == "CoordinatorLoaded":
+                c.finish_load(0, self.now_ms)
+            else:
+                c.emigrate(0)
+            return None, None, None
         if step.now_ms is not None:
             self.now_ms = step.now_ms
         if isinstance(step, steps.AbortTimedOutTransactionsStep):
