@@ -10,8 +10,9 @@ System
       :mod:`txnspec.spec.partition`; markers are appended and answered.
     * Group coordinator: a ``TxnOffsetCommit`` whose member is not in the group's current generation is
       refused (KIP-447), as is one of a consumer group (KIP-848) whose member is gone or whose member epoch is
-      stale for the partitions it commits (:mod:`txnspec.spec.consumer_group`); otherwise it is a record of the group's ``__consumer_offsets`` partition held pending
-      until the marker on that partition commits or drops it.
+      stale for the partitions it commits (:mod:`txnspec.spec.consumer_group`); otherwise it is a record of
+      the group's ``__consumer_offsets`` partition held pending until the marker on that partition commits or
+      drops it.
 
 Cost
     The model checker delivers the same message to the same broker state in many system states (which differ
@@ -257,7 +258,8 @@ def group_receives(system: System, state: SystemState, env: Envelope) -> SystemS
             commit = body.result is TransactionResult.COMMIT
             group = proto.complete_pending_txn_offset_commit(state.group, body.producer_id, commit)
             had_offsets = any(p.producer_id == body.producer_id for p in state.group.pending)
-            epochs = (*(g.generation_id for g in state.group.groups), *(g.group_epoch for g in state.group.consumer_groups))
+            epochs = (*(g.generation_id for g in state.group.groups),
+                      *(g.group_epoch for g in state.group.consumer_groups))
             rebalanced = had_offsets and any(e > system.scenario.initial_generation for e in epochs)
             state = replace(state, group=group, ghost=state.ghost.offsets_settled(body.producer_id, commit,
                                                                                   rebalanced))

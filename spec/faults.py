@@ -6,8 +6,9 @@ System
     transaction timeout, a coordinator failover, a producer crash and restart, a client giving up on an
     in-flight produce (``delivery.timeout.ms``), a consumer-group rebalance that evicts the first producer's
     member (KIP-447: that producer becomes a zombie of the group; under KIP-848's consumer protocol its member
-    is fenced by a session timeout or a reassignment, and the other members' heartbeats reconcile them). (A failed transaction-log append is a variant of a
-    delivery to the coordinator: :func:`txnspec.spec.system.delivery_steps`.)
+    is fenced by a session timeout or a reassignment, and the other members' heartbeats reconcile them). (A
+    failed transaction-log append is a variant of a delivery to the coordinator:
+    :func:`txnspec.spec.system.delivery_steps`.)
     Recovery, not budgeted: the coordinator aborts a transaction no live producer can end any more
     (``TransactionCoordinator.abortTimedOutTransactions``), a client re-sends a request lost with its answer
     (``NetworkClient`` request timeout) or a batch answered with a retriable error (the first in flight of its

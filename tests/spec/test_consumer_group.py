@@ -72,7 +72,7 @@ def test_an_empty_group_accepts_a_negative_epoch_from_anyone() -> None:
 def test_the_legitimacy_judgement_is_the_validator_on_every_check() -> None:
     """The ghost's verdict (written apart) agrees with Kafka's check on the transactional commits above with a
     member id: a sabotaged validator cannot hide behind the ghost."""
-    for (member_id, instance, epoch, transactional, partitions, version), error in CHECKS:
+    for (member_id, instance, epoch, transactional, partitions, _version), error in CHECKS:
         if transactional and member_id and instance is None:
             legitimate = cg.legitimate_commit(_group(), member_id, epoch, partitions)
             assert legitimate is (error is E.NONE), (member_id, epoch, partitions)

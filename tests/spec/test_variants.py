@@ -1,5 +1,6 @@
-"""Seven real Kafka bugs rediscovered, and KIP-848's member-epoch check dropped: each buggy variant yields a pinned shortest counterexample to the
-named property, and the same scenario under the current protocol (TV2, with every fix) holds."""
+"""Seven real Kafka bugs rediscovered, and KIP-848's member-epoch check dropped: each buggy variant yields a
+pinned shortest counterexample to the named property, and the same scenario under the current protocol (TV2,
+with every fix) holds."""
 
 from __future__ import annotations
 
