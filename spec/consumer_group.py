@@ -183,28 +183,34 @@ def reconcile(group: ConsumerGroup, member: ConsumerMember, owned: tuple[str, ..
                    assigned=tuple(sorted((*assigned, *gained))), revoking=())
 
 
-def heartbeat(group: ConsumerGroup, member_id: str, member_epoch: int, owned: tuple[str, ...] | None = None
-              ) -> tuple[ConsumerGroup, HeartbeatResult]:
+def heartbeat(group: ConsumerGroup, member_id: str, member_epoch: int, owned: tuple[str, ...] | None = None,
+              partitions: tuple[str, ...] | None = None) -> tuple[ConsumerGroup, HeartbeatResult]:
     """``GroupMetadataManager.consumerGroupHeartbeat`` for one member of ``group``: epoch 0 joins (the member id
     chosen by the client, KIP-1082), -1 leaves, any other epoch must be the member's (or its previous one with a
-    subset of its partitions owned, a lost response: ``throwIfConsumerGroupMemberEpochIsInvalid``); the member
-    is then reconciled towards the target."""
+    subset of its partitions owned, a lost response: ``throwIfConsumerGroupMemberEpochIsInvalid``; 0 from a known
+    member passes); a join (every member subscribes to the group's partitions) or a change of the subscribed
+    ``partitions`` (None: unchanged) bumps the group epoch once and computes the target; the member is then
+    reconciled towards it."""
     member = group.member(member_id)
     if member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
         if member is None:
             return group, HeartbeatResult(Errors.UNKNOWN_MEMBER_ID, member_id)
         return fence_member(group, member_id), HeartbeatResult(Errors.NONE, member_id, LEAVE_GROUP_MEMBER_EPOCH)
+    changed = False
     if member is None:
         if member_epoch != JOIN_GROUP_MEMBER_EPOCH:
             return group, HeartbeatResult(Errors.UNKNOWN_MEMBER_ID, member_id)
         member = ConsumerMember(member_id, JOIN_GROUP_MEMBER_EPOCH)
-        group = with_member(group, member)
-        group = new_target(group, spread(group.partitions, tuple(m.member_id for m in group.members)))
+        group, changed = with_member(group, member), True
     elif member_epoch != JOIN_GROUP_MEMBER_EPOCH:
         lost_response = member_epoch == member.previous_member_epoch \
             and owned is not None and set(owned) <= {p for p, _ in member.assigned}
         if member_epoch > member.member_epoch or (member_epoch < member.member_epoch and not lost_response):
             return group, HeartbeatResult(Errors.FENCED_MEMBER_EPOCH, member_id)
+    if partitions is not None and tuple(sorted(partitions)) != group.partitions:
+        group, changed = replace(group, partitions=tuple(sorted(partitions))), True
+    if changed:
+        group = new_target(group, spread(group.partitions, tuple(m.member_id for m in group.members)))
     after = reconcile(group, member, owned)
     group = with_member(group, after)
     return group, HeartbeatResult(Errors.NONE, member_id, after.member_epoch, tuple(p for p, _ in after.assigned))

@@ -163,8 +163,11 @@ def validate_offset_commit(state: GroupState, group_id: str, member_id: str, gro
 
 
 def _ensure_group(state: GroupState, group_id: str) -> GroupState:
-    """``getOrMaybeCreateClassicGroup(groupId, true)``: a commit to an unknown group creates it, Empty."""
-    return state if state.group(group_id) is not None else _with_group(state, ClassicGroup(group_id))
+    """``getOrMaybeCreateClassicGroup(groupId, true)``: a commit to an unknown group creates it, Empty (a
+    consumer group of that id is the group: nothing is created)."""
+    if state.group(group_id) is not None or state.consumer_group(group_id) is not None:
+        return state
+    return _with_group(state, ClassicGroup(group_id))
 
 
 def handle_offset_commit(state: GroupState, group_id: str, offsets: tuple[tuple[str, int], ...], *,
