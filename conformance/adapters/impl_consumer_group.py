@@ -21,8 +21,10 @@ from typing import Any
 
 from txnspec.impl.errors import Errors
 from txnspec.impl.membership import MemberIdentity
+from txnspec.impl.topic_partition import TopicPartition
 
-INPUT_TOPIC, INPUT_PARTITION = "input", "input-0"
+INPUT_PARTITION = TopicPartition("input", 0)  # spec/constants.py INPUT_PARTITION, as the implementation names it
+INPUT_TOPIC = INPUT_PARTITION.topic
 
 
 def _heartbeat(adapter: Any, member_id: str, epoch: int, owned: tuple[str, ...] | None,

@@ -21,6 +21,7 @@ from txnspec.impl.group import GroupCoordinator, txn_offset_commit_verification_
 from txnspec.impl.log import ControlType
 from txnspec.impl.membership import ClassicGroup, GroupState, Member, MemberIdentity, Membership
 from txnspec.impl.partition import Partition
+from txnspec.impl.topic_partition import TopicPartition
 
 _OFFSETS = "__consumer_offsets-0"
 TXN_OFFSET_COMMIT_VERSION_GENERIC_ERROR = 4  # GENERIC_ERROR_SUPPORTED from TxnOffsetCommit v4
@@ -95,7 +96,8 @@ class GroupSession:
             return steps.GroupObservation().as_json()
         by_topic: dict[str, list[str]] = {}
         for p in step.partitions or ():
-            by_topic.setdefault(p.rpartition("-")[0], []).append(p)
+            tp = TopicPartition.of(p)
+            by_topic.setdefault(tp.topic, []).append(tp)
         result = self.consumer_groups.heartbeat(
             step.group_id, step.member_id, step.member_epoch,
             tuple(by_topic) if step.partitions is not None else None, step.owned, 0,
