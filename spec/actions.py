@@ -77,6 +77,10 @@ class ActionKind(enum.StrEnum):
     CRASH = "crash"
     EXPIRE_BATCH = "expire batch"
     REBALANCE = "rebalance"
+    # KIP-848 (a scenario with group_protocol "consumer"): the fault "rebalance" is one of the two fences below
+    # (REBALANCE: the member's session times out, consumerGroupFenceMember); a member's heartbeat reconciles it
+    REASSIGN = "reassign"
+    HEARTBEAT = "heartbeat"
     EXPIRE_PRODUCERS = "expire producer ids"  # ProducerStateManager.removeExpiredProducers on one partition
     EXPIRE_TRANSACTIONAL_ID = "expire transactional id"  # TransactionStateManager.removeExpiredTransactionalIds
     OFFSET_COMMIT = "plain OffsetCommit"  # an admin's commit from outside group management
@@ -99,9 +103,9 @@ DELIVERIES = frozenset(DELIVER_KIND.values())
 APPLICATION_CALLS = frozenset({K.INIT_TRANSACTIONS, K.BEGIN_TRANSACTION, K.SEND, K.SEND_OFFSETS_TO_TRANSACTION,
                                K.COMMIT_TRANSACTION, K.ABORT_TRANSACTION})
 FAULTS = frozenset({K.LOSE, K.DUPLICATE, K.APPEND_FAILS, K.TIMEOUT, K.FAILOVER, K.CRASH, K.EXPIRE_BATCH,
-                    K.REBALANCE})
+                    K.REBALANCE, K.REASSIGN})
 # weakly fair: the protocol's own steps (never the application's choices, never a fault)
-FAIR_KINDS = DELIVERIES | {K.RESEND_MARKER, K.RETRY, K.ABANDONED_TIMEOUT}
+FAIR_KINDS = DELIVERIES | {K.RESEND_MARKER, K.RETRY, K.ABANDONED_TIMEOUT, K.HEARTBEAT}
 ACTION_KINDS = ActionKind  # the kinds, in declaration order (reports list the kinds never taken)
 
 
@@ -168,6 +172,10 @@ def _render(a: Action) -> str:
         return f"{who} crashes and restarts"
     if kind is K.REBALANCE:
         return f"the group rebalances without {who}'s member (a zombie from now on)"
+    if kind is K.REASSIGN:
+        return f"the group's target moves {who}'s partition away; its member releases it at the next epoch"
+    if kind is K.HEARTBEAT:
+        return f"{who}'s member heartbeats and is reconciled to the group epoch"
     if kind is K.EXPIRE_BATCH:
         return f"{who} gives up on its produce to {a.partition}"
     if kind is K.RESEND_MARKER:
