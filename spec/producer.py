@@ -129,7 +129,8 @@ class ClientConfig:
     # else reads ProducerBatch.inRetry), so only then does the producer keep which batches were retried
     expires_batches: bool = False
     two_phase_commit: bool = False  # transaction.two.phase.commit.enable: InitProducerId asks for Enable2Pc
-    complete_compares_prepared_state: bool = True  # the protocol's switch (spec/protocol.py)
+    complete_compares_prepared_state: bool = True  # the protocol's switches (spec/protocol.py)
+    kept_transaction_started: bool = False
 
     def earlier(self, first: Batch, second: Batch) -> bool:
         """``first`` was sent before ``second`` on the same partition with the same producer id and epoch
@@ -415,9 +416,10 @@ def receive(config: ClientConfig, p: Producer, body: Any, context: Any
                     bump_queued=False, keep_prepared=False)
         if keep and body.ongoing_txn_producer_id != NO_PRODUCER_ID:
             # InitProducerIdHandler: keepPreparedTxn and an ongoing transaction -> PREPARED_TRANSACTION, the
-            # preparedTxnState the ongoing pair; EndTxn must be sent to complete it
+            # preparedTxnState the ongoing pair. 4.4 leaves transactionStarted false: completeTransaction's EndTxn
+            # is then completed locally, without an RPC (the protocol's switch)
             p = replace(p, phase=PREPARED, prepared=(body.ongoing_txn_producer_id, body.ongoing_txn_producer_epoch),
-                        kept=True, started=True)
+                        kept=True, started=config.kept_transaction_started)
     elif request is AddPartitionsToTxn:
         p = replace(p, added=p.added | adding, to_add=p.to_add - adding, started=True)
     elif request is AddOffsetsToTxn:

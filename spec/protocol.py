@@ -54,6 +54,9 @@ class Protocol:
     client_bumps_epoch_after_abortable_error: bool = True  # KIP-360 (TV < 2)
     # KafkaProducer.completeTransaction commits only when the PreparedTxnState handed in matches (KIP-939)
     client_complete_compares_prepared_state: bool = True
+    # InitProducerIdHandler on a kept transaction: 4.4 leaves transactionStarted false, so the EndTxn of
+    # completeTransaction is completed locally without an RPC (docs/kip-939.md)
+    client_kept_transaction_started: bool = False
 
     def but(self, name: str, description: str, **overrides: Any) -> Protocol:
         """This protocol with some handlers or switches replaced, under a new name."""

@@ -102,7 +102,8 @@ class System:
             bumps_epoch_after_abortable_error=proto.client_bumps_epoch_after_abortable_error,
             max_in_flight=s.max_in_flight, expires_batches=s.budget("expire_batch") > 0,
             two_phase_commit=s.two_phase_commit,
-            complete_compares_prepared_state=proto.client_complete_compares_prepared_state))
+            complete_compares_prepared_state=proto.client_complete_compares_prepared_state,
+            kept_transaction_started=proto.client_kept_transaction_started))
 
     @property
     def tv2(self) -> bool:

@@ -6,6 +6,10 @@ answers the ongoing (producer id, epoch) as well, so that the restarted instance
 the external coordinator decided. The others each break one of the 2PC invariants (pinned in
 ``tests/spec/test_two_phase.py``):
 
+* ``kip-939-keep-prepared-4.4-client``: the KIP's coordinator with 4.4's client, whose ``InitProducerIdHandler``
+  leaves ``transactionStarted`` false on a kept transaction, so ``nextRequest`` completes the EndTxn of
+  ``completeTransaction`` locally: the kept transaction is never completed: ``last_stable_offset_advances``;
+
 * ``two-phase-commit-times-out``: the timeout scan does not skip ``isDistributedTwoPhaseCommitTxn``:
   ``prepared_never_timed_out``;
 * ``complete-ignores-prepared-state``: ``completeTransaction`` commits whatever state it is handed:
@@ -32,7 +36,8 @@ from txnspec.spec.variants.registry import Variant, register
 
 def _keep_prepared(p: Protocol) -> Protocol:
     return p.but("kip-939-keep-prepared", "KIP-939's keepPreparedTxn: the ongoing transaction is kept",
-                 handle_init_producer_id=coord.handle_init_producer_id_keeping_prepared)
+                 handle_init_producer_id=coord.handle_init_producer_id_keeping_prepared,
+                 client_kept_transaction_started=True)
 
 
 def _ongoing_times_out(md: coord.TxnMetadata) -> bool:
@@ -57,6 +62,15 @@ register(Variant(
     "kip-939-keep-prepared", "KIP-939's design: InitProducerId with keepPreparedTxn keeps the ongoing transaction "
     "(epoch bumped, the ongoing pair answered) instead of UNSUPPORTED_VERSION", "KIP-939",
     change_protocol=_keep_prepared))
+
+register(Variant(
+    "kip-939-keep-prepared-4.4-client", "KIP-939's coordinator design with Kafka 4.4's client, which leaves "
+    "transactionStarted false on a kept transaction: completeTransaction completes locally, no EndTxn is sent",
+    "KIP-939 (TransactionManager.InitProducerIdHandler, nextRequest)",
+    change_protocol=lambda p: _keep_prepared(p).but("kip-939-keep-prepared-4.4-client",
+                                                     "keep; 4.4's client completes a kept transaction locally",
+                                                     client_kept_transaction_started=False),
+    expected_violation="last_stable_offset_advances"))
 
 register(Variant(
     "two-phase-commit-times-out", "the coordinator's timeout aborts two-phase-commit transactions too",
