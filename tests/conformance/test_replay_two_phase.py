@@ -19,7 +19,7 @@ def test_the_two_phase_scenarios_replay_on_the_implementation(scenario: str, var
     from txnspec.conformance.adapters.impl_adapter import ImplAdapter
 
     covering = gen.covering_traces(scenario, variant=variant)
-    assert TWO_PC_CALLS <= {k.value for t in covering for k in t.kinds()}
+    assert {k.value for t in covering for k in t.kinds()} >= TWO_PC_CALLS
     walks = [t for t in (gen.random_walk(scenario, s, variant=variant) for s in range(40))
              if "crash" in {k.value for k in t.kinds()} or scenario == "two-phase-commit"]
     assert len(walks) >= 10
