@@ -73,7 +73,7 @@ FAULT_BUDGET: dict[ActionKind, str] = {
     K.FAILOVER: "failover", K.CRASH: "crash", K.EXPIRE_BATCH: "expire_batch", K.REBALANCE: "rebalance",
     K.REASSIGN: "rebalance"}
 BLOCKING_CALLS = frozenset({K.INIT_TRANSACTIONS, K.SEND_OFFSETS_TO_TRANSACTION, K.COMMIT_TRANSACTION,
-                            K.ABORT_TRANSACTION})
+                            K.ABORT_TRANSACTION, K.COMPLETE_TRANSACTION})
 
 
 # the consumed input partition whose offsets the producers commit (the spec's offsets are of one input)
@@ -116,6 +116,10 @@ class ImplAdapter:
         self.broker_partition: dict[str, TopicPartition] = {}
         self.group_ids: tuple[str, ...] = ()
         self.generation_offset = 0  # see impl_messages.Names
+        # KIP-939: the producers enable 2PC; each producer's external coordinator's durable record (the
+        # PreparedTxnState stored with a commit decision, None for an abort), which survives a crash
+        self.two_phase_commit = False
+        self.recorded: dict[str, tuple[int, int] | None] = {}
 
     def reset(self, scenario: str, variant: str = "current") -> None:
         from txnspec.impl.broker import BrokerConfig
@@ -128,8 +132,11 @@ class ImplAdapter:
         s = system.scenario
         # the scenario's epoch bound stands for Short.MAX_VALUE in the spec: the broker gets the same bound, so
         # epoch exhaustion (and the producer-id rotation after it) comes at the same step in both
+        self.two_phase_commit, self.recorded = s.two_phase_commit, {}
         self.cluster = Cluster(transaction_version=s.transaction_version,
-                               config=BrokerConfig(max_producer_epoch=s.max_epoch), rules=self.rules or KAFKA)
+                               config=BrokerConfig(max_producer_epoch=s.max_epoch,
+                                                   transaction_two_phase_commit_enable=s.two_phase_commit),
+                               rules=self.rules or KAFKA)
         self.partitions, self.group = s.partitions, s.group_id
         self.offsets_partition = system.offsets_partition
         self.abstraction_differences = {**type(self).abstraction_differences, **differences(s.transaction_version)}
@@ -199,7 +206,7 @@ class ImplAdapter:
         self._sync(others)
 
     def _start_producer(self, who: str, transactional_id: str) -> None:
-        handle = self.cluster.producer(transactional_id)
+        handle = self.cluster.producer(transactional_id, enable_two_pc=self.two_phase_commit)
         # the spec's producer sends each record in its own Produce, up to the scenario's max_in_flight per
         # partition (spec/producer.py): batch.size of one record and max.in.flight.requests.per.connection
         handle.producer.batch_records = 1
@@ -324,7 +331,17 @@ class ImplAdapter:
             result = None
             try:
                 if kind is K.INIT_TRANSACTIONS:
-                    result = p.init_transactions()
+                    # a 2PC instance restarted after a crash keeps the prepared transaction (as the spec's)
+                    result = p.init_transactions(keep_prepared_txn=self.two_phase_commit
+                                                 and len(self.instances[who]) > 1)
+                elif kind is K.PREPARE_TRANSACTION:
+                    p.prepare_transaction()
+                elif kind is K.DECIDE_COMMIT:  # the external coordinator stores the client's PreparedTxnState
+                    self.recorded[who] = p.tm.prepared_txn_state
+                elif kind is K.DECIDE_ABORT:
+                    self.recorded[who] = None
+                elif kind is K.COMPLETE_TRANSACTION:
+                    result = p.complete_transaction(self.recorded.get(who) or (-1, -1))
                 elif kind is K.BEGIN_TRANSACTION:
                     p.begin_transaction()
                     self.txn_no[who] += 1
