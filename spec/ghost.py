@@ -91,6 +91,8 @@ class Ghost:
     reinitialised_after_expiry: bool = False
     plain_commits: tuple[tuple[tuple[str, str], int], ...] = ()
     plain_overtook_pending: bool = False
+    # the (partition, producer id) of every open transaction an admin aborted (Admin.abortTransaction)
+    admin_aborted: frozenset[tuple[str, int]] = frozenset()
 
     def tell(self, tag: Tag, outcome: str) -> Ghost:
         return replace(self, told=in_order(self.told, (tag, outcome)))
