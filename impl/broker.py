@@ -60,6 +60,7 @@ from txnspec.impl.messages import (
 )
 from txnspec.impl.partition import Partition
 from txnspec.impl.policy import KAFKA, Rules
+from txnspec.impl.topic_partition import TopicPartition
 from txnspec.impl.txn_metadata import TV_2, TransactionState
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ class Broker:
         # risen when a transaction-log write failed): it starts at the highest epoch the logs hold
         coordinator_epoch = max([coordinator_epoch] + [b.coordinator_epoch for p in self.partitions.values()
                                                        for b in p.log.batches if b.is_control])
-        txn_parts = [self.partition(f"{TRANSACTION_STATE_TOPIC}-{i}")
+        txn_parts = [self.partition(TopicPartition(TRANSACTION_STATE_TOPIC, i))
                      for i in range(self.config.num_txn_log_partitions)]
         self.coordinator_config = CoordinatorConfig(
             txn_max_timeout_ms=self.config.txn_max_timeout_ms,
@@ -138,8 +139,8 @@ class Broker:
         self.txn_log_recovery_notes: list[str] = recovery.notes if recovery is not None else []
         self.txn_coordinator.recovery = None  # only the first load can find the log behind: later ones reload
         # what this broker wrote itself
-        offsets = {f"{GROUP_METADATA_TOPIC}-{i}": self.partition(f"{GROUP_METADATA_TOPIC}-{i}")
-                   for i in range(self.config.num_offsets_partitions)}
+        offsets = {tp: self.partition(tp) for tp in (TopicPartition(GROUP_METADATA_TOPIC, i)
+                                                     for i in range(self.config.num_offsets_partitions))}
         self.group_coordinator = GroupCoordinator(offsets, self.config.num_offsets_partitions, rules=rules)
         self.group_coordinator.load()
         self.membership = Membership()  # classic group membership; its checks apply to commits naming a member
@@ -209,7 +210,8 @@ class Broker:
 
     def _on_storage_failure(self, error: KafkaStorageException) -> None:
         self.storage_failures.append(error)
-        if f"{TRANSACTION_STATE_TOPIC}-" in getattr(error, "path", ""):
+        failed = TopicPartition.parse(getattr(error, "partition", None))
+        if failed is not None and failed.topic == TRANSACTION_STATE_TOPIC:
             self._txn_log_failed = True
 
     def _after_storage_failure(self, now_ms: int) -> None:
@@ -351,7 +353,7 @@ class Broker:
 
     def _produce(self, request: Produce, now_ms: int) -> Response:
         rid = request.correlation_id
-        if request.partition.startswith(("__transaction_state-", "__consumer_offsets-")):
+        if TopicPartition.of(request.partition).topic in (TRANSACTION_STATE_TOPIC, GROUP_METADATA_TOPIC):
             return Response(Errors.INVALID_REQUEST, correlation_id=rid)  # internal topics are not produced to
         p = self.partition(request.partition)
         if request.is_transactional and request.transactional_id:
@@ -433,7 +435,7 @@ class Broker:
     def append_marker(self, m: TxnMarker, now_ms: int) -> Errors:
         """The partition leader's side of ``WriteTxnMarkers``: append the marker; the answer is returned, not
         yet given to the coordinator (a caller that models the response's flight gives it later)."""
-        if m.partition.startswith(f"{GROUP_METADATA_TOPIC}-"):
+        if TopicPartition.of(m.partition).topic == GROUP_METADATA_TOPIC:
             err = self.group_coordinator.write_txn_marker(m.partition, m.producer_id, m.producer_epoch,
                                                           m.coordinator_epoch, m.result, m.transaction_version,
                                                           now_ms=now_ms)
@@ -509,8 +511,7 @@ def _int(value: object, name: str, lo: int, hi: int) -> str:
 
 
 def _partition_name(value: object, name: str = "partition") -> str:
-    if not isinstance(value, str) or "-" not in value or not value.rsplit("-", 1)[1].isdigit() \
-            or not value.rsplit("-", 1)[0] or len(value) > 249:
+    if TopicPartition.parse(value) is None:
         return f"{name} must be a string 'topic-N', got {value!r}"
     return ""
 

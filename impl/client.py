@@ -72,6 +72,7 @@ from txnspec.impl.messages import (
     TxnOffsetCommit,
 )
 from txnspec.impl.policy import KAFKA, Rules
+from txnspec.impl.topic_partition import TopicPartition
 
 
 class State(enum.Enum):
@@ -343,7 +344,7 @@ class AddPartitionsToTxnHandler(TxnRequestHandler):
                 self.fatal_error(e.exception())
                 return
             if e is Errors.TOPIC_AUTHORIZATION_FAILED:
-                unauthorized.add(tp.rsplit("-", 1)[0])
+                unauthorized.add(TopicPartition.of(tp).topic)
             elif e is Errors.UNKNOWN_PRODUCER_ID:
                 self.abortable_error_if_possible(e.exception())
                 return

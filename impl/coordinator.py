@@ -37,6 +37,7 @@ from txnspec.impl.errors import Errors, KafkaStorageException
 from txnspec.impl.log import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, SHORT_MAX, ControlType, Record
 from txnspec.impl.partition import Partition
 from txnspec.impl.policy import KAFKA, Rules
+from txnspec.impl.topic_partition import TopicPartition
 from txnspec.impl.txn_metadata import (
     INT_MAX,
     TV_0,
@@ -73,7 +74,7 @@ def partition_for(key: str, num_partitions: int) -> int:
 
 
 def offsets_partition_for(group_id: str, num_partitions: int = 50) -> str:
-    return f"{GROUP_METADATA_TOPIC}-{partition_for(group_id, num_partitions)}"
+    return TopicPartition(GROUP_METADATA_TOPIC, partition_for(group_id, num_partitions))
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,6 +51,7 @@ from txnspec.impl.messages import (
 )
 from txnspec.impl.partition import Partition
 from txnspec.impl.policy import KAFKA, Rules
+from txnspec.impl.topic_partition import TopicPartition
 from txnspec.serve import configs
 from txnspec.serve.codes import Code
 from txnspec.serve.configs import Value, value_of
@@ -141,10 +142,10 @@ class WireBroker:
         counts = (self.broker.config.num_txn_log_partitions, self.broker.config.num_offsets_partitions)
         self.internal = {name: Topic(name, n) for name, n in zip(INTERNAL_TOPICS, counts, strict=True)}
         for name in self.broker.partitions:  # durable mode: the topics found on disk
-            topic, _, index = name.rpartition("-")
-            if topic and topic not in INTERNAL_TOPICS and index.isdigit():
-                known = self.topics.get(topic)
-                self.topics[topic] = Topic(topic, max(int(index) + 1, known.partitions if known else 0))
+            tp = TopicPartition.parse(name)
+            if tp is not None and tp.topic not in INTERNAL_TOPICS:
+                known = self.topics.get(tp.topic)
+                self.topics[tp.topic] = Topic(tp.topic, max(tp.partition + 1, known.partitions if known else 0))
         self._load_topics()
         for spec in config.topics:
             name, _, count = spec.partition(":")
@@ -221,7 +222,7 @@ class WireBroker:
         known = self.topics.get(topic)
         if known is None or not 0 <= index < known.partitions:
             return None
-        p = self.broker.partition(f"{topic}-{index}")
+        p = self.broker.partition(TopicPartition(topic, index))
         # serve bounds the batch as sent by the topic's max.message.bytes (records.decode_produce) before the
         # implementation sees it; the implementation's own bound is on an estimate of the uncompressed size
         p.max_message_bytes = UNBOUNDED

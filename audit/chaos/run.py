@@ -62,7 +62,8 @@ def chaos_run(version: str | None, nodes: int, transaction_version: int, seconds
     """One run on Kafka ``version`` (None: the newest 4.x) with ``nodes`` nodes, or on ``txnspec serve`` as one
     node when ``broker`` is ``serve`` (in memory) or ``serve:durable``."""
     plan = faults.schedule(seed, seconds, kinds, workload.SHAPE["producers"] + (
-        workload.SHAPE["java_producers"] if broker not in SERVE_BROKERS else 0), workload.SHAPE["ctp"])
+        workload.SHAPE["java_producers"] if broker not in SERVE_BROKERS else 0), workload.SHAPE["ctp"] + (
+        workload.SHAPE["java_ctp"] if broker not in SERVE_BROKERS else 0))
     out.mkdir(parents=True, exist_ok=True)
     faults.save(plan, out / "faults.json", seed)
     say(f"schedule (seed {seed}): " + ("; ".join(f.describe() for f in plan) or "no faults"))

@@ -48,7 +48,8 @@ from txnspec.conformance.adapters.impl_messages import envelope as spec_envelope
 from txnspec.conformance.adapters.spec_adapter import StepNotEnabledError
 from txnspec.conformance.envelope_diff import compared_json, describe_mismatch, key, plain, same
 from txnspec.impl import messages as implm
-from txnspec.impl.coordinator import TxnMarker
+from txnspec.impl.coordinator import GROUP_METADATA_TOPIC, TxnMarker
+from txnspec.impl.topic_partition import TopicPartition
 from txnspec.spec import messages as spec
 from txnspec.spec.actions import APPLICATION_CALLS, ActionKind
 from txnspec.spec.network import Envelope, producer_address
@@ -74,16 +75,8 @@ BLOCKING_CALLS = frozenset({K.INIT_TRANSACTIONS, K.SEND_OFFSETS_TO_TRANSACTION, 
                             K.ABORT_TRANSACTION})
 
 
-def impl_partition(name: str) -> str:
-    """The implementation's name of a spec partition: brokers name partitions ``topic-N`` (``p0`` -> ``p0-0``)."""
-    topic, _, number = name.rpartition("-")
-    return name if topic and number.isdigit() else f"{name}-0"
-
-
-def _same_partition(impl_name: str, spec_name: str) -> bool:
-    if spec_name.startswith("__consumer_offsets"):
-        return impl_name.startswith("__consumer_offsets")
-    return impl_name == impl_partition(spec_name)
+# the consumed input partition whose offsets the producers commit (the spec's offsets are of one input)
+INPUT = TopicPartition("input", 0)
 
 
 _PROTOCOLS = (("range", b""),)
@@ -117,6 +110,9 @@ class ImplAdapter:
         self.visible_cache: dict[tuple[str, str], tuple[Any, tuple[int, ...]]] = {}
         self.offsets_partition = ""
         self.spec_partitions: tuple[str, ...] = ()
+        # the broker's partition of each spec partition: a spec topic's only partition (``p0`` -> ``p0-0``), the
+        # group's offsets partition the broker's own for the group (the same Utils.abs(hashCode) % 50)
+        self.broker_partition: dict[str, TopicPartition] = {}
         self.group_ids: tuple[str, ...] = ()
         self.generation_offset = 0  # see impl_messages.Names
 
@@ -138,6 +134,10 @@ class ImplAdapter:
         self.abstraction_differences = {**type(self).abstraction_differences, **differences(s.transaction_version)}
         self.spec_partitions = tuple(name for name, _ in initial_state(system).partitions)
         self.group_ids = tuple(g.group_id for g in initial_state(system).group.groups)
+        self.broker_partition = {p: TopicPartition(p, 0) for p in self.partitions}
+        if self.offsets_partition in self.spec_partitions:
+            group_coordinator = self.cluster.broker.group_coordinator
+            self.broker_partition[self.offsets_partition] = group_coordinator.partition_for(s.group_id)
         self.producers, self.txn_no, self.results, self.marker_answers = {}, {}, [], []
         self.handles, self.instances, self.lost, self.lost_markers = {}, {}, [], []
         self.max_in_flight = s.max_in_flight
@@ -243,7 +243,7 @@ class ImplAdapter:
         """How the spec names the implementation's clients, partitions and members (the message mapping's)."""
         instance_of = {name: who for who, names in self.instances.items() for name in names}
         members = {m.member_id: f"member-{who.removeprefix('producer-')}" for who, m in self.members.items()}
-        return Names(instance_of.get, {impl_partition(p): p for p in self.partitions}, members,
+        return Names(instance_of.get, {self.broker_partition[p]: p for p in self.partitions}, members,
                      self.offsets_partition, self.generation_offset)
 
     def _in_flight(self) -> list[tuple[Any, Envelope]]:
@@ -282,6 +282,12 @@ class ImplAdapter:
         client_side = envelope.target if envelope.target in self.producers else envelope.source
         return client_side not in self.producers or m.client in self._clients(client_side, envelope.tag)
 
+    def _same_partition(self, impl_name: str, spec_name: str) -> bool:
+        """Whether a marker's partition is the spec's: any offsets partition is the group's (the spec names one)."""
+        if spec_name in self.partitions:
+            return impl_name == self.broker_partition[spec_name]
+        return TopicPartition.of(impl_name).topic == GROUP_METADATA_TOPIC
+
     def _not_enabled(self, step: Any, why: str = "") -> StepNotEnabledError:
         pending = [repr(m) for m in self.cluster.network.messages]
         return StepNotEnabledError(f"{step.action}" + (f" ({why})" if why else ""), pending)
@@ -319,9 +325,9 @@ class ImplAdapter:
                     p.begin_transaction()
                     self.txn_no[who] += 1
                 elif kind is K.SEND:
-                    p.send(impl_partition(action.partition), b"v")
+                    p.send(self.broker_partition[action.partition], b"v")
                 elif kind is K.SEND_OFFSETS_TO_TRANSACTION:
-                    result = p.send_offsets_to_transaction({"input-0": self.txn_no[who]}, self.group,
+                    result = p.send_offsets_to_transaction({INPUT: self.txn_no[who]}, self.group,
                                                            self.members.get(who))
                 elif kind is K.COMMIT_TRANSACTION:
                     result = p.commit_transaction()
@@ -348,7 +354,7 @@ class ImplAdapter:
             # a lost produce (or its lost answer): the client's request timeout fires first; then retry.backoff.ms
             # elapses and the client's Sender drains the batch waiting for its retry if it is the first in flight
             name, producer = self.producers[action.actor]
-            partition = impl_partition(action.message.target)
+            partition = self.broker_partition[action.message.target]
             lost = [m for m in self.lost if m.client == name and isinstance(m.request, implm.Produce)
                     and m.request.partition == partition]
             if lost:
@@ -369,7 +375,8 @@ class ImplAdapter:
         elif kind is K.EXPIRE_BATCH:
             _, producer = self.producers[action.actor]
             try:
-                producer.expire_batch(impl_partition(action.partition), action.batch[3] if action.batch else None)
+                producer.expire_batch(self.broker_partition[action.partition],
+                                      action.batch[3] if action.batch else None)
             except InvalidRequestError as exc:
                 raise self._not_enabled(step, str(exc)) from None
         elif kind is K.FAILOVER:
@@ -392,7 +399,7 @@ class ImplAdapter:
         elif kind is K.REBALANCE:
             self._rebalance(action.actor)
         elif kind is K.EXPIRE_PRODUCERS:  # producer.id.expiration.ms passes for the partition's idle producers
-            partition = self.cluster.broker.partition(impl_partition(action.partition))
+            partition = self.cluster.broker.partition(self.broker_partition[action.partition])
             partition.remove_expired_producers(self.cluster.now_ms + partition.producer_state.producer_id_expiration_ms)
         elif kind is K.ADMIN_ABORT:  # Admin.abortTransaction: the admin's WriteTxnMarkers, straight to the leader
             self._admin_abort(action.body)
@@ -401,7 +408,7 @@ class ImplAdapter:
         elif kind is K.OFFSET_COMMIT:  # an admin's plain commit of the input offset, outside group management
             from txnspec.impl.membership import MemberIdentity
 
-            self.cluster.broker.group_coordinator.handle_offset_commit(self.group, {"input-0": 0},
+            self.cluster.broker.group_coordinator.handle_offset_commit(self.group, {INPUT: 0},
                                                                        now_ms=self.cluster.now_ms,
                                                                        member=MemberIdentity())
         else:
@@ -430,7 +437,7 @@ class ImplAdapter:
         # two transactional ids may send markers to one partition (the group's), and after a failover the old and
         # the new coordinator's markers of one transaction may both be answered: match all three
         answered = next((a for a in self.marker_answers
-                         if _same_partition(a[0].partition, source) and a[0].transactional_id == tid
+                         if self._same_partition(a[0].partition, source) and a[0].transactional_id == tid
                          and a[0].coordinator_epoch == coordinator_epoch), None)
         if answered is None:
             raise self._not_enabled(step, "no marker answer from that partition")
@@ -469,7 +476,7 @@ class ImplAdapter:
         from txnspec.impl.errors import Errors
 
         partition = step.action.body.partition
-        lost = [mk for mk in self.lost_markers if _same_partition(mk.partition, partition)]
+        lost = [mk for mk in self.lost_markers if self._same_partition(mk.partition, partition)]
         if not lost:
             raise self._not_enabled(step, "no marker to that partition was lost")
         self.lost_markers.remove(lost[-1])
@@ -542,11 +549,11 @@ class ImplAdapter:
         return offsets
 
     def observe(self) -> dict[str, Any]:
-        broker_name = {p: p if p == self.offsets_partition else impl_partition(p) for p in self.spec_partitions}
+        broker_name = self.broker_partition
         visible = {p: {"read_committed": self._visible(broker_name[p], "READ_COMMITTED"),
                        "read_uncommitted": self._visible(broker_name[p], "READ_UNCOMMITTED")}
                    for p in self.spec_partitions}
-        _, committed = self.cluster.broker.group_coordinator.fetch_offsets(self.group, ["input-0"])
+        _, committed = self.cluster.broker.group_coordinator.fetch_offsets(self.group, [INPUT])
         return {"visible": visible, "offsets": {f"{self.group}/{tp}": off for tp, off in committed.items()}}
 
     def project(self, expected: dict[str, Any]) -> dict[str, Any]:
@@ -562,6 +569,5 @@ class ImplAdapter:
     def abstract_state(self) -> AbstractState:
         """The implementation's state as the spec's abstraction (:mod:`.impl_abstraction`)."""
         producers = {who: p for who, (_, p) in self.producers.items()}
-        partitions = {p: p if p == self.offsets_partition else impl_partition(p) for p in self.spec_partitions}
-        return of_cluster(self.cluster, self.names(), producers, partitions, self.txn_no, self.generation_offset,
-                          self.group_ids)
+        return of_cluster(self.cluster, self.names(), producers, self.broker_partition, self.txn_no,
+                          self.generation_offset, self.group_ids)

@@ -5,13 +5,11 @@ v11, the transaction admin workflow of ``kafka-transactions.sh``). ``-m kafka``:
 
 from __future__ import annotations
 
-import shutil
 import socket
 import struct
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -48,23 +46,9 @@ from txnspec.serve.protocol import ApiVersionsRequest, ApiVersionsResponse
 from txnspec.serve.server import ServerThread
 
 pytestmark = pytest.mark.kafka
-MISSING = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
 
 
-@pytest.fixture(scope="module")
-def real_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[int], kafka.RunningKafka]]:
-    if MISSING:
-        pytest.skip(f"real Kafka needs {' and '.join(MISSING)} on PATH (Java 17 and Maven)")
-    started: dict[int, kafka.RunningKafka] = {}
-    with ExitStack() as stack:
-        def get(transaction_version: int) -> kafka.RunningKafka:
-            if transaction_version not in started:
-                workdir = tmp_path_factory.mktemp(f"kafka-serve-tv{transaction_version}")
-                started[transaction_version] = stack.enter_context(
-                    kafka.kafka_broker(workdir, None, transaction_version))
-            return started[transaction_version]
-
-        yield get
+# real_kafka: the shared fixture of tests/conftest.py (one Kafka per transaction version, kept for the run)
 
 
 def both(real_kafka: Callable[[int], kafka.RunningKafka], tv: int, steps: Callable[[str], Any]) -> tuple[Any, Any]:
