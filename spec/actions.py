@@ -89,6 +89,7 @@ class ActionKind(enum.StrEnum):
     EXPIRE_PRODUCERS = "expire producer ids"  # ProducerStateManager.removeExpiredProducers on one partition
     EXPIRE_TRANSACTIONAL_ID = "expire transactional id"  # TransactionStateManager.removeExpiredTransactionalIds
     OFFSET_COMMIT = "plain OffsetCommit"  # an admin's commit from outside group management
+    ADMIN_ABORT = "admin abort"  # Admin.abortTransaction: WriteTxnMarkers from an admin to the partition leader
     # the protocol's own recovery
     RESEND_MARKER = "resend marker"
     RETRY = "retry"
@@ -186,6 +187,8 @@ def _render(a: Action) -> str:
         return f"{who}'s member heartbeats and is reconciled to the group epoch"
     if kind is K.EXPIRE_BATCH:
         return f"{who} gives up on its produce to {a.partition}"
+    if kind is K.ADMIN_ABORT:
+        return f"an admin aborts at {a.partition}: {a.message}"
     if kind is K.RESEND_MARKER:
         return f"{COORDINATOR} re-sends {describe(a.body)}"
     if a.message is not None:  # RETRY of a produce

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 GROUP_PROTOCOLS = ("classic", "consumer")  # ConsumerConfig group.protocol
 MAX_IN_FLIGHT = 5  # ProducerConfig: idempotence requires max.in.flight.requests.per.connection <= 5
 FAULTS = ("loss", "duplicate", "append_failure", "timeout", "failover", "crash", "expire_batch", "rebalance",
-          "expire_producer", "expire_transactional_id", "plain_commit")
+          "expire_producer", "expire_transactional_id", "plain_commit", "admin_abort")
 
 
 @dataclass(frozen=True)
@@ -210,6 +210,13 @@ FAULTS_COMBINED = scenario(Scenario(
     "producer crash, in any order",
     transactions_per_producer=2, max_epoch=6, max_sequence=3,
     faults={"loss": 1, "append_failure": 1, "crash": 1}))
+
+ADMIN_ABORT = scenario(Scenario(
+    "admin-abort", "one producer, two transactions on one partition; the producer may crash, leaving its "
+    "transaction open, and an admin abort it at the partition (kafka-transactions.sh abort: WriteTxnMarkers from "
+    "the admin, the coordinator not consulted) before the coordinator or a new instance does",
+    transactions_per_producer=2, max_epoch=6, max_sequence=3, faults={"crash": 1, "admin_abort": 1},
+    expected_states=2_401))
 
 
 REBALANCE = scenario(Scenario(

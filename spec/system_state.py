@@ -51,6 +51,7 @@ class Budget:
     expire_producer: int = 0
     expire_transactional_id: int = 0
     plain_commit: int = 0
+    admin_abort: int = 0
 
 
 @value

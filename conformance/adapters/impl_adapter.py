@@ -71,7 +71,7 @@ K = ActionKind
 FAULT_BUDGET: dict[ActionKind, str] = {
     K.LOSE: "loss", K.DUPLICATE: "duplicate", K.APPEND_FAILS: "append_failure", K.TIMEOUT: "timeout",
     K.FAILOVER: "failover", K.CRASH: "crash", K.EXPIRE_BATCH: "expire_batch", K.REBALANCE: "rebalance",
-    K.REASSIGN: "rebalance"}
+    K.REASSIGN: "rebalance", K.ADMIN_ABORT: "admin_abort"}
 BLOCKING_CALLS = frozenset({K.INIT_TRANSACTIONS, K.SEND_OFFSETS_TO_TRANSACTION, K.COMMIT_TRANSACTION,
                             K.ABORT_TRANSACTION, K.COMPLETE_TRANSACTION})
 
@@ -428,6 +428,8 @@ class ImplAdapter:
         elif kind is K.EXPIRE_PRODUCERS:  # producer.id.expiration.ms passes for the partition's idle producers
             partition = self.cluster.broker.partition(self.broker_partition[action.partition])
             partition.remove_expired_producers(self.cluster.now_ms + partition.producer_state.producer_id_expiration_ms)
+        elif kind is K.ADMIN_ABORT:  # Admin.abortTransaction: the admin's WriteTxnMarkers, straight to the leader
+            self._admin_abort(action.body)
         elif kind is K.EXPIRE_TRANSACTIONAL_ID:  # transactional.id.expiration.ms passes for the idle ids
             self.cluster.broker.txn_coordinator.expire_transactional_ids(self.cluster.now_ms, 0)
         elif kind is K.OFFSET_COMMIT:  # an admin's plain commit of the input offset, outside group management
@@ -519,6 +521,16 @@ class ImplAdapter:
             self.cluster.deliver(m)
         finally:
             log.refused_appends.clear()  # a request that wrote nothing had nothing refused (as in the spec)
+
+    def _admin_abort(self, marker: spec.WriteTxnMarkers) -> None:
+        """The marker the spec's admin sent (producer id and epoch, coordinator epoch, transaction version 0),
+        appended by the partition as serve's WriteTxnMarkers handler appends an admin's; the coordinator is not
+        told. A refusal the spec did not make shows as the partition's state differing after the step."""
+        from txnspec.impl.log import ControlType
+
+        partition = self.cluster.broker.partition(impl_partition(marker.partition))
+        partition.write_txn_marker(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
+                                   ControlType.ABORT, marker.transaction_version, now_ms=self.cluster.now_ms)
 
     def _crash(self, who: str) -> None:
         name, _ = self.producers[who]
