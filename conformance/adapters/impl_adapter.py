@@ -41,8 +41,8 @@ import contextlib
 import json
 from typing import Any
 
+import txnspec.conformance.adapters.impl_consumer_group as consumer_group
 from txnspec.conformance.abstraction import AbstractState
-from txnspec.conformance.adapters import impl_consumer_group as consumer_group
 from txnspec.conformance.adapters.impl_abstraction import DIFFERENCES, differences, of_cluster
 from txnspec.conformance.adapters.impl_messages import Names, marker_answer
 from txnspec.conformance.adapters.impl_messages import envelope as spec_envelope
@@ -528,7 +528,7 @@ class ImplAdapter:
         told. A refusal the spec did not make shows as the partition's state differing after the step."""
         from txnspec.impl.log import ControlType
 
-        partition = self.cluster.broker.partition(impl_partition(marker.partition))
+        partition = self.cluster.broker.partition(self.broker_partition[marker.partition])
         partition.write_txn_marker(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
                                    ControlType.ABORT, marker.transaction_version, now_ms=self.cluster.now_ms)
 
