@@ -3,10 +3,9 @@
 Kafka's ``TopicPartition.toString`` is ``topic-N``, and the implementation names partitions by that text: its
 maps are keyed by it, its directories are called so (``UnifiedLog.logDirName``), its records hold it. A
 :class:`TopicPartition` is that name *and* its two fields: a ``str`` equal to (and hashed as) ``topic-N``, so
-every map keyed by names finds it, whose :attr:`~TopicPartition.topic` and
-:attr:`~TopicPartition.partition_index` are read, never cut out of the text again. Whoever names a partition
-(serve from the wire's topic and index, the lock-step adapter from the spec's topics, the broker for its internal
-topics) makes one.
+every map keyed by names finds it, whose :attr:`~TopicPartition.topic` and :attr:`~TopicPartition.partition`
+are read, never cut out of the text again. Whoever names a partition (serve from the wire's topic and index, the
+lock-step adapter from the spec's topics, the broker for its internal topics) makes one.
 
 Text that arrives as text (a directory found on disk, a name a test or a request wrote) is read once by
 :meth:`TopicPartition.parse`, Kafka's ``UnifiedLog.parseTopicPartitionName``: the one place a name is parsed.
@@ -22,18 +21,19 @@ MAX_NAME_LENGTH = 249  # Topic.MAX_NAME_LENGTH
 
 
 class TopicPartition(str):
-    """``topic-N`` with its fields: ``TopicPartition("in", 0) == "in-0"``, ``.topic == "in"``, ``.partition_index == 0``
-    (Kafka's ``partition()``; not ``partition``, which would hide ``str.partition``).
+    """``topic-N`` with its fields: ``TopicPartition("in", 0) == "in-0"``, ``.topic == "in"``, ``.partition == 0``
+    (Kafka's ``partition()``; it hides ``str.partition``, which nothing calls on a partition's name: a call fails
+    loudly, ``'int' object is not callable``).
 
     >>> tp = TopicPartition("orders-eu", 3)
-    >>> tp, tp.topic, tp.partition_index
+    >>> tp, tp.topic, tp.partition
     ('orders-eu-3', 'orders-eu', 3)
     >>> {"orders-eu-3": 1}[tp], TopicPartition.parse("orders-eu-3").topic, TopicPartition.parse("orders")
     (1, 'orders-eu', None)
     """
 
     topic: str
-    partition_index: int
+    partition: int  # type: ignore[assignment]  # Kafka's partition(); hides str.partition (never called on a name)
 
     def __new__(cls, topic: str, partition: int) -> TopicPartition:
         if not isinstance(topic, str) or not topic:
@@ -42,7 +42,7 @@ class TopicPartition(str):
             raise ValueError(f"a partition index must be an integer >= 0, got {partition!r}")
         self = super().__new__(cls, f"{topic}-{partition}")
         object.__setattr__(self, "topic", topic)
-        object.__setattr__(self, "partition_index", partition)
+        object.__setattr__(self, "partition", partition)
         return self
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -52,10 +52,10 @@ class TopicPartition(str):
         raise AttributeError(f"TopicPartition is immutable: cannot delete {name}")
 
     def __getnewargs__(self) -> tuple[str, int]:  # type: ignore[override]  # pickle and copy rebuild from fields
-        return self.topic, self.partition_index
+        return self.topic, self.partition
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return TopicPartition, (self.topic, self.partition_index)
+        return TopicPartition, (self.topic, self.partition)
 
     @classmethod
     def parse(cls, text: object) -> TopicPartition | None:

@@ -127,10 +127,10 @@ def handle_offset_commit(wb: WireBroker, request: Request) -> Any:
                             int(body.generation_id_or_member_epoch))
     if offsets:
         errors = wb.broker.group_coordinator.handle_offset_commit(body.group_id, offsets, now_ms=wb.now(),
-                                                                  member=member)
+                                                                  member=member, api_version=v)
         for name, error in errors.items():
             tp = TopicPartition.of(name)
-            codes[(tp.topic, tp.partition_index)] = error.code
+            codes[(tp.topic, tp.partition)] = error.code
     by_topic: dict[str, list[Any]] = {}
     for (t, p), code in codes.items():
         by_topic.setdefault(t, []).append(R.OffsetCommitResponseTopic.OffsetCommitResponsePartition(
@@ -149,7 +149,7 @@ def _group_offsets(wb: WireBroker, request: Request, group_id: str, topics: Any,
         return Errors.COORDINATOR_NOT_AVAILABLE.code, {}
     if topics is None:
         names = sorted({tp for (g, tp) in coordinator.committed if g == group_id})
-        wanted = [(tp.topic, tp.partition_index) for tp in map(TopicPartition.of, names)]
+        wanted = [(tp.topic, tp.partition) for tp in map(TopicPartition.of, names)]
     else:
         wanted = [(t.name, int(p)) for t in topics for p in t.partition_indexes]
     out: dict[str, list[tuple[int, int, int]]] = {}

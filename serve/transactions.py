@@ -114,7 +114,7 @@ def handle_txn_offset_commit(wb: WireBroker, request: Request) -> Any:
                 offsets.append((TopicPartition(t.name, int(p.partition_index)), int(p.committed_offset)))
     codes: dict[tuple[str, int], int] = {tp: Errors.UNKNOWN_TOPIC_OR_PARTITION.code for tp in unknown}
     if offsets and not wb.coordinates_group(request, body.group_id):  # the group's coordinator takes it
-        codes.update({(tp.topic, tp.partition_index): NOT_COORDINATOR for tp, _ in offsets})
+        codes.update({(tp.topic, tp.partition): NOT_COORDINATOR for tp, _ in offsets})
     elif offsets:
         member = MemberIdentity(body.member_id or "", body.group_instance_id, int(body.generation_id)) if v >= 3 \
             else MemberIdentity()
@@ -123,7 +123,7 @@ def handle_txn_offset_commit(wb: WireBroker, request: Request) -> Any:
                                              api_version=v), wb.now())
         errors = dict(r.partition_errors)
         for tp, _ in offsets:
-            codes[(tp.topic, tp.partition_index)] = wb.error_for(request, errors.get(tp, r.error))
+            codes[(tp.topic, tp.partition)] = wb.error_for(request, errors.get(tp, r.error))
     by_topic: dict[str, list[Any]] = {}
     for (t, p), code in codes.items():
         by_topic.setdefault(t, []).append(R.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition(

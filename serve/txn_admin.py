@@ -61,7 +61,7 @@ def _by_topic(partitions: set[str]) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
     for name in sorted(partitions):
         tp = TopicPartition.of(name)
-        out.setdefault(tp.topic, []).append(tp.partition_index)
+        out.setdefault(tp.topic, []).append(tp.partition)
     return out
 
 

@@ -41,8 +41,10 @@ import contextlib
 import json
 from typing import Any
 
+import txnspec.conformance.adapters.impl_consumer_group as consumer_group
 from txnspec.conformance.abstraction import AbstractState
 from txnspec.conformance.adapters.impl_abstraction import DIFFERENCES, differences, of_cluster
+from txnspec.conformance.adapters.impl_faults import FaultSteps
 from txnspec.conformance.adapters.impl_group import GroupMembers
 from txnspec.conformance.adapters.impl_messages import Names, marker_answer
 from txnspec.conformance.adapters.impl_messages import envelope as spec_envelope
@@ -71,9 +73,10 @@ K = ActionKind
 # the scenario's fault budget (spec/scenarios.py FAULTS) each fault step spends: the trace's environment
 FAULT_BUDGET: dict[ActionKind, str] = {
     K.LOSE: "loss", K.DUPLICATE: "duplicate", K.APPEND_FAILS: "append_failure", K.TIMEOUT: "timeout",
-    K.FAILOVER: "failover", K.CRASH: "crash", K.EXPIRE_BATCH: "expire_batch", K.REBALANCE: "rebalance"}
+    K.FAILOVER: "failover", K.CRASH: "crash", K.EXPIRE_BATCH: "expire_batch", K.REBALANCE: "rebalance",
+    K.REASSIGN: "rebalance", K.ADMIN_ABORT: "admin_abort"}
 BLOCKING_CALLS = frozenset({K.INIT_TRANSACTIONS, K.SEND_OFFSETS_TO_TRANSACTION, K.COMMIT_TRANSACTION,
-                            K.ABORT_TRANSACTION})
+                            K.ABORT_TRANSACTION, K.COMPLETE_TRANSACTION})
 
 
 # the consumed input partition whose offsets the producers commit (the spec's offsets are of one input)
@@ -85,7 +88,7 @@ _CLIENT_CALLS = ("initTransactions", "beginTransaction", "sendOffsetsToTransacti
                  "abortTransaction")
 
 
-class ImplAdapter:
+class ImplAdapter(FaultSteps):
     observes = ("visible", "offsets", "errors", "sent")
 
     def __init__(self, rules: Any = None) -> None:
@@ -112,6 +115,10 @@ class ImplAdapter:
         self.broker_partition: dict[str, TopicPartition] = {}
         self.group_ids: tuple[str, ...] = ()
         self.generation_offset = 0  # see impl_messages.Names
+        # KIP-939: the producers enable 2PC; each producer's external coordinator's durable record (the
+        # PreparedTxnState stored with a commit decision, None for an abort), which survives a crash
+        self.two_phase_commit = False
+        self.recorded: dict[str, tuple[int, int] | None] = {}
 
     def reset(self, scenario: str, variant: str = "current") -> None:
         from txnspec.impl.broker import BrokerConfig
@@ -124,8 +131,11 @@ class ImplAdapter:
         s = system.scenario
         # the scenario's epoch bound stands for Short.MAX_VALUE in the spec: the broker gets the same bound, so
         # epoch exhaustion (and the producer-id rotation after it) comes at the same step in both
+        self.two_phase_commit, self.recorded = s.two_phase_commit, {}
         self.cluster = Cluster(transaction_version=s.transaction_version,
-                               config=BrokerConfig(max_producer_epoch=s.max_epoch), rules=self.rules or KAFKA)
+                               config=BrokerConfig(max_producer_epoch=s.max_epoch,
+                                                   transaction_two_phase_commit_enable=s.two_phase_commit),
+                               rules=self.rules or KAFKA)
         self.partitions, self.group = s.partitions, s.group_id
         self.offsets_partition = system.offsets_partition
         self.abstraction_differences = {**type(self).abstraction_differences, **differences(s.transaction_version)}
@@ -145,7 +155,10 @@ class ImplAdapter:
             self.txn_no[producer_address(p.index)] = 0
         self.generation_offset = 0
         self.group_members = GroupMembers(self.cluster.broker.membership, s.group_id)
-        if s.group_members:
+        if s.group_protocol == "consumer":
+            members = {producer_address(p.index): p.member_id for p in initial_state(system).producers}
+            self.generation_offset = consumer_group.form(self, members) - s.initial_generation
+        elif s.group_members:
             self.group_members.form(list(self.producers))
             self.generation_offset = self.cluster.broker.membership.groups[self.group].generation_id \
                 - s.initial_generation
@@ -161,7 +174,7 @@ class ImplAdapter:
         return self.group_members
 
     def _start_producer(self, who: Any, transactional_id: str) -> None:
-        handle = self.cluster.producer(transactional_id)
+        handle = self.cluster.producer(transactional_id, enable_two_pc=self.two_phase_commit)
         # the spec's producer sends each record in its own Produce, up to the scenario's max_in_flight per
         # partition (spec/producer.py): batch.size of one record and max.in.flight.requests.per.connection
         handle.producer.batch_records = 1
@@ -286,7 +299,17 @@ class ImplAdapter:
             result = None
             try:
                 if kind is K.INIT_TRANSACTIONS:
-                    result = p.init_transactions()
+                    # a 2PC instance restarted after a crash keeps the prepared transaction (as the spec's)
+                    result = p.init_transactions(keep_prepared_txn=self.two_phase_commit
+                                                 and len(self.instances[who]) > 1)
+                elif kind is K.PREPARE_TRANSACTION:
+                    p.prepare_transaction()
+                elif kind is K.DECIDE_COMMIT:  # the external coordinator stores the client's PreparedTxnState
+                    self.recorded[who] = p.tm.prepared_txn_state
+                elif kind is K.DECIDE_ABORT:
+                    self.recorded[who] = None
+                elif kind is K.COMPLETE_TRANSACTION:
+                    result = p.complete_transaction(self.recorded.get(who) or (-1, -1))
                 elif kind is K.BEGIN_TRANSACTION:
                     p.begin_transaction()
                     self.txn_no[who] += 1
@@ -362,11 +385,19 @@ class ImplAdapter:
             self._append_fails(step)
         elif kind is K.CRASH:
             self._crash(action.actor)
+        elif kind is K.REBALANCE and self.cluster.broker.consumer_groups.groups:
+            consumer_group.fence(self, action.actor)
         elif kind is K.REBALANCE:
             self.members_of_group().rebalance(action.actor)
+        elif kind is K.REASSIGN:
+            consumer_group.reassign(self, action.actor)
+        elif kind is K.HEARTBEAT:
+            consumer_group.heartbeat(self, action.actor)
         elif kind is K.EXPIRE_PRODUCERS:  # producer.id.expiration.ms passes for the partition's idle producers
             partition = self.cluster.broker.partition(self.broker_partition[action.partition])
             partition.remove_expired_producers(self.cluster.now_ms + partition.producer_state.producer_id_expiration_ms)
+        elif kind is K.ADMIN_ABORT:  # Admin.abortTransaction: the admin's WriteTxnMarkers, straight to the leader
+            self._admin_abort(action.body)
         elif kind is K.EXPIRE_TRANSACTIONAL_ID:  # transactional.id.expiration.ms passes for the idle ids
             self.cluster.broker.txn_coordinator.expire_transactional_ids(self.cluster.now_ms, 0)
         elif kind is K.OFFSET_COMMIT:  # an admin's plain commit of the input offset, outside group management
@@ -411,62 +442,6 @@ class ImplAdapter:
             raise self._not_enabled(step, describe_mismatch(expected, [actual]))
         self.marker_answers.remove(answered)
         return answered
-
-    def _lose(self, step: Any) -> None:
-        if isinstance(step.action.body, spec.WriteTxnMarkersResponse):
-            marker, _ = self._take_marker_answer(step)
-            self.lost_markers.append(marker)
-            return
-        m = self._match(step)
-        self.cluster.network.lose(m)
-        if isinstance(m.request, TxnMarker):
-            self.lost_markers.append(m.request)
-        else:
-            self.lost.append(m)
-
-    def _retry(self, step: Any) -> None:
-        """The client's request timeout fires for a lost transactional request (or one whose answer was lost); a
-        produce's retry is handled with the retry backoff in :meth:`apply`."""
-        action = step.action
-        name, producer = self.producers[action.actor]
-        awaited = producer.in_flight_txn[0] if producer.in_flight_txn is not None else None
-        lost = [m for m in self.lost if m.client == name and m.request is awaited]
-        if not lost:
-            raise self._not_enabled(step, "the implementation's client lost nothing it waits for")
-        self.lost.remove(lost[-1])
-        self.cluster.time_out(lost[-1])
-
-    def _resend_marker(self, step: Any) -> None:
-        from txnspec.impl.errors import Errors
-
-        partition = step.action.body.partition
-        lost = [mk for mk in self.lost_markers if self._same_partition(mk.partition, partition)]
-        if not lost:
-            raise self._not_enabled(step, "no marker to that partition was lost")
-        self.lost_markers.remove(lost[-1])
-        self.cluster.broker.txn_coordinator.on_marker_response(lost[-1], Errors.REQUEST_TIMED_OUT, self.cluster.now_ms)
-        self.cluster._dispatch()
-
-    def _append_fails(self, step: Any) -> None:
-        """Deliver the request with the coordinator's transaction-log partition refusing its next append."""
-        from txnspec.impl.errors import Errors
-
-        m = self._match(step)
-        log = self.cluster.broker.txn_coordinator.txn_manager.partition_for(m.request.transactional_id)
-        log.refuse_next_append(Errors.NOT_ENOUGH_REPLICAS)
-        try:
-            self.cluster.deliver(m)
-        finally:
-            log.refused_appends.clear()  # a request that wrote nothing had nothing refused (as in the spec)
-
-    def _crash(self, who: Any) -> None:
-        name, _ = self.producers[who]
-        in_flight = list(self.cluster.network.messages)
-        self.cluster.crash_producer(self.handles[who])
-        # what the dead instance sent stays on its way (the spec keeps it); answers to it are dropped on delivery
-        self.cluster.network.messages = in_flight
-        self.lost = [m for m in self.lost if m.client != name]
-        self._start_producer(who, self.transactional_ids[who])
 
     # --- observation ---
 

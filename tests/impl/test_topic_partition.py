@@ -18,11 +18,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_a_partition_is_its_name_with_its_fields() -> None:
     tp = TopicPartition("orders-eu", 3)
-    assert (tp, tp.topic, tp.partition_index) == ("orders-eu-3", "orders-eu", 3)
+    assert (tp, tp.topic, tp.partition) == ("orders-eu-3", "orders-eu", 3)
     assert {"orders-eu-3": 1}[tp] == 1 and hash(tp) == hash("orders-eu-3")  # maps keyed by names find it
     assert json.dumps({tp: 1}) == '{"orders-eu-3": 1}'
     for again in (pickle.loads(pickle.dumps(tp)), copy.deepcopy(tp)):
-        assert type(again) is TopicPartition and (again.topic, again.partition_index) == ("orders-eu", 3)
+        assert type(again) is TopicPartition and (again.topic, again.partition) == ("orders-eu", 3)
     with pytest.raises(AttributeError, match="immutable"):
         tp.topic = "x"  # type: ignore[misc]
 
@@ -48,7 +48,7 @@ def test_the_broker_names_its_internal_partitions_and_finds_them_on_disk(tmp_pat
     broker.close()
     reopened = Broker(data_dir=str(tmp_path))
     assert all(isinstance(name, TopicPartition) for name in reopened.partitions)
-    assert {(n.topic, n.partition_index) for n in reopened.partitions} >= {("in", 0), ("__transaction_state", 0),
+    assert {(n.topic, n.partition) for n in reopened.partitions} >= {("in", 0), ("__transaction_state", 0),
                                                                     ("__consumer_offsets", 49)}
     reopened.close()
 
