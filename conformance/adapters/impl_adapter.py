@@ -44,8 +44,8 @@ from typing import Any
 import txnspec.conformance.adapters.impl_consumer_group as consumer_group
 from txnspec.conformance.abstraction import AbstractState
 from txnspec.conformance.adapters.impl_abstraction import DIFFERENCES, differences, of_cluster
+from txnspec.conformance.adapters.impl_classic_group import GroupMembers
 from txnspec.conformance.adapters.impl_faults import FaultSteps
-from txnspec.conformance.adapters.impl_group import GroupMembers
 from txnspec.conformance.adapters.impl_messages import Names, marker_answer
 from txnspec.conformance.adapters.impl_messages import envelope as spec_envelope
 from txnspec.conformance.adapters.impl_reads import VisibleReads

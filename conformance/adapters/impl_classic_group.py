@@ -1,4 +1,4 @@
-"""The spec's consumer group (KIP-447 scenarios) driven through the implementation's own membership protocol.
+"""The spec's classic consumer group (KIP-447 scenarios) driven through the implementation's membership protocol.
 
 System
     Each spec producer's application consumes in one classic group (``ClassicGroup``): its consumer joins
