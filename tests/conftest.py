@@ -71,7 +71,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     costs = _module_costs()
     by_module: dict[str, list[pytest.Item]] = {}
     for item in items:
-        by_module.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+        by_module.setdefault(_module_of(item), []).append(item)
+
     def estimate(module: str) -> float:
         tests = by_module[module]
         jvm = any(t.get_closest_marker("kafka") or t.get_closest_marker("spark") for t in tests)
@@ -91,10 +92,15 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return
     cpu, wall = _cpu_seconds(), time.monotonic()
     yield
-    row = {"test": item.nodeid, "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+    row = {"test": item.nodeid, "module": _module_of(item), "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
            "wall": round(time.monotonic() - wall, 3), "cpu": round(_cpu_seconds() - cpu, 3)}
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(row) + "\n")
+
+
+def _module_of(item: pytest.Item) -> str:
+    """The test's module as xdist's loadfile scope names it: its path from the root directory."""
+    return item.path.relative_to(item.config.rootpath).as_posix()
 
 
 def _cpu_seconds() -> float:

@@ -25,7 +25,7 @@ def costs(lines: list[str], cpu_only: bool = False) -> dict[str, float]:
     for line in lines:
         row = json.loads(line)
         cost = float(row["cpu"]) if cpu_only else max(float(row["cpu"]), float(row["wall"]))
-        out[row["test"].split("::", 1)[0]] += cost
+        out[row["module"]] += cost
     return dict(out)
 
 
