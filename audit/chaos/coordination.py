@@ -236,7 +236,9 @@ class _Replay:
                 elif not start.open and op.f in ("commit", "abort"):
                     yield start, note + "not sent (no partition added: the client ends it alone)"
                 continue
-            wanted = CLIENT_ERRORS.get(error_name)
+            # a send's or offsets' error may be a partition's or the group coordinator's answer (a produce refused
+            # as fenced): only init, commit and abort name the transaction coordinator's answer
+            wanted = CLIENT_ERRORS.get(error_name) if op.f in ("init", "commit", "abort") else None
             if wanted is not None:
                 if error in wanted:
                     yield after, note + f"answered {error.name}"

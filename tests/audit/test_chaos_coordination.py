@@ -53,6 +53,9 @@ def test_a_fenced_instances_acknowledged_send_is_unexplained() -> None:
     b = zombie()
     b.events[[e["f"] for e in b.events].index("send") + 1].update(type="info", value={})
     assert _coordinator(b, {}).explained
+    # refused as fenced (the partition's answer, run tv1-seed211 of the second batch): no coordinator answer needed
+    b.events[[e["f"] for e in b.events].index("send") + 1].update(error="ProducerFencedException")
+    assert _coordinator(b, {}).explained
 
 
 def test_a_commit_the_partitions_show_aborted_is_unexplained() -> None:
