@@ -50,6 +50,7 @@ class Budget:
     expire_producer: int = 0
     expire_transactional_id: int = 0
     plain_commit: int = 0
+    slow_failover: int = 0
 
 
 @value
@@ -88,7 +89,8 @@ class System:
 
     def __post_init__(self) -> None:
         s, proto = self.scenario, self.protocol
-        config = replace(proto.coordinator_config, max_epoch=s.max_epoch, transaction_version=s.transaction_version)
+        config = replace(proto.coordinator_config, max_epoch=s.max_epoch, transaction_version=s.transaction_version,
+                         txn_log_partitions=s.txn_log_partitions)
         object.__setattr__(self, "coordinator_config", config)
         object.__setattr__(self, "limits", partition_mod.PartitionLimits(max_sequence=s.max_sequence,
                                                                          max_epoch=s.max_epoch))
