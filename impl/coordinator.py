@@ -24,10 +24,13 @@ with :meth:`TransactionCoordinator.on_marker_response`. ``manual_marker_completi
 coordinator never complete a prepared transaction by itself, even one without partitions: it waits for
 :meth:`TransactionCoordinator.markers_written` (the behaviour cases' ``MarkersWritten`` convention).
 
+KIP-939 as Kafka 4.4 ships it (docs/kip-939.md): ``enable2Pc`` needs ``transaction.two.phase.commit.enable``
+(else ``TRANSACTIONAL_ID_AUTHORIZATION_FAILED``), lifts the timeout bound and stores ``Int.MaxValue``, which
+``timedOutTransactions`` skips; ``keepPreparedTxn`` → ``UNSUPPORTED_VERSION``.
+
 Assumed / left out: one coordinator epoch for every transaction-log partition (Kafka keeps one per
-partition); no KIP-939 2PC (``enable2Pc`` →
-``TRANSACTIONAL_ID_AUTHORIZATION_FAILED`` as with the feature disabled, ``keepPreparedTxn`` →
-``UNSUPPORTED_VERSION``); no ACLs; Describe/ListTransactions are plain views.
+partition); no ACLs (nor the ``TWO_PHASE_COMMIT``
+one); Describe/ListTransactions are plain views.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from txnspec.impl.errors import Errors, KafkaStorageException
 from txnspec.impl.log import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, SHORT_MAX, ControlType, Record
 from txnspec.impl.partition import Partition
 from txnspec.impl.policy import KAFKA, Rules
+from txnspec.impl.topic_partition import TopicPartition
 from txnspec.impl.txn_metadata import (
     INT_MAX,
     TV_0,
@@ -77,7 +81,7 @@ def partition_for(key: str, num_partitions: int) -> int:
 
 
 def offsets_partition_for(group_id: str, num_partitions: int = 50) -> str:
-    return f"{GROUP_METADATA_TOPIC}-{partition_for(group_id, num_partitions)}"
+    return TopicPartition(GROUP_METADATA_TOPIC, partition_for(group_id, num_partitions))
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +125,7 @@ class CoordinatorConfig:
     max_producer_epoch: int = SHORT_MAX
     # loading re-sends the markers of PrepareCommit/PrepareAbort (off only in the durability sabotage matrix)
     resend_prepared_markers: bool = True
+    transaction_two_phase_commit_enable: bool = False  # transaction.two.phase.commit.enable (KIP-939)
 
 
 class ProducerIdManager:
@@ -468,12 +473,14 @@ class TransactionCoordinator:
                 return InitProducerIdResult(exc.error)
         if transactional_id == "":
             return InitProducerIdResult(Errors.INVALID_REQUEST)
-        if enable_two_pc:
+        if enable_two_pc and not self.config.transaction_two_phase_commit_enable:
             return InitProducerIdResult(Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        if keep_prepared_txn:
+        if keep_prepared_txn:  # 4.4: "the feature hasn't been implemented yet"
             return InitProducerIdResult(Errors.UNSUPPORTED_VERSION)
         if not self.txn_manager.validate_transaction_timeout_ms(enable_two_pc, txn_timeout_ms):
             return InitProducerIdResult(Errors.INVALID_TRANSACTION_TIMEOUT)
+        if enable_two_pc:
+            txn_timeout_ms = INT_MAX  # a 2PC transaction never times out (isDistributedTwoPhaseCommitTxn)
         err, md = self.txn_manager.get_transaction_state(transactional_id)
         if err is not Errors.NONE:
             return InitProducerIdResult(err)

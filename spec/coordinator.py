@@ -30,10 +30,17 @@ Assumptions
     * Epochs are bounded by ``CoordinatorConfig.max_epoch`` (Kafka: ``Short.MAX_VALUE`` = 32767) so the
       model checker can reach epoch exhaustion; "exhausted" is ``epoch >= max_epoch - 1`` as in Kafka.
 
+Two-phase commit (KIP-939, as Kafka 4.4 ships it; docs/kip-939.md)
+    ``Enable2Pc`` needs the broker config ``transaction.two.phase.commit.enable`` (else
+    ``TRANSACTIONAL_ID_AUTHORIZATION_FAILED``), lifts the timeout bound and stores ``Int.MaxValue``: such a
+    transaction is never a timeout candidate (:func:`is_timeout_candidate`). ``KeepPreparedTxn`` is answered
+    ``UNSUPPORTED_VERSION``: 4.4's coordinator does not implement it yet. The KIP's design, which keeps the
+    ongoing transaction, is the variant :func:`handle_init_producer_id_keeping_prepared`.
+
 Not modelled
-    Two-phase commit (KIP-939: ``enable2Pc``/``keepPreparedTxn``), authorization, ``DescribeTransactions``
-    and ``ListTransactions``, a coordinator epoch per transaction-log partition (one coordinator epoch for all
-    partitions: a new coordinator takes over every partition it loads at one new epoch), and batching of
+    The ``TWO_PHASE_COMMIT`` ACL, authorization, ``DescribeTransactions`` and ``ListTransactions``, a
+    coordinator epoch per transaction-log partition (one coordinator epoch for all partitions: a new coordinator
+    takes over every partition it loads at one new epoch), and batching of
     tombstones.
 
 Transaction-log partitions and loading
@@ -113,6 +120,7 @@ class CoordinatorConfig:
     max_epoch: int = SHORT_MAX_VALUE
     txn_max_timeout_ms: int = 900_000
     transaction_version: int = TV_2
+    transaction_two_phase_commit_enable: bool = False  # transaction.two.phase.commit.enable (KIP-939)
     # A prepared transaction with no partitions has no marker to wait for: Kafka writes its Complete
     # record at once. The behaviour cases leave it to an explicit MarkersWritten step.
     complete_without_markers: bool = True
@@ -484,7 +492,7 @@ def _is_valid_producer_id(md: TxnMetadata, producer_id: int, epoch: int, config:
 
 def handle_init_producer_id(cs: CoordinatorState, request: InitProducerId, *,
                             config: CoordinatorConfig = DEFAULT_CONFIG,
-                            append_error: Errors = Errors.NONE) -> CoordinatorResult:
+                            append_error: Errors = Errors.NONE, keeps_prepared: bool = False) -> CoordinatorResult:
     """``TransactionCoordinator.handleInitProducerId`` with ``prepareInitProducerIdTransit``.
 
     No transactional id: a fresh producer id at epoch 0 and no state kept. Otherwise: create the
@@ -506,8 +514,14 @@ def handle_init_producer_id(cs: CoordinatorState, request: InitProducerId, *,
     # KafkaApis: exactly one of producer id and epoch set is a malformed request.
     if (request.producer_id == NO_PRODUCER_ID) != (request.producer_epoch == NO_PRODUCER_EPOCH):
         return fail(cs, Errors.INVALID_REQUEST)
-    if not 0 < request.txn_timeout_ms <= config.txn_max_timeout_ms:
-        return fail(cs, Errors.INVALID_TRANSACTION_TIMEOUT)
+    # KIP-939 (4.4): 2PC only where the broker allows it; keepPreparedTxn is not implemented yet
+    if request.enable_two_pc and not config.transaction_two_phase_commit_enable:
+        return fail(cs, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if request.keep_prepared_txn and not keeps_prepared:
+        return fail(cs, Errors.UNSUPPORTED_VERSION)
+    if not (request.enable_two_pc or 0 < request.txn_timeout_ms <= config.txn_max_timeout_ms):
+        return fail(cs, Errors.INVALID_TRANSACTION_TIMEOUT)  # validateTransactionTimeoutMs
+    timeout_ms = INT_MAX_TIMEOUT if request.enable_two_pc else request.txn_timeout_ms
     expected = None if request.producer_id == NO_PRODUCER_ID else (request.producer_id, request.producer_epoch)
     unserved = ownership_error(cs, tid, config)
     if unserved is not Errors.NONE:
@@ -517,7 +531,7 @@ def handle_init_producer_id(cs: CoordinatorState, request: InitProducerId, *,
     if md is None:
         cs, producer_id = _allocate_producer_id(cs)
         md = TxnMetadata(tid, producer_id, NO_PRODUCER_ID, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_PRODUCER_EPOCH,
-                         request.txn_timeout_ms, EMPTY, frozenset(), -1, cs.now_ms, TV_0)
+                         timeout_ms, EMPTY, frozenset(), -1, cs.now_ms, TV_0)
         cs = with_metadata(cs, md, tid)
 
     if md.pending_state is not None:
@@ -526,6 +540,8 @@ def handle_init_producer_id(cs: CoordinatorState, request: InitProducerId, *,
         return fail(cs, Errors.PRODUCER_FENCED)
     if md.state in PREPARE_STATES:
         return fail(cs, Errors.CONCURRENT_TRANSACTIONS)
+    if md.state is ONGOING and request.keep_prepared_txn:
+        return _keep_ongoing_transaction(cs, md, timeout_ms, append_error, config)
     if md.state is ONGOING:
         fence = prepare_fence_producer_epoch(md, config)
         cs, pending = prepare_transition_to(cs, md, fence, config)
@@ -544,10 +560,10 @@ def handle_init_producer_id(cs: CoordinatorState, request: InitProducerId, *,
     if is_epoch_exhausted(md.producer_epoch, config.max_epoch) and (
             expected is None or expected[1] == md.producer_epoch):
         cs, new_producer_id = _allocate_producer_id(cs)
-        transit = prepare_producer_id_rotation(md, new_producer_id, request.txn_timeout_ms, cs.now_ms,
+        transit = prepare_producer_id_rotation(md, new_producer_id, timeout_ms, cs.now_ms,
                                                record_last_epoch=expected is not None)
     else:
-        transit = prepare_increment_producer_epoch(md, request.txn_timeout_ms,
+        transit = prepare_increment_producer_epoch(md, timeout_ms,
                                                    None if expected is None else expected[1], cs.now_ms,
                                                    config.max_epoch)
     if isinstance(transit, Errors):
@@ -560,6 +576,50 @@ def handle_init_producer_id(cs: CoordinatorState, request: InitProducerId, *,
         return fail(done.state, done.error, done.appended)
     return CoordinatorResult(done.state, InitProducerIdResponse(Errors.NONE, transit.producer_id,
                                                                 transit.producer_epoch), done.appended)
+
+
+def _keep_ongoing_transaction(cs: CoordinatorState, md: TxnMetadata, timeout_ms: int, append_error: Errors,
+                              config: CoordinatorConfig) -> CoordinatorResult:
+    """KIP-939's ``keepPreparedTxn`` on an Ongoing transaction (the KIP's design; 4.4 answers UNSUPPORTED_VERSION
+    before getting here): the transaction stays open with its partitions, the epoch is bumped so that the crashed
+    instance is fenced, and the answer carries both pairs: the new one to write with, and the ongoing one to match
+    against the external coordinator's ``PreparedTxnState``.
+
+    The KIP persists the ongoing pair in a tagged field of ``TransactionLogValue``; the spec keeps its epoch in
+    ``last_producer_epoch`` (kept by a second recovery, cleared by the next transition), which a failover would
+    lose: the 2PC scenarios have none. Epoch exhaustion (a new producer id) is left out."""
+    tid = md.transactional_id
+    ongoing_epoch = md.last_producer_epoch if md.last_producer_epoch != NO_PRODUCER_EPOCH else md.producer_epoch
+    transit = _transit(md, ONGOING, producer_epoch=md.producer_epoch + 1, last_producer_epoch=ongoing_epoch,
+                       txn_timeout_ms=timeout_ms, txn_last_update_ms=cs.now_ms)
+    cs, pending = prepare_transition_to(cs, md, transit, config)
+    if pending is None:
+        return CoordinatorResult(cs, InitProducerIdResponse(Errors.UNKNOWN_SERVER_ERROR))
+    if append_error is not Errors.NONE:
+        cs = with_metadata(cs, replace(pending, pending_state=None), tid)
+        return CoordinatorResult(cs, InitProducerIdResponse(map_append_error(append_error)))
+    t = transit
+    kept = TxnMetadata(tid, t.producer_id, t.prev_producer_id, t.next_producer_id, t.producer_epoch,
+                       t.last_producer_epoch, t.txn_timeout_ms, t.state, t.partitions, t.txn_start_ms,
+                       t.txn_last_update_ms, t.transaction_version, has_failed_epoch_fence=md.has_failed_epoch_fence)
+    cs = with_metadata(replace(cs, txn_log=_put(cs.txn_log, tid, transit)), kept, tid)
+    return CoordinatorResult(cs, InitProducerIdResponse(Errors.NONE, md.producer_id, transit.producer_epoch,
+                                                        md.producer_id, ongoing_epoch), ((tid, transit),))
+
+
+def handle_init_producer_id_keeping_prepared(cs: CoordinatorState, request: InitProducerId, *,
+                                             config: CoordinatorConfig = DEFAULT_CONFIG,
+                                             append_error: Errors = Errors.NONE) -> CoordinatorResult:
+    """KIP-939's design of ``handleInitProducerId`` (neither 4.4 nor trunk has it yet): ``keepPreparedTxn`` keeps
+    an ongoing transaction (:func:`_keep_ongoing_transaction`) instead of answering UNSUPPORTED_VERSION."""
+    return handle_init_producer_id(cs, request, config=config, append_error=append_error, keeps_prepared=True)
+
+
+def is_timeout_candidate(md: TxnMetadata) -> bool:
+    """``TransactionStateManager.timedOutTransactions``' filter, time aside: an Ongoing transaction with nothing
+    pending that is not a distributed two-phase commit (``isDistributedTwoPhaseCommitTxn``: timeout
+    ``Int.MaxValue``, KIP-939: only the external coordinator completes it)."""
+    return md.pending_state is None and md.state is ONGOING and md.txn_timeout_ms != INT_MAX_TIMEOUT
 
 
 # --- AddPartitionsToTxn / AddOffsetsToTxn ----------------------------------------------------------
@@ -901,8 +961,7 @@ def markers_written(cs: CoordinatorState, tid: str, *, config: CoordinatorConfig
 def timed_out_transactions(cs: CoordinatorState, now_ms: int) -> tuple[str, ...]:
     """``TransactionStateManager.timedOutTransactions``: Ongoing, nothing pending, start + timeout < now."""
     return tuple(tid for tid, md in cs.cache
-                 if md.pending_state is None and md.state is ONGOING and md.txn_timeout_ms != INT_MAX_TIMEOUT
-                 and md.txn_start_ms + md.txn_timeout_ms < now_ms)
+                 if is_timeout_candidate(md) and md.txn_start_ms + md.txn_timeout_ms < now_ms)
 
 
 def abort_timed_out_transaction(cs: CoordinatorState, tid: str, *, config: CoordinatorConfig = DEFAULT_CONFIG,

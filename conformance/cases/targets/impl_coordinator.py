@@ -59,7 +59,8 @@ class CoordinatorSession:
         md = None if g.metadata is None else metadata_from_case(self.tid, g.metadata)
         self.config = CoordinatorConfig(txn_max_timeout_ms=g.txn_max_timeout_ms,
                                         transaction_version=md.client_transaction_version if md else TV_2,
-                                        manual_marker_completion=True)
+                                        manual_marker_completion=True,
+                                        transaction_two_phase_commit_enable=g.transaction_two_phase_commit_enable)
         self.log = Partition("__transaction_state-0")
         self.coordinator = TransactionCoordinator([self.log], ProducerIdManager(g.next_producer_id), self.config,
                                                   load=False)
@@ -94,7 +95,8 @@ class CoordinatorSession:
         c = self.coordinator
         if isinstance(step, steps.InitProducerIdStep):
             r = c.handle_init_producer_id(step.transactional_id, step.txn_timeout_ms, step.producer_id,
-                                          step.producer_epoch, now_ms=self.now_ms)
+                                          step.producer_epoch, now_ms=self.now_ms, enable_two_pc=step.enable_two_pc,
+                                          keep_prepared_txn=step.keep_prepared_txn)
             return r.error.name, r.producer_id, r.producer_epoch
         if isinstance(step, steps.AddPartitionsToTxnStep):
             err = c.handle_add_partitions_to_txn(step.transactional_id, step.producer_id, step.producer_epoch,
