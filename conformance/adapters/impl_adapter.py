@@ -41,8 +41,8 @@ import contextlib
 import json
 from typing import Any
 
+import txnspec.conformance.adapters.impl_consumer_group as consumer_group
 from txnspec.conformance.abstraction import AbstractState
-from txnspec.conformance.adapters import impl_consumer_group as consumer_group
 from txnspec.conformance.adapters.impl_abstraction import DIFFERENCES, differences, of_cluster
 from txnspec.conformance.adapters.impl_messages import Names, marker_answer
 from txnspec.conformance.adapters.impl_messages import envelope as spec_envelope
