@@ -33,13 +33,15 @@ from typing import Any
 from txnspec.spec import consumer_group as cg
 from txnspec.spec import coordinator as coord
 from txnspec.spec import group as group_mod
+from txnspec.spec import partition as partition_mod
 from txnspec.spec.actions import Action, ActionKind
 from txnspec.spec.brokers import coordinator_step, marker_envelope
 from txnspec.spec.errors import Errors
-from txnspec.spec.messages import Produce, WriteTxnMarkersResponse
+from txnspec.spec.messages import Produce, TransactionResult, WriteTxnMarkers, WriteTxnMarkersResponse
 from txnspec.spec.network import COORDINATOR, GROUP, NETWORK, Envelope, contexts, deliveries, producer_index, send
 from txnspec.spec.producer import (
     FATAL_ERROR,
+    INITIALIZING,
     READY,
     UNINITIALIZED,
     ClientConfig,
@@ -58,7 +60,7 @@ from txnspec.spec.system_state import (
     with_partition,
     with_producer,
 )
-from txnspec.spec.txn_state import ONGOING
+from txnspec.spec.txn_state import ONGOING, PREPARE_STATES
 from txnspec.spec.values import SMALL_TABLE_SIZE, intern, memoised, replace
 
 K = ActionKind
@@ -80,12 +82,12 @@ def environment_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
                        make(cs, partitions, group, producers, send(network, envelope), spend(b, "duplicate"), ghost))
     if b.timeout:
         for tid, md in cs.cache:
-            if md.state is ONGOING and md.pending_state is None:
+            if system.protocol.is_timeout_candidate(md):
                 cs2, ghost2, sent = system.memo(timeout_effect)(cs, ghost, tid)
                 yield (intern(Action(K.TIMEOUT, COORDINATOR, transactional_id=tid)),
                        make(cs2, partitions, group, producers, send(network, *sent), spend(b, "timeout"), ghost2))
     for tid, md in cs.cache:
-        if md.state is ONGOING and md.pending_state is None and _abandoned(state, tid):
+        if system.protocol.is_timeout_candidate(md) and _abandoned(state, tid):
             cs2, ghost2, sent = system.memo(timeout_effect)(cs, ghost, tid)
             yield (intern(Action(K.ABANDONED_TIMEOUT, COORDINATOR, transactional_id=tid)),
                    make(cs2, partitions, group, producers, send(network, *sent), b, ghost2))
@@ -95,7 +97,10 @@ def environment_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
                make(cs2, partitions, group, producers, send(network, *sent), spend(b, "failover"), ghost))
     for p in producers:
         who = p.address
-        if b.crash and p.phase is not UNINITIALIZED:
+        # 2PC: no crash while initialising: the crashed instance's late InitProducerId (without keepPreparedTxn)
+        # would abort its successor's prepared transaction, a hazard of KIP-939's design (docs/kip-939.md)
+        if b.crash and p.phase is not UNINITIALIZED and not (system.client.two_phase_commit
+                                                              and p.phase is INITIALIZING):
             yield (intern(Action(K.CRASH, who)),
                    make(cs, partitions, group, with_producer(producers, restarted(p)), network, spend(b, "crash"),
                         ghost))
@@ -117,6 +122,8 @@ def environment_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
         yield from heartbeat_steps(system, state)
     if b.expire_producer or b.expire_transactional_id or b.plain_commit:
         yield from expiry_steps(system, state)
+    if b.admin_abort:
+        yield from admin_abort_steps(system, state)
     yield from client_retry_steps(system, state)
     yield from marker_retry_steps(system, state)
 
@@ -163,6 +170,46 @@ def expiry_steps(system: System, state: SystemState) -> Iterator[tuple[Action, S
                         spend(b, "expire_transactional_id"), intern(ghost2)))
     if b.plain_commit:
         yield _plain_commit(system, replace(state, budget=spend(b, "plain_commit")))
+
+
+ADMIN = "admin"  # the lifeline of an admin client (its answer ends with it: no actor waits for it)
+
+
+def admin_abort_steps(system: System, state: SystemState) -> Iterator[tuple[Action, SystemState]]:
+    """``kafka-transactions.sh abort``: an admin finds a transaction open on a partition (``describeProducers``)
+    and sends ``Admin.abortTransaction`` (``AbortTransactionHandler``): one ``WriteTxnMarkers`` ABORT to the
+    partition leader with the producer id and epoch and the coordinator epoch the partition reported
+    (``coordinatorEpoch().orElse(0)``), transaction version 0; the leader appends it as any marker
+    (``append_end_txn_marker``). The coordinator is not consulted and does not learn of it.
+
+    The admin aborts only what the tool's workflow is for: a transaction no coordinator drives any more
+    (``find-hanging``), or one its coordinator can only abort (Ongoing, nothing pending, and no live instance
+    of its id can end it: ``abandoned``). An abort of a transaction a producer may still commit breaks its
+    atomicity, which the tool leaves to its user."""
+    b, make = state.budget, SystemState._make
+    for name in system.scenario.partitions:
+        pstate = state.partition(name)
+        for pid in partition_mod.open_transactions(pstate):
+            if not _admin_may_abort(state, name, pid):
+                continue
+            entry = pstate.entry(pid)
+            marker = WriteTxnMarkers(name, pid, entry.producer_epoch, max(entry.coordinator_epoch, 0),
+                                     TransactionResult.ABORT, 0)
+            pstate2, _ = system.protocol.append_end_txn_marker(pstate, pid, marker.producer_epoch,
+                                                               marker.coordinator_epoch, marker.result,
+                                                               marker.transaction_version, limits=system.limits)
+            ghost2 = replace(state.ghost, admin_aborted=state.ghost.admin_aborted | {(name, pid)})
+            yield (intern(Action(K.ADMIN_ABORT, name, Envelope(ADMIN, name, marker), partition=name)),
+                   make(state.coordinator, with_partition(state.partitions, name, intern(pstate2)), state.group,
+                        state.producers, state.network, spend(b, "admin_abort"), intern(ghost2)))
+
+
+def _admin_may_abort(state: SystemState, partition: str, producer_id: int) -> bool:
+    for tid, md in state.coordinator.cache:
+        if (md.producer_id == producer_id or md.prev_producer_id == producer_id) \
+                and md.state in (ONGOING, *PREPARE_STATES) and partition in md.partitions:
+            return md.state is ONGOING and md.pending_state is None and _abandoned(state, tid)
+    return True  # hanging: no coordinator drives it
 
 
 def _producer_idle(state: SystemState, partition: str, producer_id: int) -> bool:

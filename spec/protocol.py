@@ -38,6 +38,7 @@ class Protocol:
     abort_timed_out_transaction: Handler = coord.abort_timed_out_transaction
     coordinator_failover: Handler = coord.coordinator_failover
     expire_transactional_id: Handler = coord.expire_transactional_id
+    is_timeout_candidate: Handler = coord.is_timeout_candidate  # which transactions the timeout scan may abort
     coordinator_config: coord.CoordinatorConfig = field(default_factory=coord.CoordinatorConfig)
     # partition leader
     append_data: Handler = partition_mod.append_data
@@ -53,6 +54,11 @@ class Protocol:
     # client behaviour the system model's producers follow
     client_waits_for_produce_before_end_txn: bool = True
     client_bumps_epoch_after_abortable_error: bool = True  # KIP-360 (TV < 2)
+    # KafkaProducer.completeTransaction commits only when the PreparedTxnState handed in matches (KIP-939)
+    client_complete_compares_prepared_state: bool = True
+    # InitProducerIdHandler on a kept transaction: 4.4 leaves transactionStarted false, so the EndTxn of
+    # completeTransaction is completed locally without an RPC (docs/kip-939.md)
+    client_kept_transaction_started: bool = False
 
     def but(self, name: str, description: str, **overrides: Any) -> Protocol:
         """This protocol with some handlers or switches replaced, under a new name."""

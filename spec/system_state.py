@@ -51,6 +51,7 @@ class Budget:
     expire_producer: int = 0
     expire_transactional_id: int = 0
     plain_commit: int = 0
+    admin_abort: int = 0
 
 
 @value
@@ -89,7 +90,8 @@ class System:
 
     def __post_init__(self) -> None:
         s, proto = self.scenario, self.protocol
-        config = replace(proto.coordinator_config, max_epoch=s.max_epoch, transaction_version=s.transaction_version)
+        config = replace(proto.coordinator_config, max_epoch=s.max_epoch, transaction_version=s.transaction_version,
+                         transaction_two_phase_commit_enable=s.two_phase_commit)
         object.__setattr__(self, "coordinator_config", config)
         object.__setattr__(self, "limits", partition_mod.PartitionLimits(max_sequence=s.max_sequence,
                                                                          max_epoch=s.max_epoch))
@@ -100,7 +102,10 @@ class System:
             group_id=s.group_id, transaction_version=s.transaction_version, max_sequence=s.max_sequence,
             waits_for_produce_before_end_txn=proto.client_waits_for_produce_before_end_txn,
             bumps_epoch_after_abortable_error=proto.client_bumps_epoch_after_abortable_error,
-            max_in_flight=s.max_in_flight, expires_batches=s.budget("expire_batch") > 0))
+            max_in_flight=s.max_in_flight, expires_batches=s.budget("expire_batch") > 0,
+            two_phase_commit=s.two_phase_commit,
+            complete_compares_prepared_state=proto.client_complete_compares_prepared_state,
+            kept_transaction_started=proto.client_kept_transaction_started))
 
     @property
     def tv2(self) -> bool:

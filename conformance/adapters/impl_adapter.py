@@ -71,9 +71,9 @@ K = ActionKind
 FAULT_BUDGET: dict[ActionKind, str] = {
     K.LOSE: "loss", K.DUPLICATE: "duplicate", K.APPEND_FAILS: "append_failure", K.TIMEOUT: "timeout",
     K.FAILOVER: "failover", K.CRASH: "crash", K.EXPIRE_BATCH: "expire_batch", K.REBALANCE: "rebalance",
-    K.REASSIGN: "rebalance"}
+    K.REASSIGN: "rebalance", K.ADMIN_ABORT: "admin_abort"}
 BLOCKING_CALLS = frozenset({K.INIT_TRANSACTIONS, K.SEND_OFFSETS_TO_TRANSACTION, K.COMMIT_TRANSACTION,
-                            K.ABORT_TRANSACTION})
+                            K.ABORT_TRANSACTION, K.COMPLETE_TRANSACTION})
 
 
 # the consumed input partition whose offsets the producers commit (the spec's offsets are of one input)
@@ -116,6 +116,10 @@ class ImplAdapter:
         self.broker_partition: dict[str, TopicPartition] = {}
         self.group_ids: tuple[str, ...] = ()
         self.generation_offset = 0  # see impl_messages.Names
+        # KIP-939: the producers enable 2PC; each producer's external coordinator's durable record (the
+        # PreparedTxnState stored with a commit decision, None for an abort), which survives a crash
+        self.two_phase_commit = False
+        self.recorded: dict[str, tuple[int, int] | None] = {}
 
     def reset(self, scenario: str, variant: str = "current") -> None:
         from txnspec.impl.broker import BrokerConfig
@@ -128,8 +132,11 @@ class ImplAdapter:
         s = system.scenario
         # the scenario's epoch bound stands for Short.MAX_VALUE in the spec: the broker gets the same bound, so
         # epoch exhaustion (and the producer-id rotation after it) comes at the same step in both
+        self.two_phase_commit, self.recorded = s.two_phase_commit, {}
         self.cluster = Cluster(transaction_version=s.transaction_version,
-                               config=BrokerConfig(max_producer_epoch=s.max_epoch), rules=self.rules or KAFKA)
+                               config=BrokerConfig(max_producer_epoch=s.max_epoch,
+                                                   transaction_two_phase_commit_enable=s.two_phase_commit),
+                               rules=self.rules or KAFKA)
         self.partitions, self.group = s.partitions, s.group_id
         self.offsets_partition = system.offsets_partition
         self.abstraction_differences = {**type(self).abstraction_differences, **differences(s.transaction_version)}
@@ -199,7 +206,7 @@ class ImplAdapter:
         self._sync(others)
 
     def _start_producer(self, who: str, transactional_id: str) -> None:
-        handle = self.cluster.producer(transactional_id)
+        handle = self.cluster.producer(transactional_id, enable_two_pc=self.two_phase_commit)
         # the spec's producer sends each record in its own Produce, up to the scenario's max_in_flight per
         # partition (spec/producer.py): batch.size of one record and max.in.flight.requests.per.connection
         handle.producer.batch_records = 1
@@ -324,7 +331,17 @@ class ImplAdapter:
             result = None
             try:
                 if kind is K.INIT_TRANSACTIONS:
-                    result = p.init_transactions()
+                    # a 2PC instance restarted after a crash keeps the prepared transaction (as the spec's)
+                    result = p.init_transactions(keep_prepared_txn=self.two_phase_commit
+                                                 and len(self.instances[who]) > 1)
+                elif kind is K.PREPARE_TRANSACTION:
+                    p.prepare_transaction()
+                elif kind is K.DECIDE_COMMIT:  # the external coordinator stores the client's PreparedTxnState
+                    self.recorded[who] = p.tm.prepared_txn_state
+                elif kind is K.DECIDE_ABORT:
+                    self.recorded[who] = None
+                elif kind is K.COMPLETE_TRANSACTION:
+                    result = p.complete_transaction(self.recorded.get(who) or (-1, -1))
                 elif kind is K.BEGIN_TRANSACTION:
                     p.begin_transaction()
                     self.txn_no[who] += 1
@@ -411,6 +428,8 @@ class ImplAdapter:
         elif kind is K.EXPIRE_PRODUCERS:  # producer.id.expiration.ms passes for the partition's idle producers
             partition = self.cluster.broker.partition(self.broker_partition[action.partition])
             partition.remove_expired_producers(self.cluster.now_ms + partition.producer_state.producer_id_expiration_ms)
+        elif kind is K.ADMIN_ABORT:  # Admin.abortTransaction: the admin's WriteTxnMarkers, straight to the leader
+            self._admin_abort(action.body)
         elif kind is K.EXPIRE_TRANSACTIONAL_ID:  # transactional.id.expiration.ms passes for the idle ids
             self.cluster.broker.txn_coordinator.expire_transactional_ids(self.cluster.now_ms, 0)
         elif kind is K.OFFSET_COMMIT:  # an admin's plain commit of the input offset, outside group management
@@ -502,6 +521,16 @@ class ImplAdapter:
             self.cluster.deliver(m)
         finally:
             log.refused_appends.clear()  # a request that wrote nothing had nothing refused (as in the spec)
+
+    def _admin_abort(self, marker: spec.WriteTxnMarkers) -> None:
+        """The marker the spec's admin sent (producer id and epoch, coordinator epoch, transaction version 0),
+        appended by the partition as serve's WriteTxnMarkers handler appends an admin's; the coordinator is not
+        told. A refusal the spec did not make shows as the partition's state differing after the step."""
+        from txnspec.impl.log import ControlType
+
+        partition = self.cluster.broker.partition(self.broker_partition[marker.partition])
+        partition.write_txn_marker(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
+                                   ControlType.ABORT, marker.transaction_version, now_ms=self.cluster.now_ms)
 
     def _crash(self, who: str) -> None:
         name, _ = self.producers[who]
