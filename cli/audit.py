@@ -95,6 +95,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
                     stage(f"client level ({args.ops} transactions)")
                     report.rules.extend(run_client_audit(target.bootstrap, args.ops, args.seed, args.out))
+                    from txnspec.audit.member_epoch import run_member_epoch_rule
+
+                    stage("KIP-848 member epochs")
+                    report.rules.append(run_member_epoch_rule(target.bootstrap, run))
         except BrokerUnavailable as exc:
             print(f"txnspec audit: broker {args.broker!r} unavailable: {exc}", file=sys.stderr)
             return EXIT_USAGE

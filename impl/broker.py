@@ -248,9 +248,19 @@ class Broker(BrokerStorage):
         errors = self.group_coordinator.handle_txn_offset_commit(request.group_id, request.producer_id,
                                                                  request.producer_epoch, dict(request.offsets),
                                                                  now_ms=now_ms, member=request.member,
-                                                                 api_version=request.api_version)
+                                                                 api_version=self._txn_offset_commit_version(request))
         first = next(iter(errors.values()), Errors.NONE)
         return Response(first, partition_errors=tuple(sorted(errors.items())), correlation_id=rid)
+
+    def _txn_offset_commit_version(self, request: TxnOffsetCommit) -> int:
+        """The request's version; without a wire version, the one Kafka 4.4's client sends at the broker's
+        transaction version (``TxnOffsetCommitRequest.Builder``: a TV1 producer is capped at
+        ``LAST_STABLE_VERSION_BEFORE_TRANSACTION_V2``, 4; a TV2 one sends the newest, 6). It decides how a
+        consumer group's stale member epoch is answered (ILLEGAL_GENERATION before v6)."""
+        if request.api_version is not None:
+            return request.api_version
+        return TXN_OFFSET_COMMIT_VERSION_LATEST if self.config.transaction_version >= TV_2 \
+            else TXN_OFFSET_COMMIT_VERSION_GENERIC_ERROR
 
     def _verify_txn_offset_commit(self, request: TxnOffsetCommit, partition: str, offsets_log: Partition,
                                   now_ms: int) -> Errors:
@@ -468,6 +478,7 @@ def validate_request(request: object) -> str:
 PRODUCE_VERSION_GENERIC_ERROR = 11
 PRODUCE_VERSION_ADD_PARTITION = 12  # ADD_PARTITION: the leader adds the partition itself (transaction version 2)
 TXN_OFFSET_COMMIT_VERSION_GENERIC_ERROR, TXN_OFFSET_COMMIT_VERSION_ADD_PARTITION = 4, 5
+TXN_OFFSET_COMMIT_VERSION_LATEST = 6  # Kafka 4.4's newest (topics by id; STALE_MEMBER_EPOCH)
 
 
 def _generic_error_supported(request: Produce) -> bool:

@@ -327,8 +327,9 @@ def offsets_committed(state: SystemState) -> bool:
 
 
 def no_fenced_member_offsets_commit(state: SystemState) -> bool:
-    """No offsets the group took from a member fenced by a rebalance (evicted, or of an older generation)
-    are ever committed (KIP-447: the zombie's input position never overrides the new owner's)."""
+    """No offsets the group took from a member fenced by a rebalance (evicted, of an older generation, or of a
+    member epoch at which it did not hold the partition) are ever committed (KIP-447, KIP-848: the zombie's
+    input position never overrides the new owner's)."""
     return not state.ghost.fenced_offsets_committed
 
 
