@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from txnspec.impl import durability as _durability
 from txnspec.impl.checkpoint import Checkpoints, CorruptDataError, StorageError
+from txnspec.impl.consumer_groups import ConsumerGroups
 from txnspec.impl.coordinator import (
     GROUP_METADATA_TOPIC,
     TRANSACTION_STATE_TOPIC,
@@ -147,6 +148,8 @@ class Broker:
         self.group_coordinator.load()
         self.membership = Membership()  # classic group membership; its checks apply to commits naming a member
         self.group_coordinator.membership = self.membership
+        self.consumer_groups = ConsumerGroups()  # KIP-848's groups: their commits are checked by member epoch
+        self.group_coordinator.consumer_groups = self.consumer_groups
         if data_dir is not None:
             try:
                 self._check_producer_id_block()
@@ -324,7 +327,8 @@ class Broker:
             return Response(err, partition_errors=tuple((tp, err) for tp, _ in request.offsets), correlation_id=rid)
         errors = self.group_coordinator.handle_txn_offset_commit(request.group_id, request.producer_id,
                                                                  request.producer_epoch, dict(request.offsets),
-                                                                 now_ms=now_ms, member=request.member)
+                                                                 now_ms=now_ms, member=request.member,
+                                                                 api_version=request.api_version)
         first = next(iter(errors.values()), Errors.NONE)
         return Response(first, partition_errors=tuple(sorted(errors.items())), correlation_id=rid)
 

@@ -97,6 +97,8 @@ class Ghost:
     two_phase_timed_out: bool = False
     kept: frozenset[tuple[int, int]] = frozenset()
     written_under_kept: frozenset[tuple[str, int]] = frozenset()
+    # the (partition, producer id) of every open transaction an admin aborted (Admin.abortTransaction)
+    admin_aborted: frozenset[tuple[str, int]] = frozenset()
 
     def tell(self, tag: Tag, outcome: str) -> Ghost:
         return replace(self, told=in_order(self.told, (tag, outcome)))

@@ -318,6 +318,10 @@ def expired_id_reinitialised(state: SystemState) -> bool:
     return state.ghost.reinitialised_after_expiry
 
 
+def admin_aborted_a_transaction(state: SystemState) -> bool:
+    return bool(state.ghost.admin_aborted)
+
+
 def plain_commit_overtakes_pending_offsets(state: SystemState) -> bool:
     return state.ghost.plain_overtook_pending
 
@@ -473,6 +477,10 @@ def properties(system: System) -> tuple[Property[Any], ...]:
                                      description=(expired_id_never_resurrects_epoch.__doc__ or "").splitlines()[0]))
         props.append(Property.sometimes("expired_id_reinitialised", expired_id_reinitialised,
                                         description="An expired transactional id was initialised again."))
+    if s.budget("admin_abort"):
+        props.append(Property.sometimes("admin_aborted_a_transaction", admin_aborted_a_transaction,
+                                        description="An admin aborted a transaction open on a partition "
+                                                    "(Admin.abortTransaction)."))
     if s.budget("plain_commit"):
         props.append(Property.always("plain_commit_survives_marker", on(plain_commit_survives_marker, "group", "ghost"),
                                      partner="plain_commit_overtakes_pending_offsets",

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from txnspec.spec import consumer_group
 from txnspec.spec import coordinator as coord
 from txnspec.spec import group as group_mod
 from txnspec.spec import partition as partition_mod
@@ -46,6 +47,7 @@ class Protocol:
     expire_producer_ids: Handler = partition_mod.expire_producer_ids
     # group coordinator
     validate_offset_commit: Handler = group_mod.validate_offset_commit
+    validate_consumer_offset_commit: Handler = consumer_group.validate_offset_commit  # KIP-848's groups
     handle_offset_commit: Handler = group_mod.handle_offset_commit
     handle_txn_offset_commit: Handler = group_mod.handle_txn_offset_commit
     complete_pending_txn_offset_commit: Handler = group_mod.complete_pending_txn_offset_commit

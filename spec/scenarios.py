@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+GROUP_PROTOCOLS = ("classic", "consumer")  # ConsumerConfig group.protocol
 MAX_IN_FLIGHT = 5  # ProducerConfig: idempotence requires max.in.flight.requests.per.connection <= 5
 FAULTS = ("loss", "duplicate", "append_failure", "timeout", "failover", "crash", "expire_batch", "rebalance",
-          "expire_producer", "expire_transactional_id", "plain_commit")
+          "expire_producer", "expire_transactional_id", "plain_commit", "admin_abort")
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,11 @@ class Scenario:
     # the producers' applications are the members of a classic consumer group, generation 1 at the start, and
     # commit offsets naming their member (KIP-447); the fault "rebalance" evicts the first producer's member
     group_members: bool = False
+    # the group's protocol (group.protocol): "classic" (JoinGroup/SyncGroup, generations, KIP-447) or "consumer"
+    # (KIP-848: ConsumerGroupHeartbeat, member epochs; producer i's consumer owns input-i). Under "consumer" the
+    # fault "rebalance" fences the first producer's member: its session times out (it is removed) or the
+    # target moves its partition to the next member (its epoch is bumped once the partition is released)
+    group_protocol: str = "classic"
     # KIP-939: the producers enable two-phase commit (transaction.two.phase.commit.enable on client and broker);
     # an external coordinator prepares each transaction, records its decision durably and completes it, and an
     # instance restarted after a crash initialises with keepPreparedTxn
@@ -86,6 +92,10 @@ class Scenario:
             problems.append("records_per_transaction must be >= 1, or 0 when the transactions commit offsets")
         if self.group_members and not self.commit_offsets:
             problems.append("group_members needs commit_offsets")
+        if self.group_protocol not in GROUP_PROTOCOLS:
+            problems.append(f"group_protocol must be one of {', '.join(GROUP_PROTOCOLS)}, not {self.group_protocol!r}")
+        elif self.group_protocol == "consumer" and not self.group_members:
+            problems.append("group_protocol 'consumer' needs group_members")
         if self.budget("rebalance") and not self.group_members:
             problems.append("the fault 'rebalance' needs group_members")
         if self.budget("plain_commit") and (not self.commit_offsets or self.group_members):
@@ -201,6 +211,13 @@ FAULTS_COMBINED = scenario(Scenario(
     transactions_per_producer=2, max_epoch=6, max_sequence=3,
     faults={"loss": 1, "append_failure": 1, "crash": 1}))
 
+ADMIN_ABORT = scenario(Scenario(
+    "admin-abort", "one producer, two transactions on one partition; the producer may crash, leaving its "
+    "transaction open, and an admin abort it at the partition (kafka-transactions.sh abort: WriteTxnMarkers from "
+    "the admin, the coordinator not consulted) before the coordinator or a new instance does",
+    transactions_per_producer=2, max_epoch=6, max_sequence=3, faults={"crash": 1, "admin_abort": 1},
+    expected_states=2_401))
+
 
 REBALANCE = scenario(Scenario(
     "rebalance", "KIP-447: two consume-transform-produce instances in one consumer group, one transaction each "
@@ -208,6 +225,16 @@ REBALANCE = scenario(Scenario(
     "first one's member while its transaction is open, a zombie from then on",
     transactional_ids=("t1", "t2"), records_per_transaction=0, commit_offsets=True, group_members=True,
     max_epoch=4, max_sequence=3, faults={"rebalance": 1}))
+
+
+CONSUMER_REBALANCE = scenario(Scenario(
+    "consumer-rebalance", "KIP-848: the rebalance scenario under the consumer group protocol: two instances, "
+    "members of a consumer group at epoch 1, each owning its input partition and committing its position in one "
+    "transaction; the first one's member may be fenced while its transaction is open (its session times out, "
+    "or the target moves its partition to the other member), and the other member's heartbeat then takes the "
+    "partition at the next epoch",
+    transactional_ids=("t1", "t2"), records_per_transaction=0, commit_offsets=True, group_members=True,
+    group_protocol="consumer", max_epoch=4, max_sequence=3, faults={"rebalance": 1}))
 
 
 # issue 31: the paths the behaviour cases alone covered, model-checked. Time is abstract: an expiry may come

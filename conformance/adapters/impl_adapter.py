@@ -41,6 +41,7 @@ import contextlib
 import json
 from typing import Any
 
+import txnspec.conformance.adapters.impl_consumer_group as consumer_group
 from txnspec.conformance.abstraction import AbstractState
 from txnspec.conformance.adapters.impl_abstraction import DIFFERENCES, differences, of_cluster
 from txnspec.conformance.adapters.impl_messages import Names, marker_answer
@@ -69,7 +70,8 @@ K = ActionKind
 # the scenario's fault budget (spec/scenarios.py FAULTS) each fault step spends: the trace's environment
 FAULT_BUDGET: dict[ActionKind, str] = {
     K.LOSE: "loss", K.DUPLICATE: "duplicate", K.APPEND_FAILS: "append_failure", K.TIMEOUT: "timeout",
-    K.FAILOVER: "failover", K.CRASH: "crash", K.EXPIRE_BATCH: "expire_batch", K.REBALANCE: "rebalance"}
+    K.FAILOVER: "failover", K.CRASH: "crash", K.EXPIRE_BATCH: "expire_batch", K.REBALANCE: "rebalance",
+    K.REASSIGN: "rebalance", K.ADMIN_ABORT: "admin_abort"}
 BLOCKING_CALLS = frozenset({K.INIT_TRANSACTIONS, K.SEND_OFFSETS_TO_TRANSACTION, K.COMMIT_TRANSACTION,
                             K.ABORT_TRANSACTION, K.COMPLETE_TRANSACTION})
 
@@ -153,7 +155,10 @@ class ImplAdapter:
             self._start_producer(producer_address(p.index), p.transactional_id)
             self.txn_no[producer_address(p.index)] = 0
         self.members, self.group_clock, self.generation_offset = {}, 0, 0
-        if s.group_members:
+        if s.group_protocol == "consumer":
+            members = {producer_address(p.index): p.member_id for p in initial_state(system).producers}
+            self.generation_offset = consumer_group.form(self, members) - s.initial_generation
+        elif s.group_members:
             self._form_group()
             self.generation_offset = self.cluster.broker.membership.groups[self.group].generation_id \
                 - s.initial_generation
@@ -412,11 +417,19 @@ class ImplAdapter:
             self._append_fails(step)
         elif kind is K.CRASH:
             self._crash(action.actor)
+        elif kind is K.REBALANCE and self.cluster.broker.consumer_groups.groups:
+            consumer_group.fence(self, action.actor)
         elif kind is K.REBALANCE:
             self._rebalance(action.actor)
+        elif kind is K.REASSIGN:
+            consumer_group.reassign(self, action.actor)
+        elif kind is K.HEARTBEAT:
+            consumer_group.heartbeat(self, action.actor)
         elif kind is K.EXPIRE_PRODUCERS:  # producer.id.expiration.ms passes for the partition's idle producers
             partition = self.cluster.broker.partition(self.broker_partition[action.partition])
             partition.remove_expired_producers(self.cluster.now_ms + partition.producer_state.producer_id_expiration_ms)
+        elif kind is K.ADMIN_ABORT:  # Admin.abortTransaction: the admin's WriteTxnMarkers, straight to the leader
+            self._admin_abort(action.body)
         elif kind is K.EXPIRE_TRANSACTIONAL_ID:  # transactional.id.expiration.ms passes for the idle ids
             self.cluster.broker.txn_coordinator.expire_transactional_ids(self.cluster.now_ms, 0)
         elif kind is K.OFFSET_COMMIT:  # an admin's plain commit of the input offset, outside group management
@@ -508,6 +521,16 @@ class ImplAdapter:
             self.cluster.deliver(m)
         finally:
             log.refused_appends.clear()  # a request that wrote nothing had nothing refused (as in the spec)
+
+    def _admin_abort(self, marker: spec.WriteTxnMarkers) -> None:
+        """The marker the spec's admin sent (producer id and epoch, coordinator epoch, transaction version 0),
+        appended by the partition as serve's WriteTxnMarkers handler appends an admin's; the coordinator is not
+        told. A refusal the spec did not make shows as the partition's state differing after the step."""
+        from txnspec.impl.log import ControlType
+
+        partition = self.cluster.broker.partition(self.broker_partition[marker.partition])
+        partition.write_txn_marker(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
+                                   ControlType.ABORT, marker.transaction_version, now_ms=self.cluster.now_ms)
 
     def _crash(self, who: str) -> None:
         name, _ = self.producers[who]

@@ -155,6 +155,16 @@ class CoordinatorLoadStep:
 
 
 @dataclass(frozen=True)
+class OwnershipStep:
+    """The case's transaction-log partition changes hands (``TransactionStateManager``): ``CoordinatorLoading``
+    (``loadTransactionsForTxnTopicPartition`` starts, at a new coordinator epoch), ``CoordinatorLoaded`` (its read
+    is done: the ids enter the cache unless the load was cancelled) or ``CoordinatorEmigration``
+    (``removeTransactionsForTxnTopicPartition``)."""
+
+    event: str
+
+
+@dataclass(frozen=True)
 class LogAppendFailsStep:
     """The next step's (first) transaction-log append fails with ``error``."""
 
@@ -163,10 +173,11 @@ class LogAppendFailsStep:
 
 CoordinatorStep = (InitProducerIdStep | AddPartitionsToTxnStep | AddOffsetsToTxnStep | EndTxnStep
                    | AbortTimedOutTransactionsStep | ExpireTransactionalIdsStep | MarkersWrittenStep
-                   | CoordinatorLoadStep | LogAppendFailsStep)
+                   | CoordinatorLoadStep | OwnershipStep | LogAppendFailsStep)
 COORDINATOR_REQUESTS = ("InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn")
+OWNERSHIP_EVENTS = ("CoordinatorLoading", "CoordinatorLoaded", "CoordinatorEmigration")
 COORDINATOR_EVENTS = ("AbortTimedOutTransactions", "ExpireTransactionalIds", "MarkersWritten", "CoordinatorLoad",
-                      "LogAppendFails")
+                      "LogAppendFails", *OWNERSHIP_EVENTS)
 
 
 def parse_coordinator_step(when: Mapping[str, Any]) -> CoordinatorStep:
@@ -193,6 +204,8 @@ def parse_coordinator_step(when: Mapping[str, Any]) -> CoordinatorStep:
                                               get_int(when, "expiration_ms", minimum=0))
         if name == "LogAppendFails":
             return LogAppendFailsStep(error_name(when))
+        if name in OWNERSHIP_EVENTS:
+            return OwnershipStep(name)
         now = get_int(when, "now_ms", minimum=0) if "now_ms" in when else None
         return MarkersWrittenStep(now) if name == "MarkersWritten" else CoordinatorLoadStep(now)
     raise CaseInputError(f"a coordinator step needs 'request' or 'event': {dict(when)!r}")

@@ -65,8 +65,10 @@ class CoordinatorSession:
         self.coordinator = TransactionCoordinator([self.log], ProducerIdManager(g.next_producer_id), self.config,
                                                   load=False)
         if md is not None:
-            # What Kafka would have on disk: the record of the current state (a pending one was not written).
-            self.log.append_records(-1, -1, -1, [Record(self.tid, value_to_json(md.prepare_no_transit(), 1))])
+            # What Kafka would have on disk: the record of the current state (a pending one was not written), as a
+            # value of the cluster's transaction version (version 0 at TV 0: no tagged fields).
+            value = value_to_json(md.prepare_no_transit(), self.config.transaction_version)
+            self.log.append_records(-1, -1, -1, [Record(self.tid, value)])
             self.coordinator.txn_manager.cache[self.tid] = md
         self.appends: list[tuple[str, TxnTransitMetadata | None]] = []
         self.coordinator.txn_manager.append_listener = lambda tid, t: self.appends.append((tid, t))
@@ -110,6 +112,14 @@ class CoordinatorSession:
             return end.error.name, end.producer_id, end.producer_epoch
         if isinstance(step, steps.LogAppendFailsStep):
             self.inject = Errors.named(step.error)
+            return None, None, None
+        if isinstance(step, steps.OwnershipStep):  # the case's id lives in the one partition, index 0
+            if step.event == "CoordinatorLoading":
+                c.begin_load({0}, c.coordinator_epoch + 1)
+            elif step.event == "CoordinatorLoaded":
+                c.finish_load(0, self.now_ms)
+            else:
+                c.emigrate(0)
             return None, None, None
         if step.now_ms is not None:
             self.now_ms = step.now_ms

@@ -118,6 +118,13 @@ class CoordinatorSession:
             return coord.markers_written(cs, self.tid, config=config, append_error=append_error)
         if isinstance(step, steps.CoordinatorLoadStep):
             return coord.coordinator_failover(cs, config=config)
+        if isinstance(step, steps.OwnershipStep):
+            partition = coord.txn_log_partition(self.tid, config)
+            if step.event == "CoordinatorLoading":
+                return coord.begin_load(cs, frozenset({partition}), config=config)
+            if step.event == "CoordinatorLoaded":
+                return coord.finish_load(cs, partition, config=config)
+            return coord.emigrate(cs, partition, config=config)
         self.next_append_error = Errors.named(step.error)
         return None
 
