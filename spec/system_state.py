@@ -107,7 +107,8 @@ class System:
             max_in_flight=s.max_in_flight, expires_batches=s.budget("expire_batch") > 0,
             two_phase_commit=s.two_phase_commit,
             complete_compares_prepared_state=proto.client_complete_compares_prepared_state,
-            kept_transaction_started=proto.client_kept_transaction_started))
+            kept_transaction_started=proto.client_kept_transaction_started,
+            sends_two_phase_fields=proto.client_sends_two_phase_fields))
 
     @property
     def tv2(self) -> bool:
