@@ -501,7 +501,7 @@ class ImplAdapter:
         told. A refusal the spec did not make shows as the partition's state differing after the step."""
         from txnspec.impl.log import ControlType
 
-        partition = self.cluster.broker.partition(impl_partition(marker.partition))
+        partition = self.cluster.broker.partition(self.broker_partition[marker.partition])
         partition.write_txn_marker(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
                                    ControlType.ABORT, marker.transaction_version, now_ms=self.cluster.now_ms)
 
