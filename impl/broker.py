@@ -462,6 +462,16 @@ class Broker:
         if self.checkpoints is not None:
             self.checkpoints.advance({n: p.log_end_offset for n, p in self.partitions.items()})
 
+    def delete_records(self, name: str, offset: int) -> tuple[Errors, int]:
+        """DeleteRecords on partition ``name`` (``ReplicaManager.deleteRecords``): its log start offset moves up
+        to ``offset`` (-1: the high watermark) and is checkpointed (``log-start-offset-checkpoint``), so a restart
+        does not read below it. Returns the error and the low watermark."""
+        error, low = self.partition(name).delete_records_before(offset)
+        if error is Errors.NONE and self.checkpoints is not None:
+            self.checkpoints.log_starts[name] = low
+            self.checkpoints.write()
+        return error, low
+
     def delete_partition(self, name: str) -> None:
         """Remove partition ``name`` (a deleted topic's): close its files, take it out of the checkpoints, then
         delete its directory. In that order a crash in between leaves a directory the checkpoints do not list
