@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from txnspec.impl import durability as _durability
 from txnspec.impl.checkpoint import Checkpoints, CorruptDataError, StorageError
+from txnspec.impl.consumer_groups import ConsumerGroups
 from txnspec.impl.coordinator import (
     GROUP_METADATA_TOPIC,
     TRANSACTION_STATE_TOPIC,
@@ -80,6 +81,7 @@ class BrokerConfig:
     snapshot_every_appends: int = 50
     # Short.MAX_VALUE, as in Kafka; smaller, epoch exhaustion comes within reach of a test (CoordinatorConfig)
     max_producer_epoch: int = SHORT_MAX
+    transaction_two_phase_commit_enable: bool = False  # KIP-939's broker config
 
 
 class Broker:
@@ -126,7 +128,8 @@ class Broker:
             num_txn_log_partitions=self.config.num_txn_log_partitions,
             num_offsets_partitions=self.config.num_offsets_partitions,
             max_producer_epoch=self.config.max_producer_epoch,
-            resend_prepared_markers=self.durability.resend_prepared_markers)
+            resend_prepared_markers=self.durability.resend_prepared_markers,
+            transaction_two_phase_commit_enable=self.config.transaction_two_phase_commit_enable)
         self.producer_ids = ProducerIdManager(next_pid, persist)
         recovery = None
         if data_dir is not None:  # a transaction log cut behind the data logs (lost power without fsync)
@@ -145,6 +148,8 @@ class Broker:
         self.group_coordinator.load()
         self.membership = Membership()  # classic group membership; its checks apply to commits naming a member
         self.group_coordinator.membership = self.membership
+        self.consumer_groups = ConsumerGroups()  # KIP-848's groups: their commits are checked by member epoch
+        self.group_coordinator.consumer_groups = self.consumer_groups
         if data_dir is not None:
             try:
                 self._check_producer_id_block()
@@ -279,7 +284,9 @@ class Broker:
             return Response(Errors.NONE if ok else Errors.COORDINATOR_NOT_AVAILABLE, correlation_id=rid)
         if isinstance(request, InitProducerId):
             r = tc.handle_init_producer_id(request.transactional_id, request.transaction_timeout_ms,
-                                           request.producer_id, request.producer_epoch, now_ms=now_ms)
+                                           request.producer_id, request.producer_epoch, now_ms=now_ms,
+                                           enable_two_pc=request.enable_two_pc,
+                                           keep_prepared_txn=request.keep_prepared_txn)
             return Response(r.error, r.producer_id, r.producer_epoch, correlation_id=rid)
         if isinstance(request, AddPartitionsToTxn):
             err = tc.handle_add_partitions_to_txn(request.transactional_id, request.producer_id,
@@ -320,7 +327,8 @@ class Broker:
             return Response(err, partition_errors=tuple((tp, err) for tp, _ in request.offsets), correlation_id=rid)
         errors = self.group_coordinator.handle_txn_offset_commit(request.group_id, request.producer_id,
                                                                  request.producer_epoch, dict(request.offsets),
-                                                                 now_ms=now_ms, member=request.member)
+                                                                 now_ms=now_ms, member=request.member,
+                                                                 api_version=request.api_version)
         first = next(iter(errors.values()), Errors.NONE)
         return Response(first, partition_errors=tuple(sorted(errors.items())), correlation_id=rid)
 

@@ -175,6 +175,7 @@ class WireBroker:
         now = self.now()
         self.broker.tick(now)
         self.broker.membership.tick(now)
+        self.broker.consumer_groups.tick(now)  # KIP-848 session timeouts
         self.deliver_markers()
         self.changes += 1
 
@@ -346,9 +347,18 @@ def handle_metadata(wb: WireBroker, request: Request) -> Any:
     else:
         topics = []
         auto = wb.config.auto_create_topics and (v < 4 or bool(body.allow_auto_topic_creation))
+        by_id = {topic.topic_id: n for n, topic in wb.topics.items()} if v >= 12 else {}
         for t in requested:
             name = t.name
-            if topic_name_problem(name):
+            if name is None and v >= 12 and getattr(t, "topic_id", None) not in (None, uuid.UUID(int=0)):
+                # a lookup by id (KafkaApis.handleTopicMetadataRequest, v12+): what a KIP-848 consumer does with
+                # the topic ids of its assignment; an unknown id is UNKNOWN_TOPIC_ID
+                known = by_id.get(t.topic_id)
+                topics.append(_metadata_topic(wb, known, Errors.NONE, v) if known is not None else
+                              MetadataResponse.MetadataResponseTopic(
+                                  error_code=Code.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id, is_internal=False,
+                                  partitions=[]))
+            elif topic_name_problem(name):
                 topics.append(_metadata_topic(wb, str(name), Errors.INVALID_REQUEST, v)
                               if name is None else _invalid_topic(str(name)))
             elif name in wb.topics or name in wb.internal:

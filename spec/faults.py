@@ -5,8 +5,10 @@ System
     Faults, each at most as often as the scenario's budget allows: lose or duplicate a message, a
     transaction timeout, a coordinator failover, a producer crash and restart, a client giving up on an
     in-flight produce (``delivery.timeout.ms``), a consumer-group rebalance that evicts the first producer's
-    member (KIP-447: that producer becomes a zombie of the group). (A failed transaction-log append is a variant of a
-    delivery to the coordinator: :func:`txnspec.spec.system.delivery_steps`.)
+    member (KIP-447: that producer becomes a zombie of the group; under KIP-848's consumer protocol its member
+    is fenced by a session timeout or a reassignment, and the other members' heartbeats reconcile them). (A
+    failed transaction-log append is a variant of a delivery to the coordinator:
+    :func:`txnspec.spec.system.delivery_steps`.)
     Recovery, not budgeted: the coordinator aborts a transaction no live producer can end any more
     (``TransactionCoordinator.abortTimedOutTransactions``), a client re-sends a request lost with its answer
     (``NetworkClient`` request timeout) or a batch answered with a retriable error (the first in flight of its
@@ -28,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from txnspec.spec import consumer_group as cg
 from txnspec.spec import coordinator as coord
 from txnspec.spec import group as group_mod
 from txnspec.spec import partition as partition_mod
@@ -38,6 +41,7 @@ from txnspec.spec.messages import Produce, TransactionResult, WriteTxnMarkers, W
 from txnspec.spec.network import COORDINATOR, GROUP, NETWORK, Envelope, contexts, deliveries, producer_index, send
 from txnspec.spec.producer import (
     FATAL_ERROR,
+    INITIALIZING,
     READY,
     UNINITIALIZED,
     ClientConfig,
@@ -78,12 +82,12 @@ def environment_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
                        make(cs, partitions, group, producers, send(network, envelope), spend(b, "duplicate"), ghost))
     if b.timeout:
         for tid, md in cs.cache:
-            if md.state is ONGOING and md.pending_state is None:
+            if system.protocol.is_timeout_candidate(md):
                 cs2, ghost2, sent = system.memo(timeout_effect)(cs, ghost, tid)
                 yield (intern(Action(K.TIMEOUT, COORDINATOR, transactional_id=tid)),
                        make(cs2, partitions, group, producers, send(network, *sent), spend(b, "timeout"), ghost2))
     for tid, md in cs.cache:
-        if md.state is ONGOING and md.pending_state is None and _abandoned(state, tid):
+        if system.protocol.is_timeout_candidate(md) and _abandoned(state, tid):
             cs2, ghost2, sent = system.memo(timeout_effect)(cs, ghost, tid)
             yield (intern(Action(K.ABANDONED_TIMEOUT, COORDINATOR, transactional_id=tid)),
                    make(cs2, partitions, group, producers, send(network, *sent), b, ghost2))
@@ -93,7 +97,10 @@ def environment_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
                make(cs2, partitions, group, producers, send(network, *sent), spend(b, "failover"), ghost))
     for p in producers:
         who = p.address
-        if b.crash and p.phase is not UNINITIALIZED:
+        # 2PC: no crash while initialising: the crashed instance's late InitProducerId (without keepPreparedTxn)
+        # would abort its successor's prepared transaction, a hazard of KIP-939's design (docs/kip-939.md)
+        if b.crash and p.phase is not UNINITIALIZED and not (system.client.two_phase_commit
+                                                              and p.phase is INITIALIZING):
             yield (intern(Action(K.CRASH, who)),
                    make(cs, partitions, group, with_producer(producers, restarted(p)), network, spend(b, "crash"),
                         ghost))
@@ -106,7 +113,13 @@ def environment_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
                        make(cs, partitions, group, with_producer(producers, q), send(network, *sent),
                             spend(b, "expire_batch"), ghost))
     if b.rebalance:
-        yield _rebalance(system, replace(state, budget=spend(b, "rebalance")))
+        spent = replace(state, budget=spend(b, "rebalance"))
+        if system.scenario.group_protocol == "consumer":
+            yield from _fence_member(system, spent)
+        else:
+            yield _rebalance(system, spent)
+    if state.group.consumer_groups:
+        yield from heartbeat_steps(system, state)
     if b.expire_producer or b.expire_transactional_id or b.plain_commit:
         yield from expiry_steps(system, state)
     if b.admin_abort:
@@ -255,6 +268,49 @@ def _rebalance(system: System, state: SystemState) -> tuple[Action, SystemState]
     assert rebalanced is not None  # complete_rebalance creates the group if it has to
     producers = intern((zombie, *(intern(replace(p, generation=rebalanced.generation_id)) for p in others)))
     return Action(K.REBALANCE, zombie.address), replace(state, group=intern(group), producers=producers)
+
+
+def _fence_member(system: System, state: SystemState) -> Iterator[tuple[Action, SystemState]]:
+    """KIP-848's zombie: the first producer's consumer is fenced while its transaction is open, in one of two
+    ways. REBALANCE: its process stalls past the session timeout and the coordinator removes its member
+    (``consumerGroupFenceMember``: group epoch bumped, the target recomputed without it). REASSIGN: the target
+    moves its partition to the next member (a new target at the next group epoch) and its background heartbeat
+    releases the partition (``CurrentAssignmentBuilder``: its member epoch moves to the group epoch, nothing
+    assigned). Either way its application goes on with its open transaction, whose offsets name the old epoch;
+    the other member takes the partition at its next heartbeat (:func:`heartbeat_steps`)."""
+    zombie, *others = state.producers
+    group = state.group.consumer_group(system.scenario.group_id)
+    assert group is not None and others  # the scenario's check: a consumer group of the producers' members
+    member = group.member(zombie.member_id)
+    if member is None:
+        return
+    removed = cg.fence_member(group, zombie.member_id)
+    yield Action(K.REBALANCE, zombie.address), replace(state, group=intern(state.group.with_consumer_group(removed)))
+    heir = others[0].member_id
+    moved = cg.new_target(group, tuple((p, heir if m == zombie.member_id else m) for p, m in group.target))
+    released = cg.reconcile(moved, member, owned=())
+    moved = state.group.with_consumer_group(cg.with_member(moved, released))
+    yield Action(K.REASSIGN, zombie.address), replace(state, group=intern(moved))
+
+
+def heartbeat_steps(system: System, state: SystemState) -> Iterator[tuple[Action, SystemState]]:
+    """A member behind its group's epoch heartbeats (``ConsumerGroupHeartbeat`` with its epoch and the partitions
+    it owns) and is reconciled; its application learns the new member epoch, which the group metadata of its
+    next ``sendOffsetsToTransaction`` carries. Not the zombie's: its process is stalled (:func:`_fence_member`)."""
+    group = state.group.consumer_group(system.scenario.group_id)
+    if group is None:
+        return
+    for p in state.producers[1:]:
+        member = group.member(p.member_id)
+        if member is None:
+            continue
+        after, result = cg.heartbeat(group, member.member_id, member.member_epoch, member.owned)
+        if after == group or result.error is not Errors.NONE:
+            continue
+        q = intern(replace(p, generation=result.member_epoch))
+        yield (Action(K.HEARTBEAT, p.address),
+               replace(state, group=intern(state.group.with_consumer_group(after)),
+                       producers=intern(with_producer(state.producers, q))))
 
 
 def _abort_timed_out(system: System, state: SystemState, tid: str) -> SystemState:

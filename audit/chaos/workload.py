@@ -202,7 +202,7 @@ class Run:
             waited = cluster.wait_ready(seconds=60.0)  # at most one node down: the last fault has healed
             tid = self.slots["producer-0"].tid or "chaos-p0"
             node_id, how = find_role([(n.node_id, n.direct) for n in cluster.up()], fault.target, tid, OUTPUT)
-            if node_id is None:
+            if node_id is None or node_id not in {n.node_id for n in cluster.nodes}:  # a broker naming itself apart
                 node_id, how = self.rng.choice(cluster.up()).node_id, f"role not found ({how}); a random node"
             node = cluster.node(node_id)
             if fault.kind == "network":
@@ -295,14 +295,15 @@ class Run:
         return merged
 
 
-def create_topics(bootstrap: str) -> None:
+def create_topics(bootstrap: str, replicas: int = 3) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     from txnspec.audit.report import BrokerUnavailable
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    topics = [NewTopic(OUTPUT, SHAPE["output_partitions"], 3, config={"min.insync.replicas": "2"}),
-              NewTopic(INPUT, SHAPE["input_partitions"], 3, config={"min.insync.replicas": "2"})]
+    isr = {"min.insync.replicas": "2"} if replicas >= 3 else {}
+    topics = [NewTopic(OUTPUT, SHAPE["output_partitions"], replicas, config=isr),
+              NewTopic(INPUT, SHAPE["input_partitions"], replicas, config=isr)]
     for name, future in admin.create_topics(topics, operation_timeout=20).items():
         try:
             future.result(30)
@@ -348,7 +349,7 @@ def java_command(cluster: Cluster) -> tuple[list[str] | None, str]:
 def run(cluster: Cluster, out: Path, faults: list[Fault], seed: int, seconds: float,
         say: Callable[[str], None] = lambda text: None) -> tuple[list[hist.Event], dict[str, Any]]:
     """The workload with ``faults`` on ``cluster``; the merged history and facts about the run."""
-    create_topics(cluster.bootstrap)
+    create_topics(cluster.bootstrap, min(3, len(cluster.nodes)))
     java, java_note = java_command(cluster)
     run_ = Run(cluster, out, seed, seconds, say, java)
     facts: dict[str, Any] = {"shape": SHAPE, "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS,

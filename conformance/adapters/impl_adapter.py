@@ -41,6 +41,7 @@ import contextlib
 import json
 from typing import Any
 
+import txnspec.conformance.adapters.impl_consumer_group as consumer_group
 from txnspec.conformance.abstraction import AbstractState
 from txnspec.conformance.adapters.impl_abstraction import DIFFERENCES, differences, of_cluster
 from txnspec.conformance.adapters.impl_messages import Names, marker_answer
@@ -70,9 +71,9 @@ K = ActionKind
 FAULT_BUDGET: dict[ActionKind, str] = {
     K.LOSE: "loss", K.DUPLICATE: "duplicate", K.APPEND_FAILS: "append_failure", K.TIMEOUT: "timeout",
     K.FAILOVER: "failover", K.CRASH: "crash", K.EXPIRE_BATCH: "expire_batch", K.REBALANCE: "rebalance",
-    K.ADMIN_ABORT: "admin_abort"}
+    K.REASSIGN: "rebalance", K.ADMIN_ABORT: "admin_abort"}
 BLOCKING_CALLS = frozenset({K.INIT_TRANSACTIONS, K.SEND_OFFSETS_TO_TRANSACTION, K.COMMIT_TRANSACTION,
-                            K.ABORT_TRANSACTION})
+                            K.ABORT_TRANSACTION, K.COMPLETE_TRANSACTION})
 
 
 # the consumed input partition whose offsets the producers commit (the spec's offsets are of one input)
@@ -115,6 +116,10 @@ class ImplAdapter:
         self.broker_partition: dict[str, TopicPartition] = {}
         self.group_ids: tuple[str, ...] = ()
         self.generation_offset = 0  # see impl_messages.Names
+        # KIP-939: the producers enable 2PC; each producer's external coordinator's durable record (the
+        # PreparedTxnState stored with a commit decision, None for an abort), which survives a crash
+        self.two_phase_commit = False
+        self.recorded: dict[str, tuple[int, int] | None] = {}
 
     def reset(self, scenario: str, variant: str = "current") -> None:
         from txnspec.impl.broker import BrokerConfig
@@ -127,8 +132,11 @@ class ImplAdapter:
         s = system.scenario
         # the scenario's epoch bound stands for Short.MAX_VALUE in the spec: the broker gets the same bound, so
         # epoch exhaustion (and the producer-id rotation after it) comes at the same step in both
+        self.two_phase_commit, self.recorded = s.two_phase_commit, {}
         self.cluster = Cluster(transaction_version=s.transaction_version,
-                               config=BrokerConfig(max_producer_epoch=s.max_epoch), rules=self.rules or KAFKA)
+                               config=BrokerConfig(max_producer_epoch=s.max_epoch,
+                                                   transaction_two_phase_commit_enable=s.two_phase_commit),
+                               rules=self.rules or KAFKA)
         self.partitions, self.group = s.partitions, s.group_id
         self.offsets_partition = system.offsets_partition
         self.abstraction_differences = {**type(self).abstraction_differences, **differences(s.transaction_version)}
@@ -147,7 +155,10 @@ class ImplAdapter:
             self._start_producer(producer_address(p.index), p.transactional_id)
             self.txn_no[producer_address(p.index)] = 0
         self.members, self.group_clock, self.generation_offset = {}, 0, 0
-        if s.group_members:
+        if s.group_protocol == "consumer":
+            members = {producer_address(p.index): p.member_id for p in initial_state(system).producers}
+            self.generation_offset = consumer_group.form(self, members) - s.initial_generation
+        elif s.group_members:
             self._form_group()
             self.generation_offset = self.cluster.broker.membership.groups[self.group].generation_id \
                 - s.initial_generation
@@ -195,7 +206,7 @@ class ImplAdapter:
         self._sync(others)
 
     def _start_producer(self, who: str, transactional_id: str) -> None:
-        handle = self.cluster.producer(transactional_id)
+        handle = self.cluster.producer(transactional_id, enable_two_pc=self.two_phase_commit)
         # the spec's producer sends each record in its own Produce, up to the scenario's max_in_flight per
         # partition (spec/producer.py): batch.size of one record and max.in.flight.requests.per.connection
         handle.producer.batch_records = 1
@@ -320,7 +331,17 @@ class ImplAdapter:
             result = None
             try:
                 if kind is K.INIT_TRANSACTIONS:
-                    result = p.init_transactions()
+                    # a 2PC instance restarted after a crash keeps the prepared transaction (as the spec's)
+                    result = p.init_transactions(keep_prepared_txn=self.two_phase_commit
+                                                 and len(self.instances[who]) > 1)
+                elif kind is K.PREPARE_TRANSACTION:
+                    p.prepare_transaction()
+                elif kind is K.DECIDE_COMMIT:  # the external coordinator stores the client's PreparedTxnState
+                    self.recorded[who] = p.tm.prepared_txn_state
+                elif kind is K.DECIDE_ABORT:
+                    self.recorded[who] = None
+                elif kind is K.COMPLETE_TRANSACTION:
+                    result = p.complete_transaction(self.recorded.get(who) or (-1, -1))
                 elif kind is K.BEGIN_TRANSACTION:
                     p.begin_transaction()
                     self.txn_no[who] += 1
@@ -396,8 +417,14 @@ class ImplAdapter:
             self._append_fails(step)
         elif kind is K.CRASH:
             self._crash(action.actor)
+        elif kind is K.REBALANCE and self.cluster.broker.consumer_groups.groups:
+            consumer_group.fence(self, action.actor)
         elif kind is K.REBALANCE:
             self._rebalance(action.actor)
+        elif kind is K.REASSIGN:
+            consumer_group.reassign(self, action.actor)
+        elif kind is K.HEARTBEAT:
+            consumer_group.heartbeat(self, action.actor)
         elif kind is K.EXPIRE_PRODUCERS:  # producer.id.expiration.ms passes for the partition's idle producers
             partition = self.cluster.broker.partition(self.broker_partition[action.partition])
             partition.remove_expired_producers(self.cluster.now_ms + partition.producer_state.producer_id_expiration_ms)

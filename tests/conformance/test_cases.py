@@ -149,10 +149,11 @@ def test_both_targets_read_a_case_with_the_one_parser(component: str, given: dic
 
 
 # every case file of conformance/data and the cases it holds (a case added or lost must be pinned here)
-CASE_FILES = {"public.jsonl": 63, "found.jsonl": 10, "group_public.jsonl": 2, "group.jsonl": 18,
-              "admin.jsonl": 4, "request_tv.jsonl": 3,
-              "kafka_tests_coordinator.jsonl": 97, "kafka_tests_partition.jsonl": 53,
-              "kafka_tests_group.jsonl": 10, "kafka_tests_client.jsonl": 54}
+CASE_FILES = {"public.jsonl": 63, "found.jsonl": 10, "group_public.jsonl": 2, "group.jsonl": 18, "admin.jsonl": 4,
+              "request_tv.jsonl": 3,
+              "kafka_tests_coordinator.jsonl": 153, "kafka_tests_partition.jsonl": 68,
+              "kafka_tests_group.jsonl": 19, "kafka_tests_client.jsonl": 71, "kip848.jsonl": 17,
+              "two_phase.jsonl": 25}  # KIP-939: Kafka's 2PC test methods and 4.4's source lines
 
 
 def test_the_case_files_are_the_pinned_ones() -> None:
