@@ -380,6 +380,16 @@ class Broker(BrokerStorage):
             p.remove_expired_producers(now_ms)
         self._after_storage_failure(now_ms)
 
+    def delete_records(self, name: str, offset: int) -> tuple[Errors, int]:
+        """DeleteRecords on partition ``name`` (``ReplicaManager.deleteRecords``): its log start offset moves up
+        to ``offset`` (-1: the high watermark) and is checkpointed (``log-start-offset-checkpoint``), so a restart
+        does not read below it. Returns the error and the low watermark."""
+        error, low = self.partition(name).delete_records_before(offset)
+        if error is Errors.NONE and self.checkpoints is not None:
+            self.checkpoints.log_starts[name] = low
+            self.checkpoints.write()
+        return error, low
+
     def __enter__(self) -> Broker:
         return self
 

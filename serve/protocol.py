@@ -47,6 +47,8 @@ from kafka.protocol.admin.topics import (
     CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
@@ -177,6 +179,7 @@ APIS: dict[int, Api] = {api.key: api for api in (
     Api("ListGroups", ListGroupsRequest, ListGroupsResponse, 0, 5),
     Api("DescribeGroups", DescribeGroupsRequest, DescribeGroupsResponse, 0, 6),
     Api("DeleteGroups", DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
+    Api("DeleteRecords", DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
     Api("OffsetDelete", OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
     Api("WriteTxnMarkers", WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 2),
     Api("DescribeProducers", DescribeProducersRequest, DescribeProducersResponse, 0, 0),
