@@ -10,8 +10,14 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 stamp="$venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
-  "$venv/bin/python" -m pip install --quiet --upgrade pip
-  "$venv/bin/python" -m pip install --quiet -e '.[test]'
+  # setuptools' notes on editable installs are noise to a newcomer: keep pip's output in a log, show it on failure.
+  log="$venv/install.log"
+  if ! { "$venv/bin/python" -m pip install --quiet --upgrade pip &&
+         "$venv/bin/python" -m pip install --quiet -e '.[test]'; } >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "installing txnspec into $venv failed (the log above is kept in $log)" >&2
+    exit 1
+  fi
   touch "$stamp"
 fi
 export PATH="$PWD/$venv/bin:$PATH"

@@ -30,6 +30,7 @@ from typing import Any
 
 from txnspec.conformance.generate import Successors, walk
 from txnspec.conformance.traces import Trace
+from txnspec.impl.topic_partition import TopicPartition
 from txnspec.spec import group as spec_group
 from txnspec.spec import partition as spec_partition
 from txnspec.spec import system as sysm
@@ -148,7 +149,8 @@ def _offset_view(group: Any, group_id: str, partition: str, require_stable: bool
     return {"error": error.name, "committed_offset": -1 if offset is None else offset}
 
 
-OFFSET_PARTITIONS = ("input-0",)  # what the spec's producers send to their transaction (system.dispatch)
+# what the spec's producers send to their transaction (system.dispatch): the consumed input partition
+OFFSET_PARTITIONS = (TopicPartition("input", 0),)
 
 
 def _reads(system: sysm.System, state: sysm.SystemState, require_stable: bool) -> dict[tuple[str, str], Any]:

@@ -69,6 +69,7 @@ POLLS = 12          # reads of a checkpoint that differs (0.25 s apart: 3 s)
 
 
 PAUSE_SECONDS = 0.25
+OFFSET_TOPICS = {tp: tp.topic for tp in OFFSET_PARTITIONS}  # the input partition's topic, read from its fields
 
 
 class TxnWire(Protocol):
@@ -99,7 +100,8 @@ class Names:
     broker_to_spec: dict[int, int] = field(default_factory=dict)
 
     def topic(self, partition: str) -> str:
-        return f"{self.prefix}-{partition.rsplit('-', 1)[0] if partition in OFFSET_PARTITIONS else partition}"
+        """The broker's topic of a spec partition (``p0``), or of the consumed input partition (``input-0``)."""
+        return f"{self.prefix}-{OFFSET_TOPICS.get(partition, partition)}"
 
     def tid(self, tid: str) -> str:
         return f"{self.prefix}-{tid}"

@@ -17,10 +17,11 @@ from txnspec.cli.base import Command, UsageError, check_input_file, check_output
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--broker", default="kafka", metavar="kafka[:VERSION]|serve|serve:durable",
+    p.add_argument("--broker", default="kafka", metavar="kafka[:VERSION]|serve|serve:durable|noida|tansu",
                    help="real Apache Kafka resolved from Maven Central (kafka: the newest 4.x, or kafka:4.4.0), or "
                         "txnspec serve as one node, in memory (serve: a restart loses everything) or with its logs "
-                        "on disk (serve:durable)")
+                        "on disk (serve:durable), or noida-db (its data kept across restarts) or Tansu (memory only) "
+                        "as one node")
     p.add_argument("--nodes", type=int, default=3, help="KRaft nodes, each broker and voter (default 3)")
     p.add_argument("--transaction-version", type=int, choices=(1, 2), default=2,
                    help="the cluster's transaction.version (default 2, KIP-890)")
@@ -57,10 +58,13 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         summary = {"history": str(args.check_history), "transaction_version": args.transaction_version,
                    **run.judge(events, args.transaction_version)}
     else:
-        serve = args.broker in run.SERVE_BROKERS
+        from txnspec.audit.chaos.cluster import FOREIGN
+
+        serve = args.broker in run.SERVE_BROKERS or args.broker in FOREIGN  # one node, not Kafka
         if not args.broker.startswith("kafka") and not serve:
             raise UsageError(f"--broker {args.broker!r}: chaos runs a multi-node real Kafka (kafka or kafka:VERSION), "
-                             "or txnspec serve as one node (serve: in memory, serve:durable: logs on disk)")
+                             "txnspec serve as one node (serve: in memory, serve:durable: logs on disk), or noida or "
+                             "tansu as one node")
         if args.seconds < 10 or args.seconds > 3600:
             raise UsageError(f"--seconds {args.seconds:g}: between 10 and 3600")
         if not 1 <= args.nodes <= 5:

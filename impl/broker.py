@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from txnspec.impl import durability as _durability
 from txnspec.impl.checkpoint import Checkpoints, CorruptDataError, StorageError
+from txnspec.impl.consumer_groups import ConsumerGroups
 from txnspec.impl.coordinator import (
     GROUP_METADATA_TOPIC,
     TRANSACTION_STATE_TOPIC,
@@ -60,6 +61,7 @@ from txnspec.impl.messages import (
 )
 from txnspec.impl.partition import Partition
 from txnspec.impl.policy import KAFKA, Rules
+from txnspec.impl.topic_partition import TopicPartition
 from txnspec.impl.txn_metadata import TV_2, TransactionState
 
 if TYPE_CHECKING:
@@ -79,6 +81,7 @@ class BrokerConfig:
     snapshot_every_appends: int = 50
     # Short.MAX_VALUE, as in Kafka; smaller, epoch exhaustion comes within reach of a test (CoordinatorConfig)
     max_producer_epoch: int = SHORT_MAX
+    transaction_two_phase_commit_enable: bool = False  # KIP-939's broker config
 
 
 class Broker:
@@ -116,7 +119,7 @@ class Broker:
         # risen when a transaction-log write failed): it starts at the highest epoch the logs hold
         coordinator_epoch = max([coordinator_epoch] + [b.coordinator_epoch for p in self.partitions.values()
                                                        for b in p.log.batches if b.is_control])
-        txn_parts = [self.partition(f"{TRANSACTION_STATE_TOPIC}-{i}")
+        txn_parts = [self.partition(TopicPartition(TRANSACTION_STATE_TOPIC, i))
                      for i in range(self.config.num_txn_log_partitions)]
         self.coordinator_config = CoordinatorConfig(
             txn_max_timeout_ms=self.config.txn_max_timeout_ms,
@@ -125,7 +128,8 @@ class Broker:
             num_txn_log_partitions=self.config.num_txn_log_partitions,
             num_offsets_partitions=self.config.num_offsets_partitions,
             max_producer_epoch=self.config.max_producer_epoch,
-            resend_prepared_markers=self.durability.resend_prepared_markers)
+            resend_prepared_markers=self.durability.resend_prepared_markers,
+            transaction_two_phase_commit_enable=self.config.transaction_two_phase_commit_enable)
         self.producer_ids = ProducerIdManager(next_pid, persist)
         recovery = None
         if data_dir is not None:  # a transaction log cut behind the data logs (lost power without fsync)
@@ -138,12 +142,14 @@ class Broker:
         self.txn_log_recovery_notes: list[str] = recovery.notes if recovery is not None else []
         self.txn_coordinator.recovery = None  # only the first load can find the log behind: later ones reload
         # what this broker wrote itself
-        offsets = {f"{GROUP_METADATA_TOPIC}-{i}": self.partition(f"{GROUP_METADATA_TOPIC}-{i}")
-                   for i in range(self.config.num_offsets_partitions)}
+        offsets = {tp: self.partition(tp) for tp in (TopicPartition(GROUP_METADATA_TOPIC, i)
+                                                     for i in range(self.config.num_offsets_partitions))}
         self.group_coordinator = GroupCoordinator(offsets, self.config.num_offsets_partitions, rules=rules)
         self.group_coordinator.load()
         self.membership = Membership()  # classic group membership; its checks apply to commits naming a member
         self.group_coordinator.membership = self.membership
+        self.consumer_groups = ConsumerGroups()  # KIP-848's groups: their commits are checked by member epoch
+        self.group_coordinator.consumer_groups = self.consumer_groups
         if data_dir is not None:
             try:
                 self._check_producer_id_block()
@@ -209,7 +215,8 @@ class Broker:
 
     def _on_storage_failure(self, error: KafkaStorageException) -> None:
         self.storage_failures.append(error)
-        if f"{TRANSACTION_STATE_TOPIC}-" in getattr(error, "path", ""):
+        failed = TopicPartition.parse(getattr(error, "partition", None))
+        if failed is not None and failed.topic == TRANSACTION_STATE_TOPIC:
             self._txn_log_failed = True
 
     def _after_storage_failure(self, now_ms: int) -> None:
@@ -277,7 +284,9 @@ class Broker:
             return Response(Errors.NONE if ok else Errors.COORDINATOR_NOT_AVAILABLE, correlation_id=rid)
         if isinstance(request, InitProducerId):
             r = tc.handle_init_producer_id(request.transactional_id, request.transaction_timeout_ms,
-                                           request.producer_id, request.producer_epoch, now_ms=now_ms)
+                                           request.producer_id, request.producer_epoch, now_ms=now_ms,
+                                           enable_two_pc=request.enable_two_pc,
+                                           keep_prepared_txn=request.keep_prepared_txn)
             return Response(r.error, r.producer_id, r.producer_epoch, correlation_id=rid)
         if isinstance(request, AddPartitionsToTxn):
             err = tc.handle_add_partitions_to_txn(request.transactional_id, request.producer_id,
@@ -318,7 +327,8 @@ class Broker:
             return Response(err, partition_errors=tuple((tp, err) for tp, _ in request.offsets), correlation_id=rid)
         errors = self.group_coordinator.handle_txn_offset_commit(request.group_id, request.producer_id,
                                                                  request.producer_epoch, dict(request.offsets),
-                                                                 now_ms=now_ms, member=request.member)
+                                                                 now_ms=now_ms, member=request.member,
+                                                                 api_version=request.api_version)
         first = next(iter(errors.values()), Errors.NONE)
         return Response(first, partition_errors=tuple(sorted(errors.items())), correlation_id=rid)
 
@@ -351,7 +361,7 @@ class Broker:
 
     def _produce(self, request: Produce, now_ms: int) -> Response:
         rid = request.correlation_id
-        if request.partition.startswith(("__transaction_state-", "__consumer_offsets-")):
+        if TopicPartition.of(request.partition).topic in (TRANSACTION_STATE_TOPIC, GROUP_METADATA_TOPIC):
             return Response(Errors.INVALID_REQUEST, correlation_id=rid)  # internal topics are not produced to
         p = self.partition(request.partition)
         if request.is_transactional and request.transactional_id:
@@ -433,7 +443,7 @@ class Broker:
     def append_marker(self, m: TxnMarker, now_ms: int) -> Errors:
         """The partition leader's side of ``WriteTxnMarkers``: append the marker; the answer is returned, not
         yet given to the coordinator (a caller that models the response's flight gives it later)."""
-        if m.partition.startswith(f"{GROUP_METADATA_TOPIC}-"):
+        if TopicPartition.of(m.partition).topic == GROUP_METADATA_TOPIC:
             err = self.group_coordinator.write_txn_marker(m.partition, m.producer_id, m.producer_epoch,
                                                           m.coordinator_epoch, m.result, m.transaction_version,
                                                           now_ms=now_ms)
@@ -509,8 +519,7 @@ def _int(value: object, name: str, lo: int, hi: int) -> str:
 
 
 def _partition_name(value: object, name: str = "partition") -> str:
-    if not isinstance(value, str) or "-" not in value or not value.rsplit("-", 1)[1].isdigit() \
-            or not value.rsplit("-", 1)[0] or len(value) > 249:
+    if TopicPartition.parse(value) is None:
         return f"{name} must be a string 'topic-N', got {value!r}"
     return ""
 

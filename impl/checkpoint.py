@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from txnspec.impl.durability import Durability
 from txnspec.impl.errors import KafkaStorageException
+from txnspec.impl.topic_partition import TopicPartition
 
 RECOVERY_POINT = "recovery-point-offset-checkpoint"
 LOG_START = "log-start-offset-checkpoint"
@@ -41,11 +42,13 @@ class CorruptDataError(KafkaStorageException):
 
 
 class StorageError(KafkaStorageException):
-    """A write to (or an open of) the data directory failed (``KAFKA_STORAGE_ERROR``); names the path."""
+    """A write to (or an open of) the data directory failed (``KAFKA_STORAGE_ERROR``); names the path (and the
+    partition whose segment it is, if one)."""
 
-    def __init__(self, path: str, message: str) -> None:
+    def __init__(self, path: str, message: str, partition: str | None = None) -> None:
         super().__init__(f"{path}: {message}")
         self.path = path
+        self.partition = partition
 
 
 def atomic_write(path: str, payload: bytes, policy: Durability, fsync: bool = True, sync_dir: bool = True) -> None:
@@ -73,11 +76,6 @@ def atomic_write(path: str, payload: bytes, policy: Durability, fsync: bool = Tr
         raise StorageError(path, f"writing it failed: {exc.strerror or exc}") from exc
 
 
-def _split(name: str) -> tuple[str, int]:
-    topic, _, number = name.rpartition("-")
-    return topic, int(number)
-
-
 def read_checkpoint(path: str) -> dict[str, int] | None:
     """The entries of one checkpoint file (None if it does not exist); :class:`CorruptDataError` if malformed."""
     try:
@@ -97,7 +95,7 @@ def read_checkpoint(path: str) -> dict[str, int] | None:
             topic, number, offset = line.split(" ")
             if not topic or int(number) < 0 or int(offset) < 0:
                 raise ValueError(line)
-            entries[f"{topic}-{int(number)}"] = int(offset)
+            entries[TopicPartition(topic, int(number))] = int(offset)
         if len(entries) != count:
             raise ValueError(f"{count} entries announced, {len(entries)} found")
     except (UnicodeDecodeError, ValueError, IndexError) as exc:
@@ -107,7 +105,8 @@ def read_checkpoint(path: str) -> dict[str, int] | None:
 
 def render(entries: dict[str, int]) -> bytes:
     lines = [str(VERSION), str(len(entries))]
-    lines += [f"{t} {n} {o}" for t, n, o in sorted((*_split(name), off) for name, off in entries.items())]
+    parts = sorted((tp.topic, tp.partition, off) for tp, off in ((TopicPartition.of(n), o) for n, o in entries.items()))
+    lines += [f"{t} {n} {o}" for t, n, o in parts]
     return ("\n".join(lines) + "\n").encode("ascii")
 
 

@@ -53,6 +53,7 @@ from txnspec.impl.checkpoint import Checkpoints, CorruptDataError, StorageError,
 from txnspec.impl.durability import Durability
 from txnspec.impl.log import ControlType, Record, RecordBatch, RecordValue
 from txnspec.impl.partition import Partition
+from txnspec.impl.topic_partition import TopicPartition
 
 _HEADER = struct.Struct(">II")
 _PAYLOAD_START = b'{"o":'  # every payload opens with its base offset (encode_batch): how a frame is found
@@ -172,7 +173,8 @@ class SegmentStore:
         self.policy = policy or _durability.DEFAULT
         self.ops = self.policy.ops
         self.directory = directory
-        self.name = os.path.basename(os.path.normpath(directory))
+        base = os.path.basename(os.path.normpath(directory))  # Kafka's parseTopicPartitionName of its directory
+        self.name = TopicPartition.parse(base) or base
         self.path = os.path.join(directory, SEGMENT)
         self.base_offset = int(SEGMENT.split(".")[0])
         self.fsync = fsync
@@ -290,7 +292,7 @@ class SegmentStore:
             message += f"; cutting the file back to byte {cut} failed too: {exc.strerror or exc}"
         if offline:
             self.offline = message
-        error = StorageError(self.path, message)
+        error = StorageError(self.path, message, self.name)
         if self.failures is not None:
             self.failures(error)
         raise error
@@ -335,7 +337,9 @@ def _report(path: str, position: int, dropped: int, reason: str,
 
 
 def partition_dirs(data_dir: str) -> list[str]:
-    return sorted(d for d in os.listdir(data_dir) if os.path.isdir(os.path.join(data_dir, d)))
+    """The partitions found on disk, by their directories' names (``LogManager.loadLogs``)."""
+    dirs = (d for d in os.listdir(data_dir) if os.path.isdir(os.path.join(data_dir, d)))
+    return sorted(TopicPartition.parse(d) or d for d in dirs)
 
 
 def write_snapshot(data_dir: str, p: Partition, policy: Durability | None = None) -> str:

@@ -33,8 +33,9 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from txnspec.impl.coordinator import metadata_from_json
+from txnspec.impl.coordinator import TRANSACTION_STATE_TOPIC, metadata_from_json
 from txnspec.impl.partition import Partition
+from txnspec.impl.topic_partition import TopicPartition
 from txnspec.impl.txn_metadata import TransactionMetadata, TransactionState
 
 S = TransactionState
@@ -47,16 +48,15 @@ class TxnLogRecovery:
     """Compares the loaded transaction metadata with the data partitions' producer states (see the module)."""
 
     partitions: Mapping[str, Partition]
-    txn_log_prefix: str = "__transaction_state-"
     notes: list[str] = field(default_factory=list)  # what was settled, one line per transactional id
 
     def _data_partitions(self) -> dict[str, Partition]:
-        return {n: p for n, p in self.partitions.items() if not n.startswith(self.txn_log_prefix)}
+        return {n: p for n, p in self.partitions.items() if TopicPartition.of(n).topic != TRANSACTION_STATE_TOPIC}
 
     def _history(self, transactional_id: str) -> list[TransactionMetadata]:
         out: list[TransactionMetadata] = []
         for name, p in self.partitions.items():
-            if not name.startswith(self.txn_log_prefix):
+            if TopicPartition.of(name).topic != TRANSACTION_STATE_TOPIC:
                 continue
             for batch in p.log.batches:
                 for r in batch.records:

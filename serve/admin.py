@@ -22,6 +22,7 @@ from kafka.protocol.admin.cluster import DescribeClusterResponse
 from kafka.protocol.admin.configs import AlterConfigsResponse, DescribeConfigsResponse, IncrementalAlterConfigsResponse
 from kafka.protocol.admin.topics import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
 
+from txnspec.impl.topic_partition import TopicPartition
 from txnspec.serve import configs
 from txnspec.serve.broker import (
     CLUSTER_ID,
@@ -92,7 +93,7 @@ def delete_topic(wb: WireBroker, name: str) -> None:
     offsets of its partitions (``GroupCoordinator.onPartitionsDeleted``)."""
     topic = wb.topics.pop(name)
     wb.deleted[name] += 1
-    names = {f"{name}-{i}" for i in range(topic.partitions)}
+    names = {TopicPartition(name, i) for i in range(topic.partitions)}
     for pname in sorted(names):
         wb.broker.delete_partition(pname)
     for cache in (wb.produced, wb._encoded):

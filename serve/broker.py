@@ -51,6 +51,7 @@ from txnspec.impl.messages import (
 )
 from txnspec.impl.partition import Partition
 from txnspec.impl.policy import KAFKA, Rules
+from txnspec.impl.topic_partition import TopicPartition
 from txnspec.serve import configs
 from txnspec.serve.codes import Code
 from txnspec.serve.configs import Value, value_of
@@ -141,10 +142,10 @@ class WireBroker:
         counts = (self.broker.config.num_txn_log_partitions, self.broker.config.num_offsets_partitions)
         self.internal = {name: Topic(name, n) for name, n in zip(INTERNAL_TOPICS, counts, strict=True)}
         for name in self.broker.partitions:  # durable mode: the topics found on disk
-            topic, _, index = name.rpartition("-")
-            if topic and topic not in INTERNAL_TOPICS and index.isdigit():
-                known = self.topics.get(topic)
-                self.topics[topic] = Topic(topic, max(int(index) + 1, known.partitions if known else 0))
+            tp = TopicPartition.parse(name)
+            if tp is not None and tp.topic not in INTERNAL_TOPICS:
+                known = self.topics.get(tp.topic)
+                self.topics[tp.topic] = Topic(tp.topic, max(tp.partition + 1, known.partitions if known else 0))
         self._load_topics()
         for spec in config.topics:
             name, _, count = spec.partition(":")
@@ -174,6 +175,7 @@ class WireBroker:
         now = self.now()
         self.broker.tick(now)
         self.broker.membership.tick(now)
+        self.broker.consumer_groups.tick(now)  # KIP-848 session timeouts
         self.deliver_markers()
         self.changes += 1
 
@@ -221,7 +223,7 @@ class WireBroker:
         known = self.topics.get(topic)
         if known is None or not 0 <= index < known.partitions:
             return None
-        p = self.broker.partition(f"{topic}-{index}")
+        p = self.broker.partition(TopicPartition(topic, index))
         # serve bounds the batch as sent by the topic's max.message.bytes (records.decode_produce) before the
         # implementation sees it; the implementation's own bound is on an estimate of the uncompressed size
         p.max_message_bytes = UNBOUNDED
@@ -345,9 +347,18 @@ def handle_metadata(wb: WireBroker, request: Request) -> Any:
     else:
         topics = []
         auto = wb.config.auto_create_topics and (v < 4 or bool(body.allow_auto_topic_creation))
+        by_id = {topic.topic_id: n for n, topic in wb.topics.items()} if v >= 12 else {}
         for t in requested:
             name = t.name
-            if topic_name_problem(name):
+            if name is None and v >= 12 and getattr(t, "topic_id", None) not in (None, uuid.UUID(int=0)):
+                # a lookup by id (KafkaApis.handleTopicMetadataRequest, v12+): what a KIP-848 consumer does with
+                # the topic ids of its assignment; an unknown id is UNKNOWN_TOPIC_ID
+                known = by_id.get(t.topic_id)
+                topics.append(_metadata_topic(wb, known, Errors.NONE, v) if known is not None else
+                              MetadataResponse.MetadataResponseTopic(
+                                  error_code=Code.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id, is_internal=False,
+                                  partitions=[]))
+            elif topic_name_problem(name):
                 topics.append(_metadata_topic(wb, str(name), Errors.INVALID_REQUEST, v)
                               if name is None else _invalid_topic(str(name)))
             elif name in wb.topics or name in wb.internal:

@@ -21,6 +21,7 @@ from kafka.protocol.admin.groups import DeleteGroupsResponse, DescribeGroupsResp
 from kafka.protocol.consumer.group import OffsetDeleteResponse
 
 from txnspec.impl.membership import ClassicGroup, GroupState
+from txnspec.impl.topic_partition import TopicPartition
 from txnspec.serve.broker import Handler, WireBroker
 from txnspec.serve.codes import Code
 from txnspec.serve.protocol import Request
@@ -155,7 +156,7 @@ def handle_offset_delete(wb: WireBroker, request: Request) -> Any:
                 code = Code.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 code = Code.NONE
-                deletable.append(f"{t.name}-{index}")
+                deletable.append(TopicPartition(t.name, index))
             parts.append([index, code])
         error = gc.delete_offsets(body.group_id, deletable, wb.now())
         for entry in parts:

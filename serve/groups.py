@@ -28,6 +28,7 @@ from kafka.protocol.consumer.group import (
 
 from txnspec.impl.errors import Errors
 from txnspec.impl.membership import JoinResult, MemberIdentity, SyncResult
+from txnspec.impl.topic_partition import TopicPartition
 from txnspec.serve.broker import Handler, Pending, WireBroker
 from txnspec.serve.protocol import Request
 
@@ -121,15 +122,15 @@ def handle_offset_commit(wb: WireBroker, request: Request) -> Any:
             if wb.partition(t.name, index) is None:
                 codes[(t.name, index)] = Errors.UNKNOWN_TOPIC_OR_PARTITION.code
             else:
-                offsets[f"{t.name}-{index}"] = int(p.committed_offset)
+                offsets[TopicPartition(t.name, index)] = int(p.committed_offset)
     member = MemberIdentity(body.member_id or "", body.group_instance_id if v >= 7 else None,
                             int(body.generation_id_or_member_epoch))
     if offsets:
         errors = wb.broker.group_coordinator.handle_offset_commit(body.group_id, offsets, now_ms=wb.now(),
-                                                                  member=member)
+                                                                  member=member, api_version=v)
         for name, error in errors.items():
-            topic, _, number = name.rpartition("-")
-            codes[(topic, int(number))] = error.code
+            tp = TopicPartition.of(name)
+            codes[(tp.topic, tp.partition)] = error.code
     by_topic: dict[str, list[Any]] = {}
     for (t, p), code in codes.items():
         by_topic.setdefault(t, []).append(R.OffsetCommitResponseTopic.OffsetCommitResponsePartition(
@@ -148,13 +149,14 @@ def _group_offsets(wb: WireBroker, request: Request, group_id: str, topics: Any,
         return Errors.COORDINATOR_NOT_AVAILABLE.code, {}
     if topics is None:
         names = sorted({tp for (g, tp) in coordinator.committed if g == group_id})
-        wanted = [(n.rpartition("-")[0], int(n.rpartition("-")[2])) for n in names]
+        wanted = [(tp.topic, tp.partition) for tp in map(TopicPartition.of, names)]
     else:
         wanted = [(t.name, int(p)) for t in topics for p in t.partition_indexes]
     out: dict[str, list[tuple[int, int, int]]] = {}
     for topic, index in wanted:
-        error, offsets = coordinator.fetch_offsets(group_id, [f"{topic}-{index}"], require_stable)
-        offset = offsets.get(f"{topic}-{index}", -1)
+        tp = TopicPartition(topic, index)
+        error, offsets = coordinator.fetch_offsets(group_id, [tp], require_stable)
+        offset = offsets.get(tp, -1)
         out.setdefault(topic, []).append((index, offset if error is Errors.NONE else -1, error.code))
     return 0, out
 

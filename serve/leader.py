@@ -20,6 +20,7 @@ from kafka.protocol.producer.produce import ProduceResponse
 from txnspec.impl.errors import Errors
 from txnspec.impl.messages import Produce
 from txnspec.impl.partition import IsolationLevel, Partition
+from txnspec.impl.topic_partition import TopicPartition
 from txnspec.serve import records as wire_records
 from txnspec.serve.broker import Handler, Pending, WireBroker
 from txnspec.serve.protocol import Request
@@ -76,9 +77,10 @@ def _produce_partition(wb: WireBroker, request: Request, topic: str, index: int,
     tid = request.body.transactional_id
     if batch.is_transactional and not tid:
         return fail(Errors.INVALID_REQUEST.code, "a transactional batch needs the request's transactional id")
-    r = wb.broker.handle(Produce(f"{topic}-{index}", batch.producer_id, batch.producer_epoch, batch.base_sequence,
-                                 batch.records, batch.is_transactional, tid if batch.is_transactional else None,
-                                 wb.request_tv(request), api_version=request.version), wb.now())
+    r = wb.broker.handle(Produce(TopicPartition(topic, index), batch.producer_id, batch.producer_epoch,
+                                 batch.base_sequence, batch.records, batch.is_transactional,
+                                 tid if batch.is_transactional else None, wb.request_tv(request),
+                                 api_version=request.version), wb.now())
     if r.error is not Errors.NONE:
         return fail(r.error.code, str(r.extra.get("message") or "") or None)
     if not r.extra.get("duplicate"):

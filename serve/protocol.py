@@ -125,6 +125,14 @@ class ApiVersionsResponse(_kafka_api_versions.ApiVersionsResponse):  # type: ign
 ResponseClassRegistry.register_response_class(_kafka_api_versions.ApiVersionsResponse)
 
 
+class ConsumerGroupHeartbeatRequest(ApiMessage, load_json="txnspec.serve.schemas"):
+    """KIP-848's heartbeat: kafka-python has no schema for API key 68; ``serve/schemas/`` holds Kafka 4.4's."""
+
+
+class ConsumerGroupHeartbeatResponse(ApiMessage, load_json="txnspec.serve.schemas"):
+    pass
+
+
 @dataclass(frozen=True)
 class Api:
     name: str
@@ -171,6 +179,7 @@ APIS: dict[int, Api] = {api.key: api for api in (
     Api("AddOffsetsToTxn", AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 4),
     Api("EndTxn", EndTxnRequest, EndTxnResponse, 0, 5),
     Api("TxnOffsetCommit", TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 5),
+    Api("ConsumerGroupHeartbeat", ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 1),
 )}
 API_VERSIONS_KEY = 18
 UNSUPPORTED_VERSION = 35

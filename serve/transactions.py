@@ -24,6 +24,7 @@ from txnspec.impl.errors import Errors
 from txnspec.impl.log import ControlType
 from txnspec.impl.membership import MemberIdentity
 from txnspec.impl.messages import AddOffsetsToTxn, AddPartitionsToTxn, EndTxn, InitProducerId, TxnOffsetCommit
+from txnspec.impl.topic_partition import TopicPartition
 from txnspec.serve.broker import Handler, WireBroker
 from txnspec.serve.protocol import Request
 
@@ -60,14 +61,16 @@ def _add_partitions(wb: WireBroker, request: Request, tid: str, pid: int, epoch:
             err = Errors.INVALID_PRODUCER_ID_MAPPING
         elif err is Errors.NONE and md is not None and md.producer_epoch != epoch:
             err = Errors.PRODUCER_FENCED
-        errors = {tp: (err if err is not Errors.NONE else Errors.NONE if md is not None and f"{tp[0]}-{tp[1]}"
+        errors = {tp: (err if err is not Errors.NONE else Errors.NONE if md is not None and TopicPartition(*tp)
                        in md.topic_partitions else Errors.INVALID_TXN_STATE).code for tp in wanted}
     elif wb.request_tv(request) >= 2:  # v4+, the brokers' form: the coordinator takes it as TV2
-        err = wb.broker.txn_coordinator.handle_add_partitions_to_txn(tid, pid, epoch, [f"{t}-{p}" for t, p in wanted],
+        err = wb.broker.txn_coordinator.handle_add_partitions_to_txn(tid, pid, epoch,
+                                                                     [TopicPartition(t, p) for t, p in wanted],
                                                                      wb.request_tv(request), now_ms=wb.now())
         errors = dict.fromkeys(wanted, wb.error_for(request, err))
     else:
-        r = wb.broker.handle(AddPartitionsToTxn(tid, pid, epoch, tuple(f"{t}-{p}" for t, p in wanted)), wb.now())
+        names = tuple(TopicPartition(t, p) for t, p in wanted)
+        r = wb.broker.handle(AddPartitionsToTxn(tid, pid, epoch, names), wb.now())
         errors = dict.fromkeys(wanted, wb.error_for(request, r.error))
     by_topic: dict[str, list[Any]] = {}
     for (t, p), code in errors.items():
@@ -108,10 +111,10 @@ def handle_txn_offset_commit(wb: WireBroker, request: Request) -> Any:
             if wb.partition(t.name, int(p.partition_index)) is None:
                 unknown.append((t.name, int(p.partition_index)))
             else:
-                offsets.append((f"{t.name}-{int(p.partition_index)}", int(p.committed_offset)))
+                offsets.append((TopicPartition(t.name, int(p.partition_index)), int(p.committed_offset)))
     codes: dict[tuple[str, int], int] = {tp: Errors.UNKNOWN_TOPIC_OR_PARTITION.code for tp in unknown}
     if offsets and not wb.coordinates_group(request, body.group_id):  # the group's coordinator takes it
-        codes.update({(n.rpartition("-")[0], int(n.rpartition("-")[2])): NOT_COORDINATOR for n, _ in offsets})
+        codes.update({(tp.topic, tp.partition): NOT_COORDINATOR for tp, _ in offsets})
     elif offsets:
         member = MemberIdentity(body.member_id or "", body.group_instance_id, int(body.generation_id)) if v >= 3 \
             else MemberIdentity()
@@ -119,9 +122,8 @@ def handle_txn_offset_commit(wb: WireBroker, request: Request) -> Any:
                                              int(body.producer_epoch), tuple(offsets), member=member,
                                              api_version=v), wb.now())
         errors = dict(r.partition_errors)
-        for name, _ in offsets:
-            topic, _, index = name.rpartition("-")
-            codes[(topic, int(index))] = wb.error_for(request, errors.get(name, r.error))
+        for tp, _ in offsets:
+            codes[(tp.topic, tp.partition)] = wb.error_for(request, errors.get(tp, r.error))
     by_topic: dict[str, list[Any]] = {}
     for (t, p), code in codes.items():
         by_topic.setdefault(t, []).append(R.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition(

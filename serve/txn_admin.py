@@ -25,6 +25,7 @@ from kafka.protocol.producer.transaction import WriteTxnMarkersResponse
 
 from txnspec.impl.coordinator import GROUP_METADATA_TOPIC
 from txnspec.impl.log import ControlType
+from txnspec.impl.topic_partition import TopicPartition
 from txnspec.impl.txn_metadata import TransactionState
 from txnspec.serve.broker import Handler, WireBroker
 from txnspec.serve.codes import Code
@@ -59,8 +60,8 @@ def handle_describe_producers(wb: WireBroker, request: Request) -> Any:
 def _by_topic(partitions: set[str]) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
     for name in sorted(partitions):
-        topic, _, index = name.rpartition("-")
-        out.setdefault(topic, []).append(int(index))
+        tp = TopicPartition.of(name)
+        out.setdefault(tp.topic, []).append(tp.partition)
     return out
 
 
@@ -139,7 +140,7 @@ def handle_write_txn_markers(wb: WireBroker, request: Request) -> Any:
             for index in t.partition_indexes:
                 if t.name == GROUP_METADATA_TOPIC and 0 <= int(index) < wb.broker.config.num_offsets_partitions:
                     error = wb.broker.group_coordinator.write_txn_marker(
-                        f"{t.name}-{int(index)}", int(marker.producer_id), int(marker.producer_epoch),
+                        TopicPartition(t.name, int(index)), int(marker.producer_id), int(marker.producer_epoch),
                         int(marker.coordinator_epoch), result, tv, now_ms=wb.now())
                     code = error.code
                 else:

@@ -87,7 +87,9 @@ def describe(body: Any) -> str:
     """A message as reports show it (report text only: nothing parses it)."""
     name = type(body).__name__
     if isinstance(body, InitProducerId):
-        return f"InitProducerId({body.transactional_id}, pid={body.producer_id}, epoch={body.producer_epoch})"
+        flags = "".join((", enable2Pc" if body.enable_two_pc else "", ", keepPreparedTxn" if body.keep_prepared_txn
+                         else ""))
+        return f"InitProducerId({body.transactional_id}, pid={body.producer_id}, epoch={body.producer_epoch}{flags})"
     if isinstance(body, AddPartitionsToTxn):
         return f"AddPartitionsToTxn({','.join(sorted(body.partitions))}, pid={body.producer_id}, " \
                f"epoch={body.producer_epoch})"

@@ -27,7 +27,7 @@ from typing import Any
 from txnspec.checker.model import Property
 from txnspec.spec import partition as partition_mod
 from txnspec.spec.messages import IsolationLevel, TransactionResult
-from txnspec.spec.system import FATAL_ERROR, INITIALIZING, READY, System, SystemState, Tag
+from txnspec.spec.system import FATAL_ERROR, INITIALIZING, PREPARED, READY, System, SystemState, Tag
 from txnspec.spec.system_state import UNREAD, projection
 from txnspec.spec.txn_state import ONGOING, PREPARE_STATES
 from txnspec.spec.values import memoised
@@ -232,6 +232,50 @@ def plain_commit_survives_marker(state: SystemState) -> bool:
 
 # --- sometimes -----------------------------------------------------------------------------------------
 
+def prepared_never_timed_out(state: SystemState) -> bool:
+    """A two-phase-commit transaction is never aborted by the coordinator's timeout (KIP-939: only the external
+    coordinator completes it; ``timedOutTransactions`` skips ``isDistributedTwoPhaseCommitTxn``)."""
+    return not state.ghost.two_phase_timed_out
+
+
+def prepared_outcome_follows_external_decision(state: SystemState) -> bool:
+    """A prepared transaction ends as its external coordinator decided: ``completeTransaction`` commits exactly
+    when the ``PreparedTxnState`` it is handed matches the client's (KIP-939), and nothing else ends it."""
+    for p in state.producers:
+        if p.decision is not None:
+            tag, decided = p.decision
+            if any(result is not decided for _, opened, result, _ in state.ghost.decisions if opened == tag):
+                return False
+    return True
+
+
+def no_write_under_kept_epoch(state: SystemState) -> bool:
+    """No batch appended under the (producer id, epoch) of a transaction kept by ``keepPreparedTxn`` after it was
+    kept ever commits (KIP-939: the recovering instance may only complete; a late produce of the crashed instance
+    can still reach a partition, which learns of the bumped epoch only from the marker, so it must be aborted)."""
+    for partition, offset in state.ghost.written_under_kept:
+        for b in state.ghost.batches:
+            if (b.partition, b.base_offset) == (partition, offset) and partition_mod.transaction_result_at(
+                    state.partition(partition), b.producer_id, offset) is COMMIT:
+                return False
+    return True
+
+
+def prepared_transaction_open(state: SystemState) -> bool:
+    return any(p.phase is PREPARED and p.prepared[0] != -1 and any(
+        md.state is ONGOING and md.producer_id == p.prepared[0] for _, md in state.coordinator.cache)
+        for p in state.producers)
+
+
+def prepared_transaction_committed(state: SystemState) -> bool:
+    return any(p.decision is not None and p.decision[1] is COMMIT and "committed" in told(state, p.decision[0])
+               for p in state.producers)
+
+
+def prepared_transaction_kept(state: SystemState) -> bool:
+    return bool(state.ghost.kept)
+
+
 def transaction_committed(state: SystemState) -> bool:
     return any(outcome == "committed" for _, outcome in state.ghost.told)
 
@@ -272,6 +316,10 @@ def appended_after_producer_expiry(state: SystemState) -> bool:
 
 def expired_id_reinitialised(state: SystemState) -> bool:
     return state.ghost.reinitialised_after_expiry
+
+
+def admin_aborted_a_transaction(state: SystemState) -> bool:
+    return bool(state.ghost.admin_aborted)
 
 
 def plain_commit_overtakes_pending_offsets(state: SystemState) -> bool:
@@ -429,6 +477,10 @@ def properties(system: System) -> tuple[Property[Any], ...]:
                                      description=(expired_id_never_resurrects_epoch.__doc__ or "").splitlines()[0]))
         props.append(Property.sometimes("expired_id_reinitialised", expired_id_reinitialised,
                                         description="An expired transactional id was initialised again."))
+    if s.budget("admin_abort"):
+        props.append(Property.sometimes("admin_aborted_a_transaction", admin_aborted_a_transaction,
+                                        description="An admin aborted a transaction open on a partition "
+                                                    "(Admin.abortTransaction)."))
     if s.budget("plain_commit"):
         props.append(Property.always("plain_commit_survives_marker", on(plain_commit_survives_marker, "group", "ghost"),
                                      partner="plain_commit_overtakes_pending_offsets",
@@ -437,6 +489,28 @@ def properties(system: System) -> tuple[Property[Any], ...]:
                                         plain_commit_overtakes_pending_offsets,
                                         description="A plain commit landed while an older transactional offset of the "
                                                     "same partition was pending."))
+    if s.two_phase_commit:
+        props.append(Property.always("prepared_never_timed_out", on(prepared_never_timed_out, "ghost"),
+                                     partner="prepared_transaction_open",
+                                     description=(prepared_never_timed_out.__doc__ or "").splitlines()[0]))
+        props.append(Property.sometimes("prepared_transaction_open", prepared_transaction_open,
+                                        description="A transaction the client prepared is Ongoing at the "
+                                                    "coordinator (where a timeout could abort it)."))
+        props.append(Property.always("prepared_outcome_follows_external_decision",
+                                     on(prepared_outcome_follows_external_decision, "producers", "ghost"),
+                                     partner="prepared_transaction_committed",
+                                     description=(prepared_outcome_follows_external_decision.__doc__
+                                                  or "").splitlines()[0]))
+        props.append(Property.sometimes("prepared_transaction_committed", prepared_transaction_committed,
+                                        description="A prepared transaction the external coordinator decided to "
+                                                    "commit was committed."))
+    if s.two_phase_commit and s.budget("crash"):
+        props.append(Property.always("no_write_under_kept_epoch", on(no_write_under_kept_epoch, *gp),
+                                     partner="prepared_transaction_kept",
+                                     description=(no_write_under_kept_epoch.__doc__ or "").splitlines()[0]))
+        props.append(Property.sometimes("prepared_transaction_kept", prepared_transaction_kept,
+                                        description="A restarted instance kept its predecessor's transaction "
+                                                    "(InitProducerId with keepPreparedTxn)."))
     if s.has_zombies:
         props.append(Property.sometimes("producer_fenced", producer_fenced,
                                         description="A zombie producer instance was fenced (fatal error)."))

@@ -15,10 +15,8 @@ Assumes
     open then is hanging; the consume-transform-produce output value is ``"{input value}>{transaction}"``.
 
 Leaves out
-    G0/G1c cycles: Kafka's writes are blind appends and the workload's only read-write dependency is
-    consume-transform-produce, whose cycles would show as ``duplicate`` or ``offsets_without_output``;
-    a dependency-graph search (Elle) is not built. Jepsen's int-send-skip in its strict form (another
-    transaction's record between two records of one transaction) is allowed by Kafka and not flagged;
+    Anti-dependency cycles (G2, G-single; :mod:`.cycles` finds G0 and G1c). Jepsen's int-send-skip in its strict
+    form (another transaction's record between two records of one transaction) is allowed by Kafka and not flagged;
     ``send_skip`` flags the form Kafka rules out (the same producer's own records out of its send order).
 """
 
@@ -28,6 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from txnspec.audit.chaos import cycles
 from txnspec.audit.chaos.history import Event, Op, pair
 
 KINDS: dict[str, str] = {
@@ -49,6 +48,10 @@ KINDS: dict[str, str] = {
     "torn_transaction": "a transaction's records are visible on every partition it wrote or on none",
     "output_without_offsets": "a consumed record's committed output comes with the group offset past it",
     "offsets_without_output": "a group offset past a consumed record comes with that record's committed output",
+    "G0": "no cycle of write dependencies between transactions Kafka orders (one committed before the other "
+          "began): the log contradicts the order of their commits (:mod:`.cycles`)",
+    "G1c": "no cycle of write and read dependencies: a transaction that read another's record never writes "
+           "before it (:mod:`.cycles`)",
     "hanging_transaction": "after healing and the transaction timeout, the last stable offset reaches the high "
                            "watermark of every partition",
 }
@@ -164,7 +167,7 @@ def check(events: list[Event]) -> tuple[list[Anomaly], dict[str, int]]:
         if op.f == "send":
             by_value[str(op.invoke.value.get("value"))] = op
     txn_of = {str(s.invoke.value.get("value")): t for t in txns.values() for s in t.sends}
-    for checker in (_reads, _lost, _monotonic, _offsets, _fencing, _torn, _ctp, _hanging):
+    for checker in (_reads, _lost, _monotonic, _offsets, _fencing, _torn, _ctp, _hanging, _cycles):
         checker(ops, txns, final, by_value, txn_of, checked, found)
     return found, checked
 
@@ -372,20 +375,25 @@ def _ctp(ops: list[Op], txns: dict[str, Txn], final: Final, by_value: dict[str, 
     """Exactly-once consume-transform-produce: each consumed input record below the group's committed offset
     has exactly one committed output, and none above it."""
     visible = _visible(final)
-    outputs: dict[str, list[str]] = defaultdict(list)
+    group_of = _groups(ops, txns)
+    # per group: each group consumes the input once (several groups may transform the same input)
+    by_group: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for value in visible:
         if ">" in value:
-            outputs[value.split(">", 1)[0]].append(value)
-    for source, outs in outputs.items():
-        checked["duplicate"] += 1
-        if len(outs) > 1:
-            found.append(Anomaly("duplicate", f"input {source!r} has {len(outs)} committed outputs: {sorted(outs)}",
-                                 [e for v in sorted(outs)[:2] if v in by_value for e in _w(by_value[v])]))
-    groups = {str(o.invoke.value.get("group")) for t in txns.values() for o in t.offsets}
-    for group in groups:
+            source, _, name = value.partition(">")
+            by_group[group_of.get(name.partition("#")[0], "")][source].append(value)
+    for group, outputs in by_group.items():
+        for source, outs in outputs.items():
+            checked["duplicate"] += 1
+            if len(outs) > 1:
+                found.append(Anomaly("duplicate", f"input {source!r} has {len(outs)} committed outputs"
+                                     + (f" in group {group}" if group else "") + f": {sorted(outs)}",
+                                     [e for v in sorted(outs)[:2] if v in by_value for e in _w(by_value[v])]))
+    for group in sorted(set(group_of.values())):
         committed = final.groups.get(group)
         if committed is None:
             continue
+        outputs = by_group.get(group, {})
         for tp, records in final.committed.items():
             if tp not in committed:
                 continue
@@ -404,6 +412,19 @@ def _ctp(ops: list[Op], txns: dict[str, Txn], final: Final, by_value: dict[str, 
                                                     for e in _w(by_value[v])]))
 
 
+def _groups(ops: list[Op], txns: dict[str, Txn]) -> dict[str, str]:
+    """Each consume-transform-produce transactional id's consumer group: from its offsets calls, else from its
+    process's polls, else the one group of the history."""
+    group_of = {t.tid: str(o.invoke.value.get("group")) for t in txns.values() for o in t.offsets}
+    polled = {op.process: str(op.invoke.value["group"]) for op in ops
+              if op.f == "poll" and op.invoke.value.get("group")}
+    known = set(group_of.values()) | set(polled.values())
+    for t in txns.values():
+        if t.tid not in group_of and any(">" in str(s.invoke.value.get("value")) for s in t.sends):
+            group_of[t.tid] = polled.get(t.process, next(iter(known)) if len(known) == 1 else "")
+    return group_of
+
+
 def _hanging(ops: list[Op], txns: dict[str, Txn], final: Final, by_value: dict[str, Op], txn_of: dict[str, Txn],
              checked: dict[str, int], found: list[Anomaly]) -> None:
     read = final.ops.get("read_committed")
@@ -417,3 +438,39 @@ def _hanging(ops: list[Op], txns: dict[str, Txn], final: Final, by_value: dict[s
             found.append(Anomaly("hanging_transaction", f"{tp}: read_committed stopped at offset "
                                  f"{positions.get(tp)} below the high watermark {end} after the transaction "
                                  "timeout (the last stable offset is stuck)", _w(read)))
+
+
+def _cycles(ops: list[Op], txns: dict[str, Txn], final: Final, by_value: dict[str, Op], txn_of: dict[str, Txn],
+            checked: dict[str, int], found: list[Anomaly]) -> None:
+    """G0 and G1c over the committed transactions (and those of unknown outcome that are visible)."""
+    if "read_committed" not in final.ops:
+        return
+    visible = _visible(final)
+    spans: dict[str, cycles.Span] = {}
+    for t in txns.values():
+        shown = [s for s in t.sends if str(s.invoke.value.get("value")) in visible]
+        if t.begin is None or not (t.fate == "committed" or (t.fate == "unknown" and shown)):
+            continue
+        ends = [o.done.time for o in t.ends if o.f == "commit" and o.outcome == "ok"]
+        span = spans[t.name] = cycles.Span(t.name, t.begin.invoke.time, min(ends) if ends else float("inf"))
+        for s in shown:
+            tp, offset = visible[str(s.invoke.value["value"])]
+            span.records.setdefault(tp, []).append((offset, s))
+    last_poll: dict[str, Op] = {}  # a consume-transform-produce member's poll feeds its next transaction
+    for op in ops:
+        if op.f == "poll" and op.outcome == "ok" and op.done.value.get("records"):
+            last_poll[op.process] = op
+        elif op.f == "begin" and op.process in last_poll:
+            poll = last_poll.pop(op.process)
+            name = str(op.invoke.value.get("txn"))
+            if name in spans:
+                spans[name].reads = [(str(r[3]), poll) for r in poll.done.value["records"]]
+    writer = {v: t.name for v, t in txn_of.items()}
+    found_cycles, edges = cycles.cycles(spans, writer, by_value)
+    checked["G0"] += edges["ww"] + edges["rt"]
+    checked["G1c"] += edges["wr"]
+    for cycle in found_cycles:
+        kind = "G1c" if any(e.kind == "wr" for e in cycle) else "G0"
+        steps = "; ".join(f"{e.source} -{e.kind}-> {e.target} ({e.why})" for e in cycle)
+        witness = [ev for e in cycle for op in e.ops for ev in _w(op)]
+        found.append(Anomaly(kind, f"a cycle of {len(cycle)} transactions: {steps}", witness))

@@ -120,6 +120,7 @@ class Cluster:
     command: Callable[[Node], list[str]] | None = None  # another broker's command line (serve); None: Kafka
     name: str = "kafka"
     proxy: Any = None  # the network-fault proxy's Control, when the nodes sit behind one
+    foreign: bool = False  # a broker of its own kind (noida, tansu): ready once its Metadata names a broker
 
     @property
     def bootstrap(self) -> str:
@@ -210,7 +211,7 @@ class Cluster:
                 metadata = conn.call(MetadataRequest, MetadataResponse, 1, topics=[])
                 wanted = {n.node_id for n in self.up()}
                 listed = {b.node_id for b in metadata.brokers}
-                if finalized == self.transaction_version and wanted <= listed:
+                if (self.foreign and listed) or (finalized == self.transaction_version and wanted <= listed):
                     pending.pop(0)
                     continue
                 last = f"node {node.node_id}: transaction.version {finalized}, brokers {sorted(listed)}"
@@ -326,6 +327,39 @@ def serve_cluster(out: Path, transaction_version: int = 2, durable: bool = False
 
         cluster = Cluster(KafkaRuntime("serve", ()), transaction_version, [node], out / "none", command=command,
                           name="serve" + (" --durable" if durable else ""))
+        started = time.monotonic()
+        try:
+            cluster.start(node)
+            cluster.wait_ready(seconds=30.0)
+            cluster.start_seconds = round(time.monotonic() - started, 2)
+            yield cluster
+        finally:
+            cluster.stop_all()
+
+
+FOREIGN = ("noida", "tansu")  # brokers the audit starts (audit/targets.py) that chaos restarts as one node
+
+
+@contextlib.contextmanager
+def foreign_cluster(out: Path, name: str) -> Iterator[Cluster]:
+    """noida-db (its data directory kept across restarts) or Tansu (memory only: a restart loses everything) as a
+    one-node cluster, killed and restarted like a Kafka node: brokers the audit knows, under restart faults."""
+    from txnspec.audit.targets import noida_binary, tansu_binary
+
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f"txnspec-chaos-{name}-") as tmp:
+        node = Node(0, free_port(), 0, Path(tmp), Path(tmp) / "none", out / "node-0.log", out / "node-0.stdout")
+
+        def command(n: Node) -> list[str]:
+            if name == "noida":
+                (n.data / "noida-data").mkdir(exist_ok=True)
+                return [str(noida_binary()), "start", "--only", "kafka", "--host", "127.0.0.1", "--kafka-port",
+                        str(n.broker_port), "--data-dir", str(n.data / "noida-data")]
+            url = f"tcp://127.0.0.1:{n.broker_port}"
+            return [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                    "--storage-engine", "memory://tansu/"]
+
+        cluster = Cluster(KafkaRuntime(name, ()), 0, [node], out / "none", command=command, name=name, foreign=True)
         started = time.monotonic()
         try:
             cluster.start(node)

@@ -4,22 +4,24 @@ final reads after healing, and one merged history.
 What it models
     :data:`SHAPE` transactional producers (``producer-N``, ``transactional.id`` ``chaos-pN``; the last of them with
     Kafka's Java client of the version under test, ``java/ChaosProducer.java``, when a JDK is there), consume-transform-
-    produce members (``ctp-N``, one consumer group, ``chaos-cN``), an idempotent input writer and a
-    read_committed poller, each a process of :mod:`.client`, from the start to ``seconds``. A producer or
-    ctp process that ends early (fenced, killed, gave up) is replaced by a new instance of the same
-    ``transactional.id`` while time remains. The faults of :mod:`.faults` are injected at their times by
+    produce members (``ctp-N``, ``transactional.id`` ``chaos-cN``): two librdkafka members in group ``chaos-group``
+    and, with a JDK, two Java-client members (``java/ChaosCtp.java``) in group ``chaos-jgroup`` over the same
+    input, an idempotent input writer and a read_committed poller, each a process of its own, from the start to
+    ``seconds``. A producer or ctp process that ends early (fenced, killed, gave up) is replaced by a new instance
+    of the same ``transactional.id`` while time remains. The faults of :mod:`.faults` are injected at their times by
     the ``nemesis`` (recorded in the history); node faults wait until every node is back and ready, so at
     most one node is ever down. After the workload the cluster heals (every node up and ready), the run
     waits ``transaction.timeout.ms`` plus the abort sweep, and a read_committed and a read_uncommitted reader
-    read every partition to its end, with the group's committed offsets.
+    read every partition to its end, with the groups' committed offsets.
 
 Assumes
     The cluster of :mod:`.cluster` (``bootstrap`` lists every node); processes are started in their own
     session and signalled by PID.
 
 Leaves out
-    The Java client in consume-transform-produce (only its producer runs), network faults, more than one
-    consumer group.
+    Mixed-client groups (librdkafka's and the Java client's members each have a group of their own), the
+    ``client`` fault on a consume-transform-produce member (it kills and zombies producers; ``member`` stops
+    members of both groups).
 """
 
 from __future__ import annotations
@@ -42,11 +44,13 @@ from txnspec.audit.chaos import history as hist
 from txnspec.audit.chaos.cluster import ABORT_SWEEP_MS, TRANSACTION_TIMEOUT_MS, Cluster
 from txnspec.audit.chaos.faults import DELAY_MS, Fault, find_role
 
-SHAPE = {"producers": 2, "java_producers": 1, "ctp": 2, "output_partitions": 3, "input_partitions": 3,
+SHAPE = {"producers": 2, "java_producers": 1, "ctp": 2, "java_ctp": 2, "output_partitions": 3, "input_partitions": 3,
          "input_rate": 15}
-JAVA_SOURCE = Path(__file__).resolve().parent / "java" / "ChaosProducer.java"
+JAVA_DIR = Path(__file__).resolve().parent / "java"
+JAVA_SOURCES = (JAVA_DIR / "ChaosProducer.java", JAVA_DIR / "ChaosCtp.java")
 JAVA_HEAP = "96m"
 OUTPUT, INPUT, GROUP = "chaos-out", "chaos-in", "chaos-group"
+JAVA_GROUP = "chaos-jgroup"  # the Java members' own group: the same input, consumed and transformed a second time
 JOIN_SECONDS = 30.0
 NEMESIS_JOIN_SECONDS = 90.0
 NODE_FAULTS = ("kill", "pause", "network")
@@ -73,7 +77,7 @@ class Run:
 
     def __init__(self, cluster: Cluster, out: Path, seed: int, seconds: float,
                  say: Callable[[str], None] = lambda text: None, java: list[str] | None = None) -> None:
-        self.java = java  # the command that runs ChaosProducer, or None: no Java producer
+        self.java = java  # the java command with the classpath (ChaosProducer, ChaosCtp), or None: no Java client
         self.cluster, self.out, self.seed, self.seconds, self.say = cluster, out, seed, seconds, say
         self.hist_dir = out / "processes"
         self.hist_dir.mkdir(parents=True, exist_ok=True)
@@ -104,9 +108,15 @@ class Run:
     def start_java(self, slot: Slot, process: str, instance: int) -> subprocess.Popen[bytes]:
         assert self.java is not None and slot.tid is not None
         self.spawned += 1
-        argv = [*self.java, self.cluster.bootstrap, slot.tid, str(instance), OUTPUT, str(SHAPE["output_partitions"]),
-                str(self.rng.randrange(1 << 30)), repr(self.deadline), str(TRANSACTION_TIMEOUT_MS),
-                str(self.stall_file(slot)), process, str(self.hist_dir / f"{process}.jsonl")]
+        if slot.role == "jctp":
+            argv = [*self.java, "ChaosCtp", self.cluster.bootstrap, slot.tid, str(instance), INPUT, OUTPUT,
+                    str(SHAPE["output_partitions"]), JAVA_GROUP, str(self.rng.randrange(1 << 30)), repr(self.deadline),
+                    str(TRANSACTION_TIMEOUT_MS), process, str(self.hist_dir / f"{process}.jsonl")]
+        else:
+            argv = [*self.java, "ChaosProducer", self.cluster.bootstrap, slot.tid, str(instance), OUTPUT,
+                    str(SHAPE["output_partitions"]), str(self.rng.randrange(1 << 30)), repr(self.deadline),
+                    str(TRANSACTION_TIMEOUT_MS), str(self.stall_file(slot)), process,
+                    str(self.hist_dir / f"{process}.jsonl")]
         (self.hist_dir / f"{process}.argv.json").write_text(json.dumps(argv))
         with (self.hist_dir / f"{process}.stderr").open("ab") as err:
             return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
@@ -118,7 +128,7 @@ class Run:
     def start_instance(self, slot: Slot) -> None:
         instance = len(slot.processes)
         process = f"{slot.name}#{instance}"
-        if slot.role == "jproducer":
+        if slot.role in ("jproducer", "jctp"):
             slot.processes.append(self.start_java(slot, process, instance))
             slot.last_start = time.monotonic()
             return
@@ -141,6 +151,8 @@ class Run:
             self.slots[f"producer-{i}"] = Slot(f"producer-{i}", "jproducer", f"chaos-p{i}")
         for i in range(SHAPE["ctp"]):
             self.slots[f"ctp-{i}"] = Slot(f"ctp-{i}", "ctp", f"chaos-c{i}")
+        for i in range(SHAPE["ctp"], SHAPE["ctp"] + (SHAPE["java_ctp"] if self.java else 0)):
+            self.slots[f"ctp-{i}"] = Slot(f"ctp-{i}", "jctp", f"chaos-c{i}")
         self.slots["input"] = Slot("input", "input", None)
         self.slots["poller"] = Slot("poller", "poller", None)
         for slot in self.slots.values():
@@ -156,7 +168,7 @@ class Run:
     def _supervise(self) -> None:
         for slot in self.slots.values():
             # at most one new instance a slot every 2 s: a client that cannot start does not spin
-            if slot.role in ("producer", "jproducer", "ctp") and slot.current is None \
+            if slot.role in ("producer", "jproducer", "ctp", "jctp") and slot.current is None \
                     and time.monotonic() - slot.last_start > 2:
                 self.start_instance(slot)
 
@@ -190,7 +202,7 @@ class Run:
             waited = cluster.wait_ready(seconds=60.0)  # at most one node down: the last fault has healed
             tid = self.slots["producer-0"].tid or "chaos-p0"
             node_id, how = find_role([(n.node_id, n.direct) for n in cluster.up()], fault.target, tid, OUTPUT)
-            if node_id is None:
+            if node_id is None or node_id not in {n.node_id for n in cluster.nodes}:  # a broker naming itself apart
                 node_id, how = self.rng.choice(cluster.up()).node_id, f"role not found ({how}); a random node"
             node = cluster.node(node_id)
             if fault.kind == "network":
@@ -269,7 +281,7 @@ class Run:
                 "deadline": time.monotonic() + READ_SECONDS + 10,
                 "isolation": isolation, "topics": topics, "seconds": READ_SECONDS, "input": INPUT,
                 "input_partitions": SHAPE["input_partitions"],
-                "groups": [GROUP] if isolation == "read_committed" else []}))
+                "groups": [GROUP] + ([JAVA_GROUP] if self.java else []) if isolation == "read_committed" else []}))
         for p in readers:
             try:
                 p.wait(timeout=READ_SECONDS + 30)
@@ -283,14 +295,15 @@ class Run:
         return merged
 
 
-def create_topics(bootstrap: str) -> None:
+def create_topics(bootstrap: str, replicas: int = 3) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     from txnspec.audit.report import BrokerUnavailable
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    topics = [NewTopic(OUTPUT, SHAPE["output_partitions"], 3, config={"min.insync.replicas": "2"}),
-              NewTopic(INPUT, SHAPE["input_partitions"], 3, config={"min.insync.replicas": "2"})]
+    isr = {"min.insync.replicas": "2"} if replicas >= 3 else {}
+    topics = [NewTopic(OUTPUT, SHAPE["output_partitions"], replicas, config=isr),
+              NewTopic(INPUT, SHAPE["input_partitions"], replicas, config=isr)]
     for name, future in admin.create_topics(topics, operation_timeout=20).items():
         try:
             future.result(30)
@@ -310,7 +323,7 @@ def create_topics(bootstrap: str) -> None:
 
 
 def java_command(cluster: Cluster) -> tuple[list[str] | None, str]:
-    """The command that runs ChaosProducer with the Kafka under test's own client jars (compiled once into the
+    """The java command (the class to run follows) with the Kafka under test's own client jars (compiled once into the
     cache), or None and why not (no javac, or a broker that is not Kafka)."""
     import shutil
 
@@ -320,22 +333,23 @@ def java_command(cluster: Cluster) -> tuple[list[str] | None, str]:
     if javac is None or java is None:
         return None, "no javac (a JDK is needed for the Java producer)"
     classes = Path.home() / ".cache" / "txnspec" / f"chaos-classes-{cluster.runtime.version}"
-    compiled = classes / "ChaosProducer.class"
-    if not compiled.is_file() or compiled.stat().st_mtime < JAVA_SOURCE.stat().st_mtime:
+    stale = [src for src in JAVA_SOURCES if not (classes / f"{src.stem}.class").is_file()
+             or (classes / f"{src.stem}.class").stat().st_mtime < src.stat().st_mtime]
+    if stale:
         classes.mkdir(parents=True, exist_ok=True)
         done = subprocess.run([javac, "-nowarn", "-cp", cluster.runtime.classpath_text, "-d", str(classes),
-                               str(JAVA_SOURCE)], capture_output=True, text=True, timeout=300)
+                               *map(str, JAVA_SOURCES)], capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             return None, f"javac failed: {done.stderr[-300:]}"
     return [java, f"-Xmx{JAVA_HEAP}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            "-Dlog4j2.level=error", "-cp", f"{cluster.runtime.classpath_text}{os.pathsep}{classes}",
-            "ChaosProducer"], f"Java client {cluster.runtime.version}"
+            "-Dlog4j2.level=error", "-cp", f"{cluster.runtime.classpath_text}{os.pathsep}{classes}"], \
+        f"Java client {cluster.runtime.version}"
 
 
 def run(cluster: Cluster, out: Path, faults: list[Fault], seed: int, seconds: float,
         say: Callable[[str], None] = lambda text: None) -> tuple[list[hist.Event], dict[str, Any]]:
     """The workload with ``faults`` on ``cluster``; the merged history and facts about the run."""
-    create_topics(cluster.bootstrap)
+    create_topics(cluster.bootstrap, min(3, len(cluster.nodes)))
     java, java_note = java_command(cluster)
     run_ = Run(cluster, out, seed, seconds, say, java)
     facts: dict[str, Any] = {"shape": SHAPE, "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS,

@@ -113,7 +113,10 @@ def _group(cluster: Any, generation_offset: int, group_ids: tuple[str, ...]) -> 
     membership = cluster.broker.membership
     for group_id, group in sorted(membership.groups.items()):
         groups[group_id] = {"generation": group.generation_id - generation_offset, "members": len(group.members)}
-    return {"committed": committed, "pending": pending, "groups": groups}
+    consumer_groups = {group_id: ab.consumer_group_view(group.group_epoch, (
+        (m.member_id, m.member_epoch, m.assigned, m.revoking) for m in group.members.values()), generation_offset)
+        for group_id, group in sorted(cluster.broker.consumer_groups.groups.items())}
+    return {"committed": committed, "pending": pending, "groups": groups, "consumer_groups": consumer_groups}
 
 
 def _client(producer: Any, names: Names, txn: int) -> ab.ClientView:

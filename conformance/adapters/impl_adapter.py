@@ -41,6 +41,7 @@ import contextlib
 import json
 from typing import Any
 
+import txnspec.conformance.adapters.impl_consumer_group as consumer_group
 from txnspec.conformance.abstraction import AbstractState
 from txnspec.conformance.adapters.impl_abstraction import DIFFERENCES, differences, of_cluster
 from txnspec.conformance.adapters.impl_messages import Names, marker_answer
@@ -48,7 +49,8 @@ from txnspec.conformance.adapters.impl_messages import envelope as spec_envelope
 from txnspec.conformance.adapters.spec_adapter import StepNotEnabledError
 from txnspec.conformance.envelope_diff import compared_json, describe_mismatch, key, plain, same
 from txnspec.impl import messages as implm
-from txnspec.impl.coordinator import TxnMarker
+from txnspec.impl.coordinator import GROUP_METADATA_TOPIC, TxnMarker
+from txnspec.impl.topic_partition import TopicPartition
 from txnspec.spec import messages as spec
 from txnspec.spec.actions import APPLICATION_CALLS, ActionKind
 from txnspec.spec.network import Envelope, producer_address
@@ -68,21 +70,14 @@ K = ActionKind
 # the scenario's fault budget (spec/scenarios.py FAULTS) each fault step spends: the trace's environment
 FAULT_BUDGET: dict[ActionKind, str] = {
     K.LOSE: "loss", K.DUPLICATE: "duplicate", K.APPEND_FAILS: "append_failure", K.TIMEOUT: "timeout",
-    K.FAILOVER: "failover", K.CRASH: "crash", K.EXPIRE_BATCH: "expire_batch", K.REBALANCE: "rebalance"}
+    K.FAILOVER: "failover", K.CRASH: "crash", K.EXPIRE_BATCH: "expire_batch", K.REBALANCE: "rebalance",
+    K.REASSIGN: "rebalance", K.ADMIN_ABORT: "admin_abort"}
 BLOCKING_CALLS = frozenset({K.INIT_TRANSACTIONS, K.SEND_OFFSETS_TO_TRANSACTION, K.COMMIT_TRANSACTION,
-                            K.ABORT_TRANSACTION})
+                            K.ABORT_TRANSACTION, K.COMPLETE_TRANSACTION})
 
 
-def impl_partition(name: str) -> str:
-    """The implementation's name of a spec partition: brokers name partitions ``topic-N`` (``p0`` -> ``p0-0``)."""
-    topic, _, number = name.rpartition("-")
-    return name if topic and number.isdigit() else f"{name}-0"
-
-
-def _same_partition(impl_name: str, spec_name: str) -> bool:
-    if spec_name.startswith("__consumer_offsets"):
-        return impl_name.startswith("__consumer_offsets")
-    return impl_name == impl_partition(spec_name)
+# the consumed input partition whose offsets the producers commit (the spec's offsets are of one input)
+INPUT = TopicPartition("input", 0)
 
 
 _PROTOCOLS = (("range", b""),)
@@ -116,8 +111,15 @@ class ImplAdapter:
         self.visible_cache: dict[tuple[str, str], tuple[Any, tuple[int, ...]]] = {}
         self.offsets_partition = ""
         self.spec_partitions: tuple[str, ...] = ()
+        # the broker's partition of each spec partition: a spec topic's only partition (``p0`` -> ``p0-0``), the
+        # group's offsets partition the broker's own for the group (the same Utils.abs(hashCode) % 50)
+        self.broker_partition: dict[str, TopicPartition] = {}
         self.group_ids: tuple[str, ...] = ()
         self.generation_offset = 0  # see impl_messages.Names
+        # KIP-939: the producers enable 2PC; each producer's external coordinator's durable record (the
+        # PreparedTxnState stored with a commit decision, None for an abort), which survives a crash
+        self.two_phase_commit = False
+        self.recorded: dict[str, tuple[int, int] | None] = {}
 
     def reset(self, scenario: str, variant: str = "current") -> None:
         from txnspec.impl.broker import BrokerConfig
@@ -130,13 +132,20 @@ class ImplAdapter:
         s = system.scenario
         # the scenario's epoch bound stands for Short.MAX_VALUE in the spec: the broker gets the same bound, so
         # epoch exhaustion (and the producer-id rotation after it) comes at the same step in both
+        self.two_phase_commit, self.recorded = s.two_phase_commit, {}
         self.cluster = Cluster(transaction_version=s.transaction_version,
-                               config=BrokerConfig(max_producer_epoch=s.max_epoch), rules=self.rules or KAFKA)
+                               config=BrokerConfig(max_producer_epoch=s.max_epoch,
+                                                   transaction_two_phase_commit_enable=s.two_phase_commit),
+                               rules=self.rules or KAFKA)
         self.partitions, self.group = s.partitions, s.group_id
         self.offsets_partition = system.offsets_partition
         self.abstraction_differences = {**type(self).abstraction_differences, **differences(s.transaction_version)}
         self.spec_partitions = tuple(name for name, _ in initial_state(system).partitions)
         self.group_ids = tuple(g.group_id for g in initial_state(system).group.groups)
+        self.broker_partition = {p: TopicPartition(p, 0) for p in self.partitions}
+        if self.offsets_partition in self.spec_partitions:
+            group_coordinator = self.cluster.broker.group_coordinator
+            self.broker_partition[self.offsets_partition] = group_coordinator.partition_for(s.group_id)
         self.producers, self.txn_no, self.results, self.marker_answers = {}, {}, [], []
         self.handles, self.instances, self.lost, self.lost_markers = {}, {}, [], []
         self.max_in_flight = s.max_in_flight
@@ -146,7 +155,10 @@ class ImplAdapter:
             self._start_producer(producer_address(p.index), p.transactional_id)
             self.txn_no[producer_address(p.index)] = 0
         self.members, self.group_clock, self.generation_offset = {}, 0, 0
-        if s.group_members:
+        if s.group_protocol == "consumer":
+            members = {producer_address(p.index): p.member_id for p in initial_state(system).producers}
+            self.generation_offset = consumer_group.form(self, members) - s.initial_generation
+        elif s.group_members:
             self._form_group()
             self.generation_offset = self.cluster.broker.membership.groups[self.group].generation_id \
                 - s.initial_generation
@@ -194,7 +206,7 @@ class ImplAdapter:
         self._sync(others)
 
     def _start_producer(self, who: str, transactional_id: str) -> None:
-        handle = self.cluster.producer(transactional_id)
+        handle = self.cluster.producer(transactional_id, enable_two_pc=self.two_phase_commit)
         # the spec's producer sends each record in its own Produce, up to the scenario's max_in_flight per
         # partition (spec/producer.py): batch.size of one record and max.in.flight.requests.per.connection
         handle.producer.batch_records = 1
@@ -242,7 +254,7 @@ class ImplAdapter:
         """How the spec names the implementation's clients, partitions and members (the message mapping's)."""
         instance_of = {name: who for who, names in self.instances.items() for name in names}
         members = {m.member_id: f"member-{who.removeprefix('producer-')}" for who, m in self.members.items()}
-        return Names(instance_of.get, {impl_partition(p): p for p in self.partitions}, members,
+        return Names(instance_of.get, {self.broker_partition[p]: p for p in self.partitions}, members,
                      self.offsets_partition, self.generation_offset)
 
     def _in_flight(self) -> list[tuple[Any, Envelope]]:
@@ -281,6 +293,12 @@ class ImplAdapter:
         client_side = envelope.target if envelope.target in self.producers else envelope.source
         return client_side not in self.producers or m.client in self._clients(client_side, envelope.tag)
 
+    def _same_partition(self, impl_name: str, spec_name: str) -> bool:
+        """Whether a marker's partition is the spec's: any offsets partition is the group's (the spec names one)."""
+        if spec_name in self.partitions:
+            return impl_name == self.broker_partition[spec_name]
+        return TopicPartition.of(impl_name).topic == GROUP_METADATA_TOPIC
+
     def _not_enabled(self, step: Any, why: str = "") -> StepNotEnabledError:
         pending = [repr(m) for m in self.cluster.network.messages]
         return StepNotEnabledError(f"{step.action}" + (f" ({why})" if why else ""), pending)
@@ -313,14 +331,24 @@ class ImplAdapter:
             result = None
             try:
                 if kind is K.INIT_TRANSACTIONS:
-                    result = p.init_transactions()
+                    # a 2PC instance restarted after a crash keeps the prepared transaction (as the spec's)
+                    result = p.init_transactions(keep_prepared_txn=self.two_phase_commit
+                                                 and len(self.instances[who]) > 1)
+                elif kind is K.PREPARE_TRANSACTION:
+                    p.prepare_transaction()
+                elif kind is K.DECIDE_COMMIT:  # the external coordinator stores the client's PreparedTxnState
+                    self.recorded[who] = p.tm.prepared_txn_state
+                elif kind is K.DECIDE_ABORT:
+                    self.recorded[who] = None
+                elif kind is K.COMPLETE_TRANSACTION:
+                    result = p.complete_transaction(self.recorded.get(who) or (-1, -1))
                 elif kind is K.BEGIN_TRANSACTION:
                     p.begin_transaction()
                     self.txn_no[who] += 1
                 elif kind is K.SEND:
-                    p.send(impl_partition(action.partition), b"v")
+                    p.send(self.broker_partition[action.partition], b"v")
                 elif kind is K.SEND_OFFSETS_TO_TRANSACTION:
-                    result = p.send_offsets_to_transaction({"input-0": self.txn_no[who]}, self.group,
+                    result = p.send_offsets_to_transaction({INPUT: self.txn_no[who]}, self.group,
                                                            self.members.get(who))
                 elif kind is K.COMMIT_TRANSACTION:
                     result = p.commit_transaction()
@@ -347,7 +375,7 @@ class ImplAdapter:
             # a lost produce (or its lost answer): the client's request timeout fires first; then retry.backoff.ms
             # elapses and the client's Sender drains the batch waiting for its retry if it is the first in flight
             name, producer = self.producers[action.actor]
-            partition = impl_partition(action.message.target)
+            partition = self.broker_partition[action.message.target]
             lost = [m for m in self.lost if m.client == name and isinstance(m.request, implm.Produce)
                     and m.request.partition == partition]
             if lost:
@@ -368,7 +396,8 @@ class ImplAdapter:
         elif kind is K.EXPIRE_BATCH:
             _, producer = self.producers[action.actor]
             try:
-                producer.expire_batch(impl_partition(action.partition), action.batch[3] if action.batch else None)
+                producer.expire_batch(self.broker_partition[action.partition],
+                                      action.batch[3] if action.batch else None)
             except InvalidRequestError as exc:
                 raise self._not_enabled(step, str(exc)) from None
         elif kind is K.FAILOVER:
@@ -388,17 +417,25 @@ class ImplAdapter:
             self._append_fails(step)
         elif kind is K.CRASH:
             self._crash(action.actor)
+        elif kind is K.REBALANCE and self.cluster.broker.consumer_groups.groups:
+            consumer_group.fence(self, action.actor)
         elif kind is K.REBALANCE:
             self._rebalance(action.actor)
+        elif kind is K.REASSIGN:
+            consumer_group.reassign(self, action.actor)
+        elif kind is K.HEARTBEAT:
+            consumer_group.heartbeat(self, action.actor)
         elif kind is K.EXPIRE_PRODUCERS:  # producer.id.expiration.ms passes for the partition's idle producers
-            partition = self.cluster.broker.partition(impl_partition(action.partition))
+            partition = self.cluster.broker.partition(self.broker_partition[action.partition])
             partition.remove_expired_producers(self.cluster.now_ms + partition.producer_state.producer_id_expiration_ms)
+        elif kind is K.ADMIN_ABORT:  # Admin.abortTransaction: the admin's WriteTxnMarkers, straight to the leader
+            self._admin_abort(action.body)
         elif kind is K.EXPIRE_TRANSACTIONAL_ID:  # transactional.id.expiration.ms passes for the idle ids
             self.cluster.broker.txn_coordinator.expire_transactional_ids(self.cluster.now_ms, 0)
         elif kind is K.OFFSET_COMMIT:  # an admin's plain commit of the input offset, outside group management
             from txnspec.impl.membership import MemberIdentity
 
-            self.cluster.broker.group_coordinator.handle_offset_commit(self.group, {"input-0": 0},
+            self.cluster.broker.group_coordinator.handle_offset_commit(self.group, {INPUT: 0},
                                                                        now_ms=self.cluster.now_ms,
                                                                        member=MemberIdentity())
         else:
@@ -427,7 +464,7 @@ class ImplAdapter:
         # two transactional ids may send markers to one partition (the group's), and after a failover the old and
         # the new coordinator's markers of one transaction may both be answered: match all three
         answered = next((a for a in self.marker_answers
-                         if _same_partition(a[0].partition, source) and a[0].transactional_id == tid
+                         if self._same_partition(a[0].partition, source) and a[0].transactional_id == tid
                          and a[0].coordinator_epoch == coordinator_epoch), None)
         if answered is None:
             raise self._not_enabled(step, "no marker answer from that partition")
@@ -466,7 +503,7 @@ class ImplAdapter:
         from txnspec.impl.errors import Errors
 
         partition = step.action.body.partition
-        lost = [mk for mk in self.lost_markers if _same_partition(mk.partition, partition)]
+        lost = [mk for mk in self.lost_markers if self._same_partition(mk.partition, partition)]
         if not lost:
             raise self._not_enabled(step, "no marker to that partition was lost")
         self.lost_markers.remove(lost[-1])
@@ -484,6 +521,16 @@ class ImplAdapter:
             self.cluster.deliver(m)
         finally:
             log.refused_appends.clear()  # a request that wrote nothing had nothing refused (as in the spec)
+
+    def _admin_abort(self, marker: spec.WriteTxnMarkers) -> None:
+        """The marker the spec's admin sent (producer id and epoch, coordinator epoch, transaction version 0),
+        appended by the partition as serve's WriteTxnMarkers handler appends an admin's; the coordinator is not
+        told. A refusal the spec did not make shows as the partition's state differing after the step."""
+        from txnspec.impl.log import ControlType
+
+        partition = self.cluster.broker.partition(self.broker_partition[marker.partition])
+        partition.write_txn_marker(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
+                                   ControlType.ABORT, marker.transaction_version, now_ms=self.cluster.now_ms)
 
     def _crash(self, who: str) -> None:
         name, _ = self.producers[who]
@@ -529,11 +576,11 @@ class ImplAdapter:
         return offsets
 
     def observe(self) -> dict[str, Any]:
-        broker_name = {p: p if p == self.offsets_partition else impl_partition(p) for p in self.spec_partitions}
+        broker_name = self.broker_partition
         visible = {p: {"read_committed": self._visible(broker_name[p], "READ_COMMITTED"),
                        "read_uncommitted": self._visible(broker_name[p], "READ_UNCOMMITTED")}
                    for p in self.spec_partitions}
-        _, committed = self.cluster.broker.group_coordinator.fetch_offsets(self.group, ["input-0"])
+        _, committed = self.cluster.broker.group_coordinator.fetch_offsets(self.group, [INPUT])
         return {"visible": visible, "offsets": {f"{self.group}/{tp}": off for tp, off in committed.items()}}
 
     def project(self, expected: dict[str, Any]) -> dict[str, Any]:
@@ -549,6 +596,5 @@ class ImplAdapter:
     def abstract_state(self) -> AbstractState:
         """The implementation's state as the spec's abstraction (:mod:`.impl_abstraction`)."""
         producers = {who: p for who, (_, p) in self.producers.items()}
-        partitions = {p: p if p == self.offsets_partition else impl_partition(p) for p in self.spec_partitions}
-        return of_cluster(self.cluster, self.names(), producers, partitions, self.txn_no, self.generation_offset,
-                          self.group_ids)
+        return of_cluster(self.cluster, self.names(), producers, self.broker_partition, self.txn_no,
+                          self.generation_offset, self.group_ids)

@@ -14,8 +14,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -111,21 +110,7 @@ def test_a_transaction_version_is_for_real_kafka_only(capsys: pytest.CaptureFixt
 
 # --- with real Kafka ----------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="session")
-def real_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[int], kafka.RunningKafka]]:
-    """Kafka at a transaction version, started once per test run on first use and stopped at its end."""
-    if MISSING:
-        pytest.skip(f"real Kafka needs {' and '.join(MISSING)} on PATH (Java 17 and Maven)")
-    started: dict[int, kafka.RunningKafka] = {}
-    with ExitStack() as stack:
-        def get(transaction_version: int) -> kafka.RunningKafka:
-            if transaction_version not in started:
-                workdir = tmp_path_factory.mktemp(f"kafka-tv{transaction_version}")
-                started[transaction_version] = stack.enter_context(
-                    kafka.kafka_broker(workdir, None, transaction_version))
-            return started[transaction_version]
-
-        yield get
+# real_kafka: the shared fixture of tests/conftest.py
 
 
 @pytest.mark.kafka

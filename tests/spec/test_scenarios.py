@@ -35,9 +35,10 @@ PINNED_FAULTS = {
     ("append-failure", "current"): 4977, ("append-failure", "tv1"): 6935,
     ("crash", "current"): 7104, ("crash", "tv1"): 9785,
     ("faults", "current"): 31130, ("faults", "tv1"): 44426,
+    ("admin-abort", "current"): 2401, ("admin-abort", "tv1"): 3292,  # issue 32: Admin.abortTransaction
 }
 FAULT_KINDS = {"loss": ("lose",), "append-failure": ("append fails",), "crash": ("crash",),
-               "faults": ("lose", "append fails", "crash")}
+               "faults": ("lose", "append fails", "crash"), "admin-abort": ("crash", "admin abort")}
 
 
 @pytest.mark.parametrize(("name", "variant"), sorted(PINNED_FAULTS))

@@ -30,7 +30,6 @@ from txnspec.spec.model import build_system
 from txnspec.spec.network import COORDINATOR, GROUP, NETWORK, Envelope, contexts, deliveries, remove_one, send
 from txnspec.spec.producer import dispatch, expire_batch, first_in_flight, receive, request_timed_out, restarted
 from txnspec.spec.system_state import UNREAD, Budget, projection
-from txnspec.spec.txn_state import ONGOING
 from txnspec.spec.values import Interner, cache_stats, clear_caches, intern, memoised, replace, value
 
 K = ActionKind
@@ -223,11 +222,11 @@ def reference_steps(system: sysm.System, state: sysm.SystemState) -> Iterator[tu
             yield Action(K.DUPLICATE, env.source, env), _spent(replace(state, network=_bag(*state.network, env)),
                                                                "duplicate")
     for tid, md in state.coordinator.cache:
-        if b.timeout and md.state is ONGOING and md.pending_state is None:
+        if b.timeout and system.protocol.is_timeout_candidate(md):
             yield (Action(K.TIMEOUT, COORDINATOR, transactional_id=tid),
                    _abort_timed_out(system, _spent(state, "timeout"), tid))
     for tid, md in state.coordinator.cache:
-        if md.state is ONGOING and md.pending_state is None and _abandoned(state, tid):
+        if system.protocol.is_timeout_candidate(md) and _abandoned(state, tid):
             yield Action(K.ABANDONED_TIMEOUT, COORDINATOR, transactional_id=tid), _abort_timed_out(system, state, tid)
     if b.failover:
         result = system.protocol.coordinator_failover(state.coordinator, config=system.coordinator_config)
@@ -235,7 +234,8 @@ def reference_steps(system: sysm.System, state: sysm.SystemState) -> Iterator[tu
         yield Action(K.FAILOVER, COORDINATOR), _spent(replace(state, coordinator=result.state,
                                                               network=_bag(*state.network, *markers)), "failover")
     for p in state.producers:
-        if b.crash and p.phase is not sysm.UNINITIALIZED:
+        if b.crash and p.phase is not sysm.UNINITIALIZED and not (c.two_phase_commit
+                                                                  and p.phase is sysm.INITIALIZING):
             yield Action(K.CRASH, p.address), _spent(replace(state, producers=tuple(
                 restarted(p) if q.index == p.index else q for q in state.producers)), "crash")
         transit = {e.context for e in state.network if p.address in (e.source, e.target)}
@@ -276,7 +276,8 @@ SCENARIOS = [("offsets", "current"), ("zombie", "current"), ("loss", "current"),
              ("crash", "current"), ("failover", "current"), ("delayed-produce", "current"),
              ("rebalance", "current"), ("in-flight-2", "current"), ("epoch-exhaustion", "current"),
              ("offsets", "tv1"), ("delayed-produce", "tv1"), ("zombie", "kafka-3.9"), ("plain-commit", "current"),
-             ("id-expiry", "current"), ("producer-expiry", "current")]
+             ("id-expiry", "current"), ("producer-expiry", "current"), ("two-phase-commit", "current"),
+             ("two-phase-recovery", "kip-939-keep-prepared")]
 
 
 @pytest.mark.parametrize(("scenario", "variant"), SCENARIOS)
