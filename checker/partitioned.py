@@ -69,6 +69,7 @@ from txnspec.checker.report import (
 INDEX = 2  # bytes of one successor index in a path key
 UNEVEN = 64  # parts of a level that differ by more (and by more than a quarter of the mean) are rebalanced
 _ALL_VIOLATED = "every invariant is violated (the search stopped early)"
+_EXPANDED: tuple[bytes, Any] = (b"", None)  # in place of a state of the level once it is expanded
 
 
 @dataclass
@@ -97,7 +98,8 @@ class _Worker:
         self.properties = {p.name: p for p in properties}
         self.visited = FingerprintSet()
         self.level: list[tuple[bytes, Any]] = []
-        self.counts: list[tuple[bytes, int]] = []  # (key, successors) of each expanded state
+        # the keys (one size a level, joined) and successor counts of the expanded states, in key order
+        self.counted_keys, self.counts = bytearray(), array("I")
         self.sent: list[list[Any]] = []  # per owner: the states whose fingerprints went to it, in order
         self.own: tuple[array[int], list[bytes]] = (array("q"), [])  # candidates this worker owns itself
         self.answer: bytearray = bytearray()
@@ -120,12 +122,16 @@ class _Worker:
         first: set[int] = set()  # fingerprints already sent this level (a later candidate has a greater key)
         labels: dict[Any, int] = {}
         deadlocks: list[bytes] = []
-        self.counts = []
+        self.counted_keys, self.counts = bytearray(), array("I")
         transitions = 0
-        for key, state in self.level:
+        expanding, self.level = self.level, []
+        for position in range(len(expanding)):
+            key, state = expanding[position]
+            expanding[position] = _EXPANDED  # its successors keep what they share with it; the rest is freed now
             successors = list(next_steps(state))
             transitions += len(successors)
-            self.counts.append((key, len(successors)))
+            self.counted_keys += key
+            self.counts.append(len(successors))
             if not successors and (is_final is None or not is_final(state)):
                 deadlocks.append(key)
             for index, (action, successor) in enumerate(successors):
@@ -235,7 +241,9 @@ class _Worker:
         states up to its parent."""
         parent = cut[:-INDEX]
         self.level = [(key, state) for key, state in self.level if key < cut or (inclusive and key == cut)]
-        return len(self.level), sum(n for key, n in self.counts if key <= parent)
+        size = len(parent)
+        keys = self.counted_keys
+        return len(self.level), sum(n for i, n in enumerate(self.counts) if keys[i * size:(i + 1) * size] <= parent)
 
     def keys(self) -> list[bytes]:
         return [key for key, _ in self.level]
