@@ -15,6 +15,7 @@ from typing import Any
 
 from txnspec.audit.impl_wire import ImplTransport, ImplTxnWire, run_impl_wire_audit
 from txnspec.audit.report import RuleResult
+from txnspec.audit.request_tv import run_request_tv_rules
 from txnspec.audit.socket_wire import SocketTxnWire, consumer_view, socket_txn_wire
 from txnspec.audit.timeout import run_timeout_rule
 from txnspec.audit.trace_plan import (
@@ -66,7 +67,8 @@ def run_txn_wire_audit(bootstrap: str, run: str, seed: int, walks_per_scenario: 
 
 def run_wire_audit(bootstrap: str, run: str, seed: int = 0, traces: int = 2) -> list[RuleResult]:
     """The hand-chosen rules of :mod:`.wire`, then ``traces`` client traces per scenario of the conformance
-    generator, then the transaction timeout rule (:mod:`.timeout`)."""
+    generator, then the transaction timeout rule (:mod:`.timeout`) and the request transaction version rules
+    (:mod:`.request_tv`)."""
     with socket_transport(bootstrap, run) as transport:
         results = run_rules(transport) + run_init_rules(transport, run)
         conn = transport.conn
@@ -78,4 +80,5 @@ def run_wire_audit(bootstrap: str, run: str, seed: int = 0, traces: int = 2) -> 
         results.extend(run_txn_wire_audit(bootstrap, run, seed, traces))
     with socket_txn_wire(bootstrap) as wire:
         results.append(run_timeout_rule(wire, wire.transaction_version, run))
+        results.extend(run_request_tv_rules(wire, run))
     return results

@@ -2,7 +2,7 @@
 transaction versions, each run's summary appended to ``OUT/results.jsonl``; ``--table`` prints the table.
 
     python bench/chaos_runs.py --out /tmp/chaos-batch --runs 10 --seconds 60 [--broker kafka:4.4.0]
-    python bench/chaos_runs.py --out /tmp/chaos-batch --table [--rejudge]
+    python bench/chaos_runs.py --out /tmp/chaos-batch [/tmp/chaos-batch2 ...] --table [--rejudge]
 """
 
 from __future__ import annotations
@@ -64,22 +64,24 @@ def rejudge(out: Path) -> list[dict]:
 CHECKS = ("validation", "coordinator", "groups")  # unexplained: any of the three (older rows lack the last two)
 
 
-def table(out: Path, again: bool = False) -> str:
-    rows = rejudge(out) if again else [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()
-                                       if line.strip()]
+def table(outs: list[Path], again: bool = False) -> str:
+    """One table over the runs of every folder in ``outs`` (several batches together)."""
+    rows = [r for out in outs for r in (rejudge(out) if again else [
+        json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()])]
     by_tv: dict[int, list[dict]] = defaultdict(list)
     for r in rows:
         by_tv[r["tv"]].append(r)
-    lines = ["| TV | runs | exit 0 | faults injected (min-max, total) | anomalies | unexplained | committed txns "
-             "(mean) | records validated (mean) | validation s (mean, max) | anomaly check s (mean) | "
-             "coordinators s (mean) | wall s per run (mean) | histories per minute |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| TV | runs | exit 0 | faults injected (min-max, total) | runs with >= 5 faults | anomalies | "
+             "unexplained | committed txns (mean) | records validated (mean) | validation s (mean, max) | "
+             "anomaly check s (mean) | coordinators s (mean) | wall s per run (mean) | histories per minute |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for tv, rs in sorted(by_tv.items()):
         faults = [r["faults"] for r in rs]
         val = [r["validation"].get("seconds", 0) for r in rs]
         wall = sum(r["wall_seconds"] for r in rs) / len(rs)
         lines.append(
             f"| {tv} | {len(rs)} | {sum(r['exit'] == 0 for r in rs)} | {min(faults)}-{max(faults)}, {sum(faults)} | "
+            f"{sum(f >= 5 for f in faults)} | "
             f"{sum(sum(r['anomalies'].values()) for r in rs)} | "
             f"{sum(not all(r.get(k, {}).get('explained', k != 'validation') for k in CHECKS) for r in rs)} | "
             f"{sum(r['transactions'].get('committed', 0) for r in rs) / len(rs):.0f} | "
@@ -92,7 +94,7 @@ def table(out: Path, again: bool = False) -> str:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True, nargs="+", help="the batch's folder (--table: one or more)")
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--broker", default="kafka:4.4.0")
@@ -104,6 +106,8 @@ if __name__ == "__main__":
     args = parser.parse_args()
     if args.table:
         print(table(args.out, args.rejudge))
+    elif len(args.out) != 1:
+        parser.error("runs go into one --out folder")
     else:
-        run(args.out, args.runs, args.seconds, args.broker, args.first_seed, [int(v) for v in args.versions.split(",")],
-            args.faults)
+        run(args.out[0], args.runs, args.seconds, args.broker, args.first_seed,
+            [int(v) for v in args.versions.split(",")], args.faults)

@@ -14,7 +14,8 @@ fresh process, one after the other, ``--rounds`` times: ``exact`` (the one-proce
 ``partitioned-N`` (``--store partitioned --workers N``), ``levels-N`` (``--workers N``). While each runs, the
 proportional set size (PSS: a page shared by forked processes counts once in all) of the command and its
 children is sampled every 0.2 s; bytes a state are the peak PSS less the peak of the same command on ``tiny``
-(the interpreter and the spec loaded), over the states. The load average before each run is printed.
+(the interpreter and the spec loaded), over the states; CPU seconds are those of the command and its workers
+(``RUSAGE_CHILDREN``), the fairer measure of work on a loaded machine. The load average before each run is printed.
 
 Usage::
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -80,8 +82,10 @@ def _command(engine: str, scenario: str, max_depth: int | None) -> list[str]:
     raise SystemExit(f"unknown engine {engine!r} (exact, partitioned-N, levels-N)")
 
 
-def _fresh_run(argv: list[str]) -> tuple[dict, float, int]:
-    """The verdict, the wall seconds and the peak PSS of the command's process tree."""
+def _fresh_run(argv: list[str]) -> tuple[dict, float, int, float]:
+    """The verdict, the wall seconds, the peak PSS and the CPU seconds of the command's process tree (its workers
+    are waited for, so their CPU time is the command's children's)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peak = 0
@@ -90,25 +94,28 @@ def _fresh_run(argv: list[str]) -> tuple[dict, float, int]:
         time.sleep(0.2)
     out, err = process.communicate()
     wall = time.perf_counter() - started
-    if process.returncode not in (0, 1):
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime
+    if process.returncode not in (0, 1, 3):  # 3: incomplete (a depth bound)
         raise RuntimeError(f"{' '.join(argv)} exited {process.returncode}: {err.strip()}")
-    return json.loads(out), wall, peak
+    return json.loads(out), wall, peak, cpu
 
 
 def fresh(args: argparse.Namespace) -> int:
     engines = args.engines.split(",")
     idle = {engine: _fresh_run(_command(engine, "tiny", None))[2] for engine in engines}
-    print("| round | engine | load before | states | wall s | states/s | coordinator CPU s | coordinator / wall "
-          "| peak PSS MB | bytes/state |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| round | engine | load before | states | wall s | states/s | CPU s (all processes) | states / CPU s "
+          "| coordinator CPU s | coordinator / wall | peak PSS MB | bytes/state |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for round_ in range(1, args.rounds + 1):
         for engine in engines:
             load = os.getloadavg()[0]
-            verdict, wall, peak = _fresh_run(_command(engine, args.scenario, args.max_depth))
-            states, cpu = verdict["states"], verdict.get("coordinator_seconds")
-            share = f"{cpu:.2f} | {cpu / wall:.2%}" if cpu is not None else "– | –"
-            print(f"| {round_} | {engine} | {load:.1f} | {states:,} | {wall:.1f} | {states / wall:,.0f} | {share} | "
-                  f"{peak / 2**20:,.0f} | {(peak - idle[engine]) / max(states, 1):,.0f} |", flush=True)
+            verdict, wall, peak, cpu = _fresh_run(_command(engine, args.scenario, args.max_depth))
+            states, coordinator = verdict["states"], verdict.get("coordinator_seconds")
+            share = f"{coordinator:.2f} | {coordinator / wall:.2%}" if coordinator is not None else "– | –"
+            per_state = (peak - idle[engine]) / max(states, 1)
+            print(f"| {round_} | {engine} | {load:.1f} | {states:,} | {wall:.1f} | {states / wall:,.0f} | {cpu:.1f} | "
+                  f"{states / cpu:,.0f} | {share} | {peak / 2**20:,.0f} | {per_state:,.0f} |", flush=True)
     return 0
 
 

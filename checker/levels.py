@@ -57,9 +57,11 @@ from txnspec.checker.report import (
     STOPPED_ON_VIOLATION,
     CheckResult,
     Counterexample,
-    PropertyVerdict,
     action_kind,
+    check_bounds,
     finished_levels,
+    kinds_coverage,
+    safety_verdicts,
 )
 
 MemoryProgress = Callable[[int, int, float, int], None]
@@ -342,11 +344,7 @@ def check_levels(model: Model[Any], *, properties: Sequence[str] | None = None, 
     >>> (result.verdict_text, result.states, result.store)
     ('holds', 14, 'fingerprints, 2 workers')
     """
-    if workers < 1:
-        raise ValueError(f"workers must be at least 1, got {workers}")
-    for name, value in (("max_states", max_states), ("max_depth", max_depth)):
-        if value is not None and value <= 0:
-            raise ValueError(f"{name} must be positive, got {value}")
+    check_bounds(workers=workers, max_states=max_states, max_depth=max_depth)
     selected = model.safety_properties(properties, "the fingerprint search")
     report = progress if callable(progress) else (_print_progress if progress else None)
     with tempfile.TemporaryDirectory(prefix="txnspec-check-", dir=directory) as scratch:
@@ -645,31 +643,18 @@ class _LevelSearch:
 
     def result(self, check_deadlock: bool) -> CheckResult:
         complete = self.stop_reason is None
-        verdicts = []
         # in explicit.py's order: the invariants, then the sometimes properties
-        for prop in sorted(self.properties, key=lambda p: p.expectation is not Expectation.ALWAYS):
-            hit = self.first_hits.get(prop.name)
-            path = Counterexample(prop.name, self._path(*hit), witness=prop.expectation is Expectation.SOMETIMES) \
-                if hit is not None else None
-            if prop.expectation is Expectation.ALWAYS:
-                holds = False if hit is not None else (True if complete else None)
-            else:
-                holds = True if hit is not None else (False if complete else None)
-            verdicts.append(PropertyVerdict(prop.name, prop.expectation.value, holds, path, prop.description,
-                                            never_satisfied=hit is None and complete
-                                            and prop.expectation is Expectation.SOMETIMES))
+        verdicts = safety_verdicts(sorted(self.properties, key=lambda p: p.expectation is not Expectation.ALWAYS),
+                                   self.first_hits.get, lambda hit: self._path(*hit), complete)
         deadlocks = sorted(self.deadlocks) if check_deadlock else []
-        declared = list((self.model.metadata or {}).get("action_kinds", ()))
-        kinds = dict(self.kinds)
-        for kind in declared:
-            kinds.setdefault(kind, 0)
+        coverage, never_taken = kinds_coverage(self.model, self.kinds)
         depth = len(self.levels.sizes) - 1 - (not self.levels.sizes[-1])
         return CheckResult(
             model_name=self.model.name, states=self.states, transitions=self.transitions, depth=max(depth, 0),
-            seconds=self.seconds, complete=complete, verdicts=tuple(verdicts),
+            seconds=self.seconds, complete=complete, verdicts=verdicts,
             deadlock=Counterexample("deadlock", self._path(*deadlocks[0])) if deadlocks else None,
-            deadlock_count=len(deadlocks), coverage=dict(sorted(kinds.items())),
-            never_taken=tuple(k for k in declared if kinds[k] == 0), describe_state=self.model.describe_state,
+            deadlock_count=len(deadlocks), coverage=coverage, never_taken=never_taken,
+            describe_state=self.model.describe_state,
             stop_reason=self.stop_reason, symmetry=self.canonical is not None,
             store="fingerprints" + (f", {self.workers} workers" if self.workers > 1 else ""),
             collision_probability=collision_probability(self.states),

@@ -59,14 +59,17 @@ from txnspec.checker.report import (
     STOPPED_ON_VIOLATION,
     CheckResult,
     Counterexample,
-    PropertyVerdict,
     action_kind,
+    check_bounds,
     finished_levels,
+    kinds_coverage,
+    safety_verdicts,
 )
 
 INDEX = 2  # bytes of one successor index in a path key
 UNEVEN = 64  # parts of a level that differ by more (and by more than a quarter of the mean) are rebalanced
 _ALL_VIOLATED = "every invariant is violated (the search stopped early)"
+_EXPANDED: tuple[bytes, Any] = (b"", None)  # in place of a state of the level once it is expanded
 
 
 @dataclass
@@ -95,7 +98,8 @@ class _Worker:
         self.properties = {p.name: p for p in properties}
         self.visited = FingerprintSet()
         self.level: list[tuple[bytes, Any]] = []
-        self.counts: list[tuple[bytes, int]] = []  # (key, successors) of each expanded state
+        # the keys (one size a level, joined) and successor counts of the expanded states, in key order
+        self.counted_keys, self.counts = bytearray(), array("I")
         self.sent: list[list[Any]] = []  # per owner: the states whose fingerprints went to it, in order
         self.own: tuple[array[int], list[bytes]] = (array("q"), [])  # candidates this worker owns itself
         self.answer: bytearray = bytearray()
@@ -118,12 +122,16 @@ class _Worker:
         first: set[int] = set()  # fingerprints already sent this level (a later candidate has a greater key)
         labels: dict[Any, int] = {}
         deadlocks: list[bytes] = []
-        self.counts = []
+        self.counted_keys, self.counts = bytearray(), array("I")
         transitions = 0
-        for key, state in self.level:
+        expanding, self.level = self.level, []
+        for position in range(len(expanding)):
+            key, state = expanding[position]
+            expanding[position] = _EXPANDED  # its successors keep what they share with it; the rest is freed now
             successors = list(next_steps(state))
             transitions += len(successors)
-            self.counts.append((key, len(successors)))
+            self.counted_keys += key
+            self.counts.append(len(successors))
             if not successors and (is_final is None or not is_final(state)):
                 deadlocks.append(key)
             for index, (action, successor) in enumerate(successors):
@@ -233,7 +241,9 @@ class _Worker:
         states up to its parent."""
         parent = cut[:-INDEX]
         self.level = [(key, state) for key, state in self.level if key < cut or (inclusive and key == cut)]
-        return len(self.level), sum(n for key, n in self.counts if key <= parent)
+        size = len(parent)
+        keys = self.counted_keys
+        return len(self.level), sum(n for i, n in enumerate(self.counts) if keys[i * size:(i + 1) * size] <= parent)
 
     def keys(self) -> list[bytes]:
         return [key for key, _ in self.level]
@@ -274,11 +284,7 @@ def check_partitioned(model: Model[Any], *, properties: Sequence[str] | None = N
     >>> (result.verdict_text, result.states, result.store)
     ('holds', 14, 'fingerprints, partitioned over 2 workers')
     """
-    if workers < 1:
-        raise ValueError(f"workers must be at least 1, got {workers}")
-    for name, value in (("max_states", max_states), ("max_depth", max_depth)):
-        if value is not None and value <= 0:
-            raise ValueError(f"{name} must be positive, got {value}")
+    check_bounds(workers=workers, max_states=max_states, max_depth=max_depth)
     selected = model.safety_properties(properties, "the partitioned search")
     selected.sort(key=lambda p: p.expectation is not Expectation.ALWAYS)  # explicit.py's order
     with tempfile.TemporaryDirectory(prefix="txnspec-partitioned-", dir=directory) as scratch:
@@ -459,30 +465,16 @@ class _Search:
 
     def result(self, check_deadlock: bool) -> CheckResult:
         complete = self.stop_reason is None
-        verdicts = []
-        for prop in self.properties:
-            hit = self.first_hits.get(prop.name)
-            path = Counterexample(prop.name, self._path(hit[1]), witness=prop.expectation is Expectation.SOMETIMES) \
-                if hit is not None else None
-            if prop.expectation is Expectation.ALWAYS:
-                holds = False if hit is not None else (True if complete else None)
-            else:
-                holds = True if hit is not None else (False if complete else None)
-            verdicts.append(PropertyVerdict(prop.name, prop.expectation.value, holds, path, prop.description,
-                                            never_satisfied=hit is None and complete
-                                            and prop.expectation is Expectation.SOMETIMES))
+        verdicts = safety_verdicts(self.properties, self.first_hits.get, lambda hit: self._path(hit[1]), complete)
         deadlocks = sorted(self.deadlocks) if check_deadlock else []
-        declared = list((self.model.metadata or {}).get("action_kinds", ()))
-        kinds = dict(self.kinds)
-        for kind in declared:
-            kinds.setdefault(kind, 0)
+        coverage, never_taken = kinds_coverage(self.model, self.kinds)
         depth = len(self.sizes) - 1 - (not self.sizes[-1])
         return CheckResult(
             model_name=self.model.name, states=self.states, transitions=self.transitions, depth=max(depth, 0),
-            seconds=self.seconds, complete=complete, verdicts=tuple(verdicts),
+            seconds=self.seconds, complete=complete, verdicts=verdicts,
             deadlock=Counterexample("deadlock", self._path(deadlocks[0][1])) if deadlocks else None,
-            deadlock_count=len(deadlocks), coverage=dict(sorted(kinds.items())),
-            never_taken=tuple(k for k in declared if kinds[k] == 0), describe_state=self.model.describe_state,
+            deadlock_count=len(deadlocks), coverage=coverage, never_taken=never_taken,
+            describe_state=self.model.describe_state,
             stop_reason=self.stop_reason, symmetry=self.canonical is not None,
             store=f"fingerprints, partitioned over {self.workers_count} workers",
             collision_probability=collision_probability(self.states),

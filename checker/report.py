@@ -24,6 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from txnspec.checker.model import Expectation, Model, Property
+
 STOPPED_ON_VIOLATION = "the first violation stopped the search (stop on violation)"
 """The stop reason of a breadth-first search asked to stop at its first violated invariant."""
 
@@ -144,6 +146,44 @@ def finished_levels(sizes: Sequence[int], last_is_whole: bool) -> tuple[int, ...
     while finished and not finished[-1]:
         finished.pop()
     return tuple(finished)
+
+
+def check_bounds(**bounds: int | None) -> None:
+    """The breadth-first engines' arguments: each of ``bounds`` (workers, max_states, ...) positive or None."""
+    for name, value in bounds.items():
+        if value is not None and value <= 0:
+            raise ValueError(f"{name} must be at least 1, got {value}" if name == "workers"
+                             else f"{name} must be positive, got {value}")
+
+
+def safety_verdicts(properties: Sequence[Property[Any]], first_hit: Callable[[str], Any],
+                    path_to: Callable[[Any], tuple[Step, ...]], complete: bool) -> tuple[PropertyVerdict, ...]:
+    """The verdicts of a breadth-first search on ``always`` and ``sometimes`` properties, in the order given:
+    ``first_hit(name)`` is where the search first met a state violating (``always``) or meeting (``sometimes``)
+    the property, None if nowhere, and ``path_to`` turns it into the path there. A miss means holds (``always``) or
+    never met (``sometimes``) only if the search was ``complete``."""
+    verdicts = []
+    for prop in properties:
+        hit = first_hit(prop.name)
+        sometimes = prop.expectation is Expectation.SOMETIMES
+        path = Counterexample(prop.name, path_to(hit), witness=sometimes) if hit is not None else None
+        if sometimes:
+            holds = True if hit is not None else (False if complete else None)
+        else:
+            holds = False if hit is not None else (True if complete else None)
+        verdicts.append(PropertyVerdict(prop.name, prop.expectation.value, holds, path, prop.description,
+                                        never_satisfied=hit is None and complete and sometimes))
+    return tuple(verdicts)
+
+
+def kinds_coverage(model: Model[Any], kinds: dict[str, int]) -> tuple[dict[str, int], tuple[str, ...]]:
+    """The steps of each action kind a search took, with the model's declared kinds it never took at 0, and those
+    kinds (``CheckResult.coverage`` and ``never_taken``)."""
+    declared = list((model.metadata or {}).get("action_kinds", ()))
+    counted = dict(kinds)
+    for kind in declared:
+        counted.setdefault(kind, 0)
+    return dict(sorted(counted.items())), tuple(k for k in declared if counted[k] == 0)
 
 
 @dataclass(frozen=True, slots=True)

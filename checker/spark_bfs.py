@@ -62,8 +62,10 @@ from txnspec.checker.report import (
     STOPPED_ON_VIOLATION,
     CheckResult,
     Counterexample,
-    PropertyVerdict,
+    check_bounds,
     finished_levels,
+    kinds_coverage,
+    safety_verdicts,
 )
 from txnspec.checker.spark_tasks import ModelFactory
 
@@ -83,9 +85,7 @@ def check_spark(factory: ModelFactory, context: Any, *, properties: Sequence[str
     result's ``store`` names the master; ``collision_probability`` is the chance a fingerprint collision hid
     a state.
     """
-    for name, value in (("max_states", max_states), ("max_depth", max_depth), ("partitions", partitions)):
-        if value is not None and value <= 0:
-            raise ValueError(f"{name} must be positive, got {value}")
+    check_bounds(max_states=max_states, max_depth=max_depth, partitions=partitions)
     model = factory()
     selected = model.safety_properties(properties, "the Spark search")
     # in explicit.py's order: the invariants, then the sometimes properties
@@ -252,30 +252,17 @@ class _SparkSearch:
 
     def result(self, check_deadlock: bool) -> CheckResult:
         complete = self.stop_reason is None
-        verdicts = []
-        for prop in self.properties:
-            found = self.first_hits.get(prop.name)
-            sometimes = prop.expectation is Expectation.SOMETIMES
-            path = Counterexample(prop.name, self._path(*found[1:]), witness=sometimes) \
-                if found is not None else None
-            if not sometimes:
-                holds = False if found is not None else (True if complete else None)
-            else:
-                holds = True if found is not None else (False if complete else None)
-            verdicts.append(PropertyVerdict(prop.name, prop.expectation.value, holds, path, prop.description,
-                                            never_satisfied=found is None and complete and sometimes))
+        verdicts = safety_verdicts(self.properties, self.first_hits.get, lambda found: self._path(*found[1:]),
+                                   complete)
         deadlock = self.first_deadlock if check_deadlock else None
-        declared = list((self.model.metadata or {}).get("action_kinds", ()))
-        kinds = dict(self.counts.kinds or {})
-        for kind in declared:
-            kinds.setdefault(kind, 0)
+        coverage, never_taken = kinds_coverage(self.model, self.counts.kinds or {})
         depth = max((level for level, size in enumerate(self.sizes) if size), default=0)
         return CheckResult(
             model_name=self.model.name, states=self.states, transitions=self.counts.transitions, depth=depth,
-            seconds=self.seconds, complete=complete, verdicts=tuple(verdicts),
+            seconds=self.seconds, complete=complete, verdicts=verdicts,
             deadlock=Counterexample("deadlock", self._path(*deadlock[1:])) if deadlock else None,
-            deadlock_count=self.counts.deadlocks if check_deadlock else 0, coverage=dict(sorted(kinds.items())),
-            never_taken=tuple(k for k in declared if kinds[k] == 0), describe_state=self.model.describe_state,
+            deadlock_count=self.counts.deadlocks if check_deadlock else 0, coverage=coverage,
+            never_taken=never_taken, describe_state=self.model.describe_state,
             stop_reason=self.stop_reason, symmetry=self.plan.symmetry,
             store=f"spark ({self.context.master}, {self.partitions} partitions)",
             collision_probability=collision_probability(self.states),

@@ -75,7 +75,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         except (faults.ScheduleError, BrokerUnavailable) as exc:
             raise UsageError(str(exc)) from None
         if serve and "network" in kinds:
-            raise UsageError("network faults need the proxy in front of a Kafka cluster; serve has none")
+            raise UsageError(f"network faults need the proxy in front of a Kafka cluster; {args.broker} has none")
         if args.nodes < 3 and not serve and any(k in ("kill", "pause", "network") for k in kinds):
             raise UsageError("node faults need at least 3 nodes (a node down must leave a quorum and the min ISR)")
         out = args.out or Path("chaos-out") / f"seed-{args.seed}"

@@ -248,9 +248,19 @@ class Broker(BrokerStorage):
         errors = self.group_coordinator.handle_txn_offset_commit(request.group_id, request.producer_id,
                                                                  request.producer_epoch, dict(request.offsets),
                                                                  now_ms=now_ms, member=request.member,
-                                                                 api_version=request.api_version)
+                                                                 api_version=self._txn_offset_commit_version(request))
         first = next(iter(errors.values()), Errors.NONE)
         return Response(first, partition_errors=tuple(sorted(errors.items())), correlation_id=rid)
+
+    def _txn_offset_commit_version(self, request: TxnOffsetCommit) -> int:
+        """The request's version; without a wire version, the one Kafka 4.4's client sends at the broker's
+        transaction version (``TxnOffsetCommitRequest.Builder``: a TV1 producer is capped at
+        ``LAST_STABLE_VERSION_BEFORE_TRANSACTION_V2``, 4; a TV2 one sends the newest, 6). It decides how a
+        consumer group's stale member epoch is answered (ILLEGAL_GENERATION before v6)."""
+        if request.api_version is not None:
+            return request.api_version
+        return TXN_OFFSET_COMMIT_VERSION_LATEST if self.config.transaction_version >= TV_2 \
+            else TXN_OFFSET_COMMIT_VERSION_GENERIC_ERROR
 
     def _verify_txn_offset_commit(self, request: TxnOffsetCommit, partition: str, offsets_log: Partition,
                                   now_ms: int) -> Errors:
@@ -370,6 +380,16 @@ class Broker(BrokerStorage):
             p.remove_expired_producers(now_ms)
         self._after_storage_failure(now_ms)
 
+    def delete_records(self, name: str, offset: int) -> tuple[Errors, int]:
+        """DeleteRecords on partition ``name`` (``ReplicaManager.deleteRecords``): its log start offset moves up
+        to ``offset`` (-1: the high watermark) and is checkpointed (``log-start-offset-checkpoint``), so a restart
+        does not read below it. Returns the error and the low watermark."""
+        error, low = self.partition(name).delete_records_before(offset)
+        if error is Errors.NONE and self.checkpoints is not None:
+            self.checkpoints.log_starts[name] = low
+            self.checkpoints.write()
+        return error, low
+
     def __enter__(self) -> Broker:
         return self
 
@@ -468,6 +488,7 @@ def validate_request(request: object) -> str:
 PRODUCE_VERSION_GENERIC_ERROR = 11
 PRODUCE_VERSION_ADD_PARTITION = 12  # ADD_PARTITION: the leader adds the partition itself (transaction version 2)
 TXN_OFFSET_COMMIT_VERSION_GENERIC_ERROR, TXN_OFFSET_COMMIT_VERSION_ADD_PARTITION = 4, 5
+TXN_OFFSET_COMMIT_VERSION_LATEST = 6  # Kafka 4.4's newest (topics by id; STALE_MEMBER_EPOCH)
 
 
 def _generic_error_supported(request: Produce) -> bool:

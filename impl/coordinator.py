@@ -12,7 +12,10 @@ pid/epoch pairing, AddOffsetsToTxn's ``__consumer_offsets`` partition) are done 
 What is modelled: every branch of the handlers above; the transaction log stored as records in internal
 partitions ``__transaction_state-N`` of the same partition store, ``abs(javaHash(tid)) % N``; value version 0
 (server TV 0: no previous/next producer id) or 1; ``lastProducerEpoch`` never persisted; failover = a new
-coordinator epoch loading the log, completing Prepare* transactions by re-sending markers; log-append
+coordinator epoch loading the log, completing Prepare* transactions by re-sending markers, or per partition:
+:meth:`TransactionCoordinator.emigrate` (``removeTransactionsForTxnTopicPartition``: NOT_COORDINATOR),
+:meth:`~TransactionCoordinator.begin_load` / :meth:`~TransactionCoordinator.finish_load` (the loading window:
+COORDINATOR_LOAD_IN_PROGRESS, ``getAndMaybeAddTransactionState`` checks loading first); log-append
 failure injection (:meth:`TransactionStateManager.fail_next_append`) with Kafka's error mapping.
 
 Sans-I/O: handlers take ``now_ms`` and return results; markers to write are queued as
@@ -25,7 +28,8 @@ KIP-939 as Kafka 4.4 ships it (docs/kip-939.md): ``enable2Pc`` needs ``transacti
 (else ``TRANSACTIONAL_ID_AUTHORIZATION_FAILED``), lifts the timeout bound and stores ``Int.MaxValue``, which
 ``timedOutTransactions`` skips; ``keepPreparedTxn`` → ``UNSUPPORTED_VERSION``.
 
-Assumed / left out: one broker owns every transaction-log partition; no ACLs (nor the ``TWO_PHASE_COMMIT``
+Assumed / left out: one coordinator epoch for every transaction-log partition (Kafka keeps one per
+partition); no ACLs (nor the ``TWO_PHASE_COMMIT``
 one); Describe/ListTransactions are plain views.
 """
 

@@ -197,6 +197,21 @@ class Log:
                 break
         return out
 
+    def advance_start(self, offset: int) -> None:
+        """Move the log start offset up to ``offset`` (DeleteRecords) and drop the batches wholly below it from
+        memory; a batch straddling it stays, its records below the start no longer read. The store keeps its
+        files: the start offset is checkpointed, and recovery reads from there."""
+        if offset <= self.log_start_offset:
+            return
+        self.log_start_offset = offset
+        i = bisect.bisect_right(self._bases, offset) - 1
+        while i >= 0 and self.batches[i].next_offset > offset:
+            i -= 1
+        del self.batches[:i + 1]
+        del self._bases[:i + 1]
+        if self._end < offset:
+            self._end = offset
+
     def batch_after(self, offset: int) -> int:
         """Base offset of the first batch starting at or after ``offset`` (else the log end offset)."""
         i = bisect.bisect_left(self._bases, offset)

@@ -304,6 +304,20 @@ class Partition:
 
     # --- maintenance ---
 
+    def delete_records_before(self, offset: int) -> tuple[Errors, int]:
+        """DeleteRecords at the leader (``Partition.deleteRecordsOnLeader``, ``UnifiedLog.
+        maybeIncrementLogStartOffset``): -1 means the high watermark; an offset below 0 or above the high
+        watermark is OFFSET_OUT_OF_RANGE; the log start offset only moves up. Returns the error and the low
+        watermark (the log start offset after)."""
+        target = self.high_watermark if offset == -1 else offset
+        if target < 0 or target > self.high_watermark:
+            return Errors.OFFSET_OUT_OF_RANGE, -1
+        if target > self.log_start_offset:
+            self.log.advance_start(target)
+            self.producer_state.on_log_start_offset_incremented(target)
+            self.txn_index.entries = [a for a in self.txn_index.entries if a.last_offset >= target]
+        return Errors.NONE, self.log_start_offset
+
     def remove_expired_producers(self, now_ms: int) -> list[int]:
         return self.producer_state.remove_expired_producers(now_ms)
 

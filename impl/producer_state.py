@@ -356,6 +356,15 @@ class ProducerStateManager:
                       if t.last_offset is not None and t.last_offset < high_watermark]:
             del self.unreplicated_txns[first]
 
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        """``onLogStartOffsetIncremented``: transactions completed wholly below the new start are forgotten;
+        producer entries stay (their ids and epochs still fence)."""
+        for first in [f for f, t in self.unreplicated_txns.items()
+                      if t.last_offset is not None and t.last_offset < log_start_offset]:
+            del self.unreplicated_txns[first]
+        self.log_start_offset = log_start_offset
+        self.map_end_offset = max(self.map_end_offset, log_start_offset)
+
     def first_unstable_offset(self) -> int | None:
         candidates = [*self.ongoing_txns, *self.unreplicated_txns]
         if not candidates:

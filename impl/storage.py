@@ -214,7 +214,8 @@ class SegmentStore:
         """Read every valid batch; truncate a torn tail; fail on damage unless asked to recover it."""
         with open(self.path, "rb") as f:
             data = f.read()
-        start = self.base_offset if log_start is None else log_start
+        # a log start above the segment's base is DeleteRecords': the frames below it are still in the file
+        start = self.base_offset if log_start is None else min(log_start, self.base_offset)
         batches: list[RecordBatch] = []
         self.positions = []
         pos = 0

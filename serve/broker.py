@@ -88,6 +88,10 @@ class ServeConfig:
     # queued.max.request.bytes: the bytes of frames being read or handled, all connections together (-1: unbounded)
     queued_max_request_bytes: int = 100 * 1024 * 1024
     rules: Rules = KAFKA  # the implementation's replaceable rules (tests serve a seeded bug with other rules)
+    # KIP-939 as Kafka 4.4 ships it: the broker's transaction.two.phase.commit.enable, and
+    # unstable.api.versions.enable (InitProducerId v6, the 2PC fields, is an unstable version in 4.4)
+    transaction_two_phase_commit_enable: bool = False
+    unstable_api_versions_enable: bool = False
 
 
 @dataclass
@@ -134,7 +138,8 @@ class WireBroker:
         self.config = config
         self.handlers = handlers  # by Kafka's API name (txnspec.serve.dispatch.HANDLERS)
         self.clock = clock
-        self.broker = Broker(BrokerConfig(transaction_version=config.transaction_version),
+        self.broker = Broker(BrokerConfig(transaction_version=config.transaction_version,
+                                          transaction_two_phase_commit_enable=config.transaction_two_phase_commit_enable),
                              data_dir=config.data_dir, now_ms=clock(), fsync=config.fsync,
                              recover_corruption=config.recover_corruption, rules=config.rules)
         self.topics: dict[str, Topic] = {}
@@ -305,7 +310,8 @@ def handle_api_versions(wb: WireBroker, request: Request) -> Any:
                                                      or int(body.node_id) != request.node_id):
         # KafkaApis.clusterIdOrNodeIdIsInvalid: the client reached another cluster or node than it meant
         return ApiVersionsResponse(version=v, error_code=Code.REBOOTSTRAP_REQUIRED, api_keys=[], throttle_time_ms=0)
-    fields: dict[str, Any] = {"error_code": 0, "api_keys": advertised(v), "throttle_time_ms": 0}
+    fields: dict[str, Any] = {"error_code": 0, "api_keys": advertised(v, wb.config.unstable_api_versions_enable),
+                              "throttle_time_ms": 0}
     if v >= 3:
         R = ApiVersionsResponse
         fields["supported_features"] = [R.SupportedFeatureKey(name="transaction.version", min_version=0,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka.protocol.admin.topics import DeleteRecordsResponse
 from kafka.protocol.consumer.fetch import FetchResponse
 from kafka.protocol.consumer.offsets import ListOffsetsResponse
 from kafka.protocol.producer.produce import ProduceResponse
@@ -204,4 +205,28 @@ def handle_list_offsets(wb: WireBroker, request: Request) -> Any:
     return R(version=v, throttle_time_ms=0, topics=topics)
 
 
-HANDLERS: dict[str, Handler] = {"Produce": handle_produce, "Fetch": handle_fetch, "ListOffsets": handle_list_offsets}
+def handle_delete_records(wb: WireBroker, request: Request) -> Any:
+    """``ReplicaManager.deleteRecords``: each partition's log start offset moves up to the offset asked (-1: the
+    high watermark); above the high watermark is OFFSET_OUT_OF_RANGE; the answer's low watermark is the new
+    log start offset. A Fetch below it is OFFSET_OUT_OF_RANGE and ListOffsets' earliest names it."""
+    body, v = request.body, request.version
+    R = DeleteRecordsResponse
+    T, P = R.DeleteRecordsTopicResult, R.DeleteRecordsTopicResult.DeleteRecordsPartitionResult
+    topics = []
+    for t in body.topics:
+        parts = []
+        for p in t.partitions:
+            index = int(p.partition_index)
+            partition = wb.partition(t.name, index)
+            if partition is None or not wb.leads(request, t.name, index):
+                code = Errors.UNKNOWN_TOPIC_OR_PARTITION if partition is None else Errors.NOT_LEADER_OR_FOLLOWER
+                parts.append(P(partition_index=index, low_watermark=-1, error_code=code.code))
+                continue
+            error, low = wb.broker.delete_records(TopicPartition(t.name, index), int(p.offset))
+            parts.append(P(partition_index=index, low_watermark=low, error_code=error.code))
+        topics.append(T(name=t.name, partitions=parts))
+    return R(version=v, throttle_time_ms=0, topics=topics)
+
+
+HANDLERS: dict[str, Handler] = {"Produce": handle_produce, "Fetch": handle_fetch, "ListOffsets": handle_list_offsets,
+                                "DeleteRecords": handle_delete_records}

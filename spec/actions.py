@@ -89,11 +89,14 @@ class ActionKind(enum.StrEnum):
     EXPIRE_PRODUCERS = "expire producer ids"  # ProducerStateManager.removeExpiredProducers on one partition
     EXPIRE_TRANSACTIONAL_ID = "expire transactional id"  # TransactionStateManager.removeExpiredTransactionalIds
     OFFSET_COMMIT = "plain OffsetCommit"  # an admin's commit from outside group management
+    RESIGN = "resign"  # the coordinator loses every transaction-log partition (the start of a slow failover)
     ADMIN_ABORT = "admin abort"  # Admin.abortTransaction: WriteTxnMarkers from an admin to the partition leader
     # the protocol's own recovery
     RESEND_MARKER = "resend marker"
     RETRY = "retry"
     ABANDONED_TIMEOUT = "abandoned timeout"
+    ELECT = "elect"  # a new coordinator leads the partitions nobody leads and starts loading them
+    LOAD_TXN_PARTITION = "load transaction-log partition"  # one partition's load finishes
 
 
 K = ActionKind
@@ -110,9 +113,9 @@ APPLICATION_CALLS = frozenset({K.INIT_TRANSACTIONS, K.BEGIN_TRANSACTION, K.SEND,
                                K.COMMIT_TRANSACTION, K.ABORT_TRANSACTION, K.PREPARE_TRANSACTION,
                                K.COMPLETE_TRANSACTION, K.DECIDE_COMMIT, K.DECIDE_ABORT})
 FAULTS = frozenset({K.LOSE, K.DUPLICATE, K.APPEND_FAILS, K.TIMEOUT, K.FAILOVER, K.CRASH, K.EXPIRE_BATCH,
-                    K.REBALANCE, K.REASSIGN})
+                    K.REBALANCE, K.REASSIGN, K.RESIGN})
 # weakly fair: the protocol's own steps (never the application's choices, never a fault)
-FAIR_KINDS = DELIVERIES | {K.RESEND_MARKER, K.RETRY, K.ABANDONED_TIMEOUT, K.HEARTBEAT}
+FAIR_KINDS = DELIVERIES | {K.RESEND_MARKER, K.RETRY, K.ABANDONED_TIMEOUT, K.HEARTBEAT, K.ELECT, K.LOAD_TXN_PARTITION}
 ACTION_KINDS = ActionKind  # the kinds, in declaration order (reports list the kinds never taken)
 
 
@@ -177,6 +180,12 @@ def _render(a: Action) -> str:
         return f"{COORDINATOR} aborts {a.transactional_id}, abandoned by its producer"
     if kind is K.FAILOVER:
         return f"{COORDINATOR} fails over"
+    if kind is K.RESIGN:
+        return f"{COORDINATOR} loses its transaction-log partitions (NOT_COORDINATOR)"
+    if kind is K.ELECT:
+        return f"a new {COORDINATOR} leads the transaction log and loads it (COORDINATOR_LOAD_IN_PROGRESS)"
+    if kind is K.LOAD_TXN_PARTITION:
+        return f"{COORDINATOR} finishes loading {a.partition}"
     if kind is K.CRASH:
         return f"{who} crashes and restarts"
     if kind is K.REBALANCE:

@@ -159,14 +159,20 @@ def _verify_transactional_produce(system: System, state: SystemState, pstate: An
         state = coordinator_step(state, result, Envelope(body.partition, COORDINATOR, add, None, tag))
         return state, map_verification_error(error, supports_epoch_bump=True)
     state = set_partition(state, body.partition, started)
-    error = verify_only(state.coordinator, tid, body.producer_id, body.producer_epoch, body.partition)
+    error = verify_only(state.coordinator, tid, body.producer_id, body.producer_epoch, body.partition,
+                        system.coordinator_config)
     return state, map_verification_error(error, supports_epoch_bump=False)
 
 
-def verify_only(cs: coord.CoordinatorState, tid: str, producer_id: int, epoch: int, partition: str) -> Errors:
+def verify_only(cs: coord.CoordinatorState, tid: str, producer_id: int, epoch: int, partition: str,
+                config: coord.CoordinatorConfig = coord.DEFAULT_CONFIG) -> Errors:
     """A TV1 leader's ``verifyOnly`` AddPartitionsToTxn as the coordinator answers it
     (``handleVerifyPartitionsInTransaction``: a transaction being completed is CONCURRENT_TRANSACTIONS, a
-    partition not in the transaction TRANSACTION_ABORTABLE); the caller maps the answer for its request."""
+    partition not in the transaction TRANSACTION_ABORTABLE, an id whose transaction-log partition is not served here
+    NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS); the caller maps the answer for its request."""
+    unserved = coord.ownership_error(cs, tid, config)
+    if unserved is not Errors.NONE:
+        return unserved
     md = cs.metadata(tid)
     if md is None or md.producer_id != producer_id:
         return Errors.INVALID_PRODUCER_ID_MAPPING
@@ -210,7 +216,8 @@ def _verify_txn_offset_commit(system: System, state: SystemState, body: TxnOffse
         if error is not Errors.CONCURRENT_TRANSACTIONS:
             state = coordinator_step(state, result, Envelope(GROUP, COORDINATOR, add, None, tag))
     else:
-        error = verify_only(state.coordinator, body.transactional_id, body.producer_id, body.producer_epoch, name)
+        error = verify_only(state.coordinator, body.transactional_id, body.producer_id, body.producer_epoch, name,
+                            system.coordinator_config)
     return state, group_mod.txn_offset_commit_verification_error(error, generic_error_supported=True)
 
 

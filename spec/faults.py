@@ -3,7 +3,8 @@ protocol takes by itself (timeouts, re-sends).
 
 System
     Faults, each at most as often as the scenario's budget allows: lose or duplicate a message, a
-    transaction timeout, a coordinator failover, a producer crash and restart, a client giving up on an
+    transaction timeout, a coordinator failover (atomic, or slow: resigned, elected, each transaction-log
+    partition loaded on its own, :func:`slow_failover_steps`), a producer crash and restart, a client giving up on an
     in-flight produce (``delivery.timeout.ms``), a consumer-group rebalance that evicts the first producer's
     member (KIP-447: that producer becomes a zombie of the group; under KIP-848's consumer protocol its member
     is fenced by a session timeout or a reassignment, and the other members' heartbeats reconcile them). (A
@@ -95,6 +96,8 @@ def environment_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
         cs2, sent = system.memo(failover_effect)(cs)
         yield (intern(Action(K.FAILOVER, COORDINATOR)),
                make(cs2, partitions, group, producers, send(network, *sent), spend(b, "failover"), ghost))
+    if b.slow_failover or cs.not_led or cs.loading:
+        yield from slow_failover_steps(system, state)
     for p in producers:
         who = p.address
         # 2PC: no crash while initialising: the crashed instance's late InitProducerId (without keepPreparedTxn)
@@ -255,6 +258,35 @@ def failover_effect(system: System, cs: coord.CoordinatorState) -> tuple[coord.C
     """A coordinator failover: the new coordinator and the markers it sends (used with ``System.memo``)."""
     result = system.protocol.coordinator_failover(cs, config=system.coordinator_config)
     return intern(result.state), send((), *(marker_envelope(system, m, tid) for tid, m in result.markers))
+
+
+def slow_failover_steps(system: System, state: SystemState) -> Iterator[tuple[Action, SystemState]]:
+    """A failover with its two windows (``TransactionStateManager``): the coordinator resigns every
+    transaction-log partition (``removeTransactionsForTxnTopicPartition``: requests answered NOT_COORDINATOR,
+    markers in flight stay on their way), a new coordinator is elected for them at coordinator epoch + 1 and
+    starts loading them (``loadTransactionsForTxnTopicPartition``: COORDINATOR_LOAD_IN_PROGRESS), and each
+    partition's load then finishes on its own (its ids served, its prepared transactions completed). Only the
+    resignation is a budgeted fault; the election and each load are the protocol's own steps."""
+    b, cs, config = state.budget, state.coordinator, system.coordinator_config
+    if b.slow_failover:
+        resigned = cs
+        for index in range(config.txn_log_partitions):
+            resigned = coord.emigrate(resigned, index, config=config).state
+        yield (intern(Action(K.RESIGN, COORDINATOR)),
+               replace(state, coordinator=intern(resigned), budget=spend(b, "slow_failover")))
+    if cs.not_led and not cs.loading:
+        elected = coord.begin_load(cs, cs.not_led, config=config).state
+        yield intern(Action(K.ELECT, COORDINATOR)), replace(state, coordinator=intern(elected))
+    for index in sorted(cs.loading):
+        result = coord.finish_load(cs, index, config=config)
+        markers = [marker_envelope(system, m, tid) for tid, m in result.markers]
+        yield (intern(Action(K.LOAD_TXN_PARTITION, COORDINATOR, partition=txn_log_name(index))),
+               replace(state, coordinator=intern(result.state), network=send(state.network, *markers)))
+
+
+def txn_log_name(index: int) -> str:
+    """The name of a ``__transaction_state`` partition."""
+    return f"__transaction_state-{index}"
 
 
 def _rebalance(system: System, state: SystemState) -> tuple[Action, SystemState]:

@@ -131,6 +131,7 @@ class ClientConfig:
     two_phase_commit: bool = False  # transaction.two.phase.commit.enable: InitProducerId asks for Enable2Pc
     complete_compares_prepared_state: bool = True  # the protocol's switches (spec/protocol.py)
     kept_transaction_started: bool = False
+    sends_two_phase_fields: bool = True
 
     def earlier(self, first: Batch, second: Batch) -> bool:
         """``first`` was sent before ``second`` on the same partition with the same producer id and epoch
@@ -278,7 +279,8 @@ def dispatch(config: ClientConfig, p: Producer, used: frozenset[object] = frozen
             p = _next_correlation(p, InitProducerId, used)
             out.append(Envelope(src, COORDINATOR, InitProducerId(
                 tid, TXN_TIMEOUT_MS, p.producer_id if bump else -1, p.producer_epoch if bump else -1,
-                config.two_phase_commit, p.keep_prepared), _awaited(p), p.tag))
+                config.two_phase_commit and config.sends_two_phase_fields,
+                p.keep_prepared and config.sends_two_phase_fields), _awaited(p), p.tag))
         elif p.phase in (IN_TRANSACTION, COMMITTING) and (p.queued or p.to_add):
             # nextRequest: new partitions become an AddPartitionsToTxn queued behind the handlers already
             # waiting (equal priority, first come first served); the oldest is sent
@@ -410,7 +412,7 @@ def receive(config: ClientConfig, p: Producer, body: Any, context: Any
         return abortable(p), None
     told = None
     if request is InitProducerId:
-        keep = p.keep_prepared
+        keep = p.keep_prepared and config.sends_two_phase_fields  # builder.data.keepPreparedTxn()
         p = replace(p, phase=READY, producer_id=body.producer_id,
                     producer_epoch=body.producer_epoch, sequences=(), bump_required=False,
                     bump_queued=False, keep_prepared=False)

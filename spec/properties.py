@@ -25,7 +25,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from txnspec.checker.model import Property
+from txnspec.spec import coordinator as coord_mod
 from txnspec.spec import partition as partition_mod
+from txnspec.spec.errors import Errors
 from txnspec.spec.messages import IsolationLevel, TransactionResult
 from txnspec.spec.system import FATAL_ERROR, INITIALIZING, PREPARED, READY, System, SystemState, Tag
 from txnspec.spec.system_state import UNREAD, projection
@@ -187,15 +189,43 @@ def offsets_only_with_committed_output(state: SystemState) -> bool:
 
 
 def no_hanging_transaction(state: SystemState) -> bool:
-    """Every transaction open on a partition is one the coordinator is still driving (KIP-890)."""
+    """Every transaction open on a partition is one the coordinator is still driving (KIP-890): in its cache, or,
+    while the id's transaction-log partition is not loaded (a slow failover), in the transaction log it will load."""
     cs = state.coordinator
+    driving = [md for _, md in cs.cache]
+    if cs.not_led or cs.loading:
+        cached = {tid for tid, _ in cs.cache}
+        driving += [t for tid, t in cs.txn_log if tid not in cached]
     for partition, pstate in state.partitions:
         for producer_id in partition_mod.open_transactions(pstate):
             if not any((md.producer_id == producer_id or md.prev_producer_id == producer_id)
                        and md.state in (ONGOING, *PREPARE_STATES) and partition in md.partitions
-                       for _, md in cs.cache):
+                       for md in driving):
                 return False
     return True
+
+
+def nothing_cached_while_unloaded(config: Any) -> Callable[[SystemState], bool]:
+    """The coordinator holds no metadata of a transactional id whose transaction-log partition it does not lead
+    or has not loaded yet: it answers NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS instead of creating or
+    changing a state that the load would then overwrite (``getAndMaybeAddTransactionState``)."""
+    def holds(state: SystemState) -> bool:
+        cs = state.coordinator
+        if not cs.not_led and not cs.loading:
+            return True
+        return all(coord_mod.ownership_error(cs, tid, config) is Errors.NONE for tid, _ in cs.cache)
+    holds.__doc__ = nothing_cached_while_unloaded.__doc__
+    return holds
+
+
+def answered_while_loading(state: SystemState) -> bool:
+    """A client got COORDINATOR_LOAD_IN_PROGRESS from the coordinator."""
+    return any(getattr(e.body, "error", None) is Errors.COORDINATOR_LOAD_IN_PROGRESS for e in state.network)
+
+
+def answered_not_coordinator(state: SystemState) -> bool:
+    """A client got NOT_COORDINATOR from the coordinator."""
+    return any(getattr(e.body, "error", None) is Errors.NOT_COORDINATOR for e in state.network)
 
 
 def no_duplicate_after_producer_expiry(state: SystemState) -> bool:
@@ -297,8 +327,9 @@ def offsets_committed(state: SystemState) -> bool:
 
 
 def no_fenced_member_offsets_commit(state: SystemState) -> bool:
-    """No offsets the group took from a member fenced by a rebalance (evicted, or of an older generation)
-    are ever committed (KIP-447: the zombie's input position never overrides the new owner's)."""
+    """No offsets the group took from a member fenced by a rebalance (evicted, of an older generation, or of a
+    member epoch at which it did not hold the partition) are ever committed (KIP-447, KIP-848: the zombie's
+    input position never overrides the new owner's)."""
     return not state.ghost.fenced_offsets_committed
 
 
@@ -489,6 +520,15 @@ def properties(system: System) -> tuple[Property[Any], ...]:
                                         plain_commit_overtakes_pending_offsets,
                                         description="A plain commit landed while an older transactional offset of the "
                                                     "same partition was pending."))
+    if s.budget("slow_failover"):
+        props.append(Property.always("nothing_cached_while_unloaded",
+                                     on(nothing_cached_while_unloaded(system.coordinator_config), "coordinator"),
+                                     partner="answered_while_loading",
+                                     description=(nothing_cached_while_unloaded.__doc__ or "").splitlines()[0]))
+        props.append(Property.sometimes("answered_while_loading", answered_while_loading,
+                                        description=answered_while_loading.__doc__ or ""))
+        props.append(Property.sometimes("answered_not_coordinator", answered_not_coordinator,
+                                        description=answered_not_coordinator.__doc__ or ""))
     if s.two_phase_commit:
         props.append(Property.always("prepared_never_timed_out", on(prepared_never_timed_out, "ghost"),
                                      partner="prepared_transaction_open",

@@ -59,6 +59,9 @@ class Protocol:
     # InitProducerIdHandler on a kept transaction: 4.4 leaves transactionStarted false, so the EndTxn of
     # completeTransaction is completed locally without an RPC (docs/kip-939.md)
     client_kept_transaction_started: bool = False
+    # the 4.4 sources' TransactionManager puts Enable2Pc and KeepPreparedTxn in InitProducerId; the 4.4.0 release's
+    # does not (its request leaves both false: docs/kip-939.md), the variant kafka-4.4.0-client
+    client_sends_two_phase_fields: bool = True
 
     def but(self, name: str, description: str, **overrides: Any) -> Protocol:
         """This protocol with some handlers or switches replaced, under a new name."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 GROUP_PROTOCOLS = ("classic", "consumer")  # ConsumerConfig group.protocol
 MAX_IN_FLIGHT = 5  # ProducerConfig: idempotence requires max.in.flight.requests.per.connection <= 5
 FAULTS = ("loss", "duplicate", "append_failure", "timeout", "failover", "crash", "expire_batch", "rebalance",
-          "expire_producer", "expire_transactional_id", "plain_commit", "admin_abort")
+          "expire_producer", "expire_transactional_id", "plain_commit", "admin_abort", "slow_failover")
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,8 @@ class Scenario:
     # the producers' applications are the members of a classic consumer group, generation 1 at the start, and
     # commit offsets naming their member (KIP-447); the fault "rebalance" evicts the first producer's member
     group_members: bool = False
+    # partitions of __transaction_state (transaction.state.log.num.partitions); an id lives in abs(hashCode) % n
+    txn_log_partitions: int = 1
     # the group's protocol (group.protocol): "classic" (JoinGroup/SyncGroup, generations, KIP-447) or "consumer"
     # (KIP-848: ConsumerGroupHeartbeat, member epochs; producer i's consumer owns input-i). Under "consumer" the
     # fault "rebalance" fences the first producer's member: its session times out (it is removed) or the
@@ -73,6 +75,8 @@ class Scenario:
                             f"{len(self.transactional_ids)} transactional ids")
         if self.transaction_version not in (0, 1, 2):
             problems.append(f"transaction_version must be 0, 1 or 2, not {self.transaction_version}")
+        if self.txn_log_partitions < 1:
+            problems.append(f"txn_log_partitions must be >= 1, not {self.txn_log_partitions}")
         if self.max_epoch < 2:
             problems.append("max_epoch must be >= 2")
         if self.max_sequence < 1:
@@ -254,6 +258,18 @@ PLAIN_COMMIT = scenario(Scenario(
     "commit the group's input offset with a plain OffsetCommit at any time (KIP-447: the newer of a plain and a "
     "transactional commit wins when the marker lands)",
     commit_offsets=True, max_epoch=4, max_sequence=3, faults={"plain_commit": 1}))
+
+FAILOVER_TWICE = scenario(Scenario(
+    "failover-twice", "one producer, two transactions on one partition; the coordinator may fail over twice (a second "
+    "new coordinator loads what the first one wrote, markers of two older coordinator epochs in flight)",
+    transactions_per_producer=2, max_epoch=4, max_sequence=3, faults={"failover": 2}, expected_states=5_018))
+
+TXN_LOG_LOADING = scenario(Scenario(
+    "txn-log-loading", "one producer, two transactions on one partition; __transaction_state has two partitions (t1 "
+    "lives in the second) and the coordinator may fail over slowly: it resigns both (NOT_COORDINATOR), a new one is "
+    "elected and loads them (COORDINATOR_LOAD_IN_PROGRESS), each partition's load finishing on its own",
+    transactions_per_producer=2, txn_log_partitions=2, max_epoch=4, max_sequence=3, faults={"slow_failover": 1},
+    expected_states=2_873))
 
 
 # KIP-939 (docs/kip-939.md): the external coordinator's prepare, decision and completeTransaction; a

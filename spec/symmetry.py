@@ -301,7 +301,8 @@ def group_of(scenario: Scenario) -> Group | None:
     for t, block in blocks:
         if t not in pinned:
             by_count.setdefault(len(block), []).append(t)
-    ids = tuple(tuple(c) for c in by_count.values() if len(c) > 1)
+    # ids in different transaction-log partitions are not alike (a partition loads apart from the others)
+    ids = tuple(tuple(c) for c in by_count.values() if len(c) > 1) if s.txn_log_partitions == 1 else ()
     offsets = group_offsets_partition(s.group_id)
     names = [*s.partitions, *s.transactional_ids, *(member_id(i) for i in range(len(tids)))]
     others = {offsets, COORDINATOR, GROUP, NETWORK, s.group_id, "input-0"}  # "input-0": producer.dispatch

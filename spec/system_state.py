@@ -51,6 +51,7 @@ class Budget:
     expire_producer: int = 0
     expire_transactional_id: int = 0
     plain_commit: int = 0
+    slow_failover: int = 0
     admin_abort: int = 0
 
 
@@ -91,6 +92,7 @@ class System:
     def __post_init__(self) -> None:
         s, proto = self.scenario, self.protocol
         config = replace(proto.coordinator_config, max_epoch=s.max_epoch, transaction_version=s.transaction_version,
+                         txn_log_partitions=s.txn_log_partitions,
                          transaction_two_phase_commit_enable=s.two_phase_commit)
         object.__setattr__(self, "coordinator_config", config)
         object.__setattr__(self, "limits", partition_mod.PartitionLimits(max_sequence=s.max_sequence,
@@ -105,7 +107,8 @@ class System:
             max_in_flight=s.max_in_flight, expires_batches=s.budget("expire_batch") > 0,
             two_phase_commit=s.two_phase_commit,
             complete_compares_prepared_state=proto.client_complete_compares_prepared_state,
-            kept_transaction_started=proto.client_kept_transaction_started))
+            kept_transaction_started=proto.client_kept_transaction_started,
+            sends_two_phase_fields=proto.client_sends_two_phase_fields))
 
     @property
     def tv2(self) -> bool:

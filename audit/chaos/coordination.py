@@ -3,20 +3,21 @@ behaviour of the spec's transaction coordinator (:mod:`txnspec.spec.coordinator`
 for the group coordinator.)
 
 What it checks
-    *Per transactional id* (:func:`validate_coordinator`): the calls of every instance of the id (init, the
-    first send to each partition, the offsets, commit, abort), in the order they completed, are replayed as
-    requests through the spec's handlers: ``InitProducerId`` (retried while it answers
+    *Per transactional id* (:func:`validate_coordinator`): the calls of every instance of the id (init, the first
+    send to each partition, the offsets, commit, abort), in the order they completed (a call never answered at its
+    invoke), are replayed as requests through the spec's handlers: ``InitProducerId`` (retried while it answers
     ``CONCURRENT_TRANSACTIONS``, as the clients do; the markers of a prepared transaction are written before),
     ``AddPartitionsToTxn`` (a send's partition, with the client's transaction version), ``AddOffsetsToTxn``,
-    ``EndTxn`` (its markers written at once). A call that returned ok must be answered ``NONE``; a call that
-    failed with a coordinator's error (:data:`CLIENT_ERRORS`: fenced, invalid state) must be answered with it, or
-    be one the client raised without asking because the spec's coordinator had already moved past the instance's
-    epoch; any other failure, or no answer, may or may not have reached the coordinator (both are tried). Steps
-    the clients do not see are tried where they may have happened: the coordinator aborting an open transaction
-    on its timeout, and a KIP-360 epoch bump after an abort. Each transaction's decision (COMMIT when an
+    ``EndTxn`` (its markers written at once). A call that returned ok must be answered ``NONE``; a call that failed
+    with a coordinator's error (:data:`CLIENT_ERRORS`: fenced, invalid state) must be answered with it, or be one
+    the client raised without asking because the spec's coordinator had already moved past the instance's epoch
+    (``INVALID_TXN_STATE`` also without that: the Java client raises it from a partition's answer under KIP-890's
+    verification); any other failure, or no answer, may or may not have reached the coordinator (both are tried).
+    Steps the clients do not see are tried where they may have happened: the coordinator aborting an open
+    transaction on its timeout, and a KIP-360 epoch bump after an abort. Each transaction's decision (COMMIT when an
     ``EndTxn(COMMIT)`` was accepted; ABORT from an ``EndTxn(ABORT)``, a fence by a newer instance's init or the
-    timeout) must be the one the partition validation found (:mod:`.validate`). An id is *unexplained at* the
-    first call no choice gets past, with the deepest choices found.
+    timeout) must be the one the partition validation found (:mod:`.validate`). An id is *unexplained at* the first
+    call no choice gets past, with the deepest choices found.
 
 How it scales
     Linear per id in the common case (every call ok: no choice); it branches on calls without an answer and on
@@ -235,7 +236,9 @@ class _Replay:
                 elif not start.open and op.f in ("commit", "abort"):
                     yield start, note + "not sent (no partition added: the client ends it alone)"
                 continue
-            wanted = CLIENT_ERRORS.get(error_name)
+            # a send's or offsets' error may be a partition's or the group coordinator's answer (a produce refused
+            # as fenced): only init, commit and abort name the transaction coordinator's answer
+            wanted = CLIENT_ERRORS.get(error_name) if op.f in ("init", "commit", "abort") else None
             if wanted is not None:
                 if error in wanted:
                     yield after, note + f"answered {error.name}"

@@ -19,11 +19,12 @@ What it checks
     marker by the read_committed read (a COMMIT marker must make exactly its transaction's records visible,
     an ABORT none).
 
-    Epochs are not observed: a producer instance ``k`` owns the epochs ``[SPAN k, SPAN (k + 1) - 1]`` (an init
-    bumps past every epoch of the instance before); its data takes the producer's current epoch when it is
-    its own, a TV2 marker bumps it (KIP-890), a TV1 marker keeps it. A producer's transaction version is the
-    cluster's for the Java client and 1 for librdkafka (:func:`client_versions`). A record of an older instance after a
-    newer instance's epoch reached the partition is rejected by the spec's ``checkProducerEpoch``.
+    Epochs are not observed: the ``k``-th instance of a transactional id to finish its init owns the epochs ``[SPAN*k,
+    SPAN*(k+1) - 1]`` (an init bumps past every epoch of the instance before); its data takes the producer's
+    current epoch when it is its own, a TV2 marker bumps it (KIP-890), a TV1 marker keeps it. A producer's
+    transaction version is the cluster's for the Java client and 1 for librdkafka (:func:`client_versions`). A
+    record of an older instance after a newer instance's epoch reached the partition is rejected by the spec's
+    ``checkProducerEpoch``.
 
 How it scales
     Linear in the log when every skipped offset has one consistent marker (the common case: the
@@ -279,6 +280,12 @@ def writers_of(ops: list[Op], txns: dict[str, Txn]) -> dict[str, Writer]:
     pids: dict[str, int] = {}
     counts: dict[int, int] = {}
     out: dict[str, Writer] = {}
+    # an instance's epochs follow the order its init finished in, not its number (a JVM slow to start may call
+    # init after the instance started after it); overlapping inits are taken in that order, as coordination.py does
+    rank: dict[tuple[str, int], int] = {}
+    for op in sorted((o for o in ops if o.f == "init" and o.outcome == "ok"), key=lambda o: o.done.time):
+        key_ = (str(op.invoke.value.get("tid")), int(op.invoke.value.get("instance", -1)))
+        rank.setdefault(key_, sum(1 for k in rank if k[0] == key_[0]))
     for op in ops:
         if op.f != "send":
             continue
@@ -288,7 +295,8 @@ def writers_of(ops: list[Op], txns: dict[str, Txn]) -> dict[str, Writer]:
         key = t.tid if t is not None else op.process
         pid = pids.setdefault(key, len(pids) + 1)
         counts[pid] = counts.get(pid, -1) + 1
-        out[value] = Writer(pid, t.instance if t is not None else 0, t is not None, counts[pid], t.name if t else None)
+        instance = rank.get((t.tid, t.instance), t.instance) if t is not None else 0
+        out[value] = Writer(pid, instance, t is not None, counts[pid], t.name if t else None)
     return out
 
 

@@ -5,12 +5,13 @@ What it maps (:class:`txnspec.conformance.abstraction.AbstractState`, component 
     last record of each transactional id in the ``__transaction_state`` partitions (``TransactionLog``'s value,
     decoded as Kafka's ``readTxnRecordValue`` does), ``partitions`` from each partition leader's log, producer
     state (``ProducerStateManager``), transaction index and verification entries, ``group`` from the group
-    coordinator's committed and pending offsets and the membership's generations, ``producers`` from each
+    coordinator's committed and pending offsets, the membership's generations and the consumer groups (KIP-848:
+    group epoch, each member's epoch and partitions with their assignment epochs), ``producers`` from each
     spec producer's live client (``TransactionManager`` and the Sender's produce requests in flight).
 
 Names
     The spec's names throughout: ``p0`` for the broker's ``p0-0`` (:class:`~.impl_messages.Names`), the spec's
-    producer addresses, generations less the offset of the adapter's group formation.
+    producer addresses, generations and consumer-group epochs less the offset of the adapter's group formation.
 
 Differences from the spec's abstraction (:data:`DIFFERENCES`: path pattern -> reason)
     Each is something the implementation does not hold in the spec's form; everything else is compared.

@@ -12,7 +12,10 @@ How steps map onto :class:`txnspec.impl.cluster.Cluster`
     * ``FindCoordinator``, which the spec abstracts away, is delivered as soon as it is queued;
     * faults: ``duplicate`` re-sends the request, ``timeout`` (and ``abandoned timeout``) advances the clock
       past the transaction timeout and aborts the named id's transaction only (without running the network),
-      ``failover`` crashes and restarts the coordinators (markers already sent stay in flight), ``expire batch``
+      ``failover`` crashes and restarts the coordinators (markers already sent stay in flight), a slow failover's
+      ``resign``, ``elect`` and ``load transaction-log partition`` are ``TransactionCoordinator.emigrate`` of every
+      transaction-log partition, ``begin_load`` of them at the next coordinator epoch and ``finish_load`` of one,
+      ``expire batch``
       expires the in-flight batch (``Producer.expire_batch``); an action names what it does by its fields
       (:class:`txnspec.spec.actions.Action`), so no step can say one thing and be read as another;
     * ``lose`` takes the message off the implementation's network (``Network.lose``) and nobody is told:
@@ -74,7 +77,7 @@ K = ActionKind
 FAULT_BUDGET: dict[ActionKind, str] = {
     K.LOSE: "loss", K.DUPLICATE: "duplicate", K.APPEND_FAILS: "append_failure", K.TIMEOUT: "timeout",
     K.FAILOVER: "failover", K.CRASH: "crash", K.EXPIRE_BATCH: "expire_batch", K.REBALANCE: "rebalance",
-    K.REASSIGN: "rebalance", K.ADMIN_ABORT: "admin_abort"}
+    K.REASSIGN: "rebalance", K.ADMIN_ABORT: "admin_abort", K.RESIGN: "slow_failover"}
 BLOCKING_CALLS = frozenset({K.INIT_TRANSACTIONS, K.SEND_OFFSETS_TO_TRANSACTION, K.COMMIT_TRANSACTION,
                             K.ABORT_TRANSACTION, K.COMPLETE_TRANSACTION})
 
@@ -134,6 +137,7 @@ class ImplAdapter(FaultSteps):
         self.two_phase_commit, self.recorded = s.two_phase_commit, {}
         self.cluster = Cluster(transaction_version=s.transaction_version,
                                config=BrokerConfig(max_producer_epoch=s.max_epoch,
+                                                   num_txn_log_partitions=s.txn_log_partitions,
                                                    transaction_two_phase_commit_enable=s.two_phase_commit),
                                rules=self.rules or KAFKA)
         self.partitions, self.group = s.partitions, s.group_id
@@ -375,6 +379,17 @@ class ImplAdapter(FaultSteps):
             self.cluster.crash_coordinator()
             self.cluster.restart_coordinator()
             self.cluster.network.messages[:0] = sent
+        elif kind is K.RESIGN:  # the coordinator loses every transaction-log partition; its markers stay in flight
+            tc = self.cluster.broker.txn_coordinator
+            for index in range(len(tc.txn_manager.log_partitions)):
+                tc.emigrate(index)
+        elif kind is K.ELECT:  # a new coordinator epoch leads the partitions nobody leads and starts loading them
+            tc = self.cluster.broker.txn_coordinator
+            tc.begin_load(set(tc.txn_manager.not_led), tc.coordinator_epoch + 1)
+        elif kind is K.LOAD_TXN_PARTITION:  # one partition's load finishes: its prepared transactions' markers go
+            index = int((action.partition or "").rsplit("-", 1)[1])
+            self.cluster.broker.txn_coordinator.finish_load(index, self.cluster.now_ms)
+            self.cluster._queue_markers()
         elif kind is K.LOSE:
             self._lose(step)
         elif kind is K.RETRY:

@@ -6,6 +6,9 @@ answers the ongoing (producer id, epoch) as well, so that the restarted instance
 the external coordinator decided. The others each break one of the 2PC invariants (pinned in
 ``tests/spec/test_two_phase.py``):
 
+* ``kafka-4.4.0-client``: the released 4.4.0 client, whose InitProducerId never carries ``Enable2Pc`` nor
+  ``KeepPreparedTxn``: the transaction gets the ordinary timeout and the coordinator's timeout aborts it although the
+  external coordinator decided commit: ``prepared_outcome_follows_external_decision``;
 * ``kip-939-keep-prepared-4.4-client``: the KIP's coordinator with 4.4's client, whose ``InitProducerIdHandler``
   leaves ``transactionStarted`` false on a kept transaction, so ``nextRequest`` completes the EndTxn of
   ``completeTransaction`` locally: the kept transaction is never completed: ``last_stable_offset_advances``;
@@ -71,6 +74,13 @@ register(Variant(
                                                      "keep; 4.4's client completes a kept transaction locally",
                                                      client_kept_transaction_started=False),
     expected_violation="last_stable_offset_advances"))
+
+register(Variant(
+    "kafka-4.4.0-client", "Kafka 4.4.0's released client: InitProducerId never carries Enable2Pc nor "
+    "KeepPreparedTxn, so a 2PC transaction has the ordinary timeout", "kafka-clients 4.4.0 (TransactionManager)",
+    change_protocol=lambda p: p.but("kafka-4.4.0-client", "the 4.4.0 client sends no 2PC field",
+                                    client_sends_two_phase_fields=False),
+    expected_violation="prepared_outcome_follows_external_decision"))
 
 register(Variant(
     "two-phase-commit-times-out", "the coordinator's timeout aborts two-phase-commit transactions too",

@@ -393,7 +393,8 @@ def test_the_command_exits_0_1_2_on_saved_histories_and_bad_arguments(tmp_path: 
     for argv, says in ((["--check-history", str(broken)], "unknown f"),
                        (["--check-history", str(tmp_path / "none.jsonl")], "does not exist"),
                        (["--seconds", "5"], "--seconds 5"), (["--faults", "kill,partition"], "partition"),
-                       (["--broker", "tansu"], "tansu"), (["--broker", "serve", "--faults", "network"], "proxy"),
+                       (["--broker", "redpanda"], "redpanda"), (["--broker", "noida", "--faults", "network"], "proxy"),
+                       (["--broker", "serve", "--faults", "network"], "proxy"),
                        (["--nodes", "1", "--faults", "kill"], "3 nodes")):
         assert main(["chaos", *argv]) == 2, argv
         assert says in capsys.readouterr().err

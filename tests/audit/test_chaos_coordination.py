@@ -53,6 +53,15 @@ def test_a_fenced_instances_acknowledged_send_is_unexplained() -> None:
     b = zombie()
     b.events[[e["f"] for e in b.events].index("send") + 1].update(type="info", value={})
     assert _coordinator(b, {}).explained
+    # a first send refused as fenced by the partition (run tv1-seed211 of the second batch), with no newer instance
+    # and nothing open the coordinator could have timed out: no coordinator answer is needed
+    b = Builder()
+    b.call("producer-0#0", "init", {"tid": "chaos-p0", "instance": 0})
+    b.call("producer-0#0", "begin", {"tid": "chaos-p0", "instance": 0, "txn": "chaos-p0#0.0"})
+    b.call("producer-0#0", "send", {"topic": OUT, "partition": 0, "value": "chaos-p0#0.0/0", "txn": "chaos-p0#0.0"},
+           "info", error="ProducerFencedException")
+    b.call("producer-0#0", "abort", {"txn": "chaos-p0#0.0"})
+    assert _coordinator(b, {}).explained
 
 
 def test_a_commit_the_partitions_show_aborted_is_unexplained() -> None:
@@ -88,3 +97,36 @@ def test_reading_back_an_aborted_transactions_offset_is_unexplained() -> None:
     seek = next(e for e in history_with(2).events if e["f"] == "seek")
     assert not verdict.explained and verdict.event == seek["index"]
     assert "read back committed offset 2; the spec's group coordinator allows [1]" in verdict.why
+
+
+def two_inits(order: tuple[tuple[str, str], ...]) -> Builder:
+    """Instances 1 and 2 of chaos-p0 initialise in ``order`` ((process, invoke|ok), ...); then instance 1
+    commits a transaction over out/0 and out/1, read back by both readers."""
+    b = Builder()
+    for process, type_ in order:
+        b.clock += 1
+        value = {"tid": "chaos-p0", "instance": int(process[-1])} if type_ == "invoke" else {}
+        b.events.append({"index": len(b.events), "time": b.clock, "process": process, "call": 1, "type": type_,
+                         "f": "init", "value": value})
+    b.calls = {"producer-0#1": 1, "producer-0#2": 1}
+    name = b.txn("producer-0#1", "chaos-p0", 1, 0, [(OUT, 0, 0), (OUT, 1, 0)])
+    records = [(OUT, 0, 0, f"{name}/0"), (OUT, 1, 0, f"{name}/1")]
+    b.read("read_committed", records, {f"{OUT}/0": 2, f"{OUT}/1": 2})
+    b.read("read_uncommitted", records, {f"{OUT}/0": 2, f"{OUT}/1": 2})
+    return b
+
+
+def test_instances_are_ordered_by_their_inits_not_their_numbers() -> None:
+    """Run tv1-seed211: instance 1's JVM was slow to start and called init after instance 2 (the zombie fault's
+    successor) had; the two inits overlapped and 1's finished last, so 1 owns the id. Its commit is no
+    fenced_commit, its records are no zombie's, and the partitions' epochs follow the inits' order."""
+    one, two = "producer-0#1", "producer-0#2"
+    summary = run.judge(two_inits(((two, "invoke"), (one, "invoke"), (two, "ok"), (one, "ok"))).history(), 2)
+    assert summary["anomalies"] == [], summary["anomalies"]
+    assert summary["checked"]["fenced_commit"] == 0  # overlapping inits: neither instance is surely fenced
+    assert summary["validation"]["explained"] and summary["coordinator"]["explained"]
+    # 2's init after 1's: 1 is surely fenced, its commit an anomaly, and the spec's coordinator refuses its send
+    # (the partitions never saw 2's epoch: they cannot tell)
+    summary = run.judge(two_inits(((one, "invoke"), (one, "ok"), (two, "invoke"), (two, "ok"))).history(), 2)
+    assert {"fenced_commit", "zombie_write"} <= set(summary["anomaly_counts"])
+    assert not summary["coordinator"]["explained"] and "producer-0#1 send ok" in summary["coordinator"]["why"]

@@ -1,5 +1,6 @@
 """One short chaos run on a real 3-node Kafka (marker ``kafka``, about two minutes): faults are injected, the
-clients commit, the history has no anomaly and the spec explains it, and no JVM or client is left behind."""
+clients commit (the Java client's consume-transform-produce members too), the history has no anomaly and the
+spec explains its partitions and both coordinators, and no JVM or client is left behind."""
 
 from __future__ import annotations
 
@@ -26,11 +27,14 @@ def test_a_short_chaos_run_on_three_nodes_is_clean_and_explained(tmp_path: Path)
     assert summary["transactions"].get("committed", 0) >= 10, summary["transactions"]
     assert summary["anomalies"] == [], summary["anomalies"][:3]
     assert summary["validation"]["explained"], summary["validation"]
+    assert summary["coordinator"]["explained"] and summary["groups"]["explained"], (summary["coordinator"],
+                                                                                  summary["groups"])
+    assert summary["checked"]["G0"] > 0  # ww and rt edges (no wr edges: the ctp input is not transactional)
     assert summary["validation"]["records"] >= 100
     assert run.verdict(summary) == 0
     events = history.load(out / "history.jsonl")
     assert {e.process for e in events} >= {history.NEMESIS, f"{history.NEMESIS}-clients", "producer-0#1", "ctp-0#0",
-                                           "producer-2#0", "reader-read_committed"}
+                                           "producer-2#0", "ctp-2#0", "ctp-3#0", "reader-read_committed"}
     assert (out / "node-1.log").stat().st_size > 0 and (out / "faults.json").exists()
     for spec in (out / "processes").glob("*.spec.json"):  # every client process has ended
         assert not _running(str(spec))

@@ -16,6 +16,7 @@ PUBLIC = Path(__file__).resolve().parents[2] / "conformance" / "data" / "public.
 FOUND = PUBLIC.with_name("found.jsonl")  # answers real Kafka gave the audit, pinned as cases
 GROUP_PUBLIC = PUBLIC.with_name("group_public.jsonl")  # the public sample of the group component
 ADMIN = PUBLIC.with_name("admin.jsonl")  # ours: issue 32, the admin's abort of a transaction at its partition
+REQUEST_TV = PUBLIC.with_name("request_tv.jsonl")  # ours: issue 32, a request's transaction version from its version
 GROUP = PUBLIC.with_name("group.jsonl")  # ours: issue 15's rules 1, 2 and 6, each from a Kafka test or source line
 
 
@@ -48,6 +49,16 @@ def test_both_targets_pass_the_admin_abort_cases(target: str) -> None:
     report = run_cases(ADMIN, target_named(target))
     assert [(r.case_id, r.error, [str(m) for m in r.mismatches]) for r in report.results if not r.passed] == []
     assert report.passed == len(ADMIN.read_text().splitlines()) == 4
+
+
+@pytest.mark.parametrize("target", ["spec", "impl"])
+def test_both_targets_pass_the_request_transaction_version_cases(target: str) -> None:
+    """A TV2 EndTxn after a timeout abort is INVALID_TXN_STATE, a TV1 one PRODUCER_FENCED; a TV2 add makes a TV1
+    transaction bump its epoch at the end; TV1 requests keep the epoch at a TV2 coordinator (Kafka 4.4.0's
+    answers to audit/request_tv.py's rules)."""
+    report = run_cases(REQUEST_TV, target_named(target))
+    assert [(r.case_id, r.error, [str(m) for m in r.mismatches]) for r in report.results if not r.passed] == []
+    assert report.passed == len(REQUEST_TV.read_text().splitlines()) == 3
 
 
 @pytest.mark.parametrize("target", ["spec", "impl"])
@@ -139,6 +150,7 @@ def test_both_targets_read_a_case_with_the_one_parser(component: str, given: dic
 
 # every case file of conformance/data and the cases it holds (a case added or lost must be pinned here)
 CASE_FILES = {"public.jsonl": 63, "found.jsonl": 10, "group_public.jsonl": 2, "group.jsonl": 18, "admin.jsonl": 4,
+              "request_tv.jsonl": 3,
               "kafka_tests_coordinator.jsonl": 153, "kafka_tests_partition.jsonl": 68,
               "kafka_tests_group.jsonl": 19, "kafka_tests_client.jsonl": 71, "kip848.jsonl": 17,
               "two_phase.jsonl": 25}  # KIP-939: Kafka's 2PC test methods and 4.4's source lines

@@ -31,6 +31,18 @@ def test_the_consumer_rebalance_walks_replay_without_divergence(walks: list) -> 
         assert verdict.ok, verdict.detail
 
 
+def test_at_transaction_version_1_a_stale_epoch_is_illegal_generation_on_both() -> None:
+    """A TV1 client's TxnOffsetCommit is v4: the stale epoch is answered ILLEGAL_GENERATION, by the spec and by
+    the implementation alike (a TV2 client's v6 gets STALE_MEMBER_EPOCH)."""
+    from txnspec.conformance.adapters.impl_adapter import ImplAdapter
+
+    walks = [gen.random_walk("consumer-rebalance", seed, variant="tv1") for seed in range(WALKS)]
+    assert sum("reassign" in t.kinds() for t in walks) >= 10
+    for trace in walks:
+        verdict = replay(trace, ImplAdapter())
+        assert verdict.ok, verdict.detail
+
+
 def test_an_implementation_without_the_member_epoch_check_diverges(walks: list,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """The sabotage the lock step must catch: the implementation accepts any epoch of a known member."""

@@ -113,8 +113,8 @@ def test_a_step_that_is_not_enabled_names_trace_and_step(sample: list[tr.Trace])
 
 def test_every_kind_of_action_round_trips_through_json() -> None:
     """Every action of a small scenario with every fault (and of TV1 with offsets, of a rebalance, the fault
-    that needs group members, of a plain commit, which needs offsets, and of KIP-939's two-phase commit) comes back
-    equal."""
+    that needs group members, of a plain commit, which needs offsets, of KIP-939's two-phase commit and of
+    KIP-848's fences and heartbeats) comes back equal."""
     from collections import deque
 
     from txnspec.spec import system as sysm
@@ -125,7 +125,8 @@ def test_every_kind_of_action_round_trips_through_json() -> None:
     every_fault = dict.fromkeys((f for f in FAULTS if f not in ("rebalance", "plain_commit")), 1)
     for scenario, variant in ((SCENARIOS["tiny"].with_(faults=every_fault), "current"),
                               (SCENARIOS["offsets"], "tv1"), (SCENARIOS["rebalance"], "current"),
-                              (SCENARIOS["plain-commit"], "current"), (SCENARIOS["two-phase-commit"], "current")):
+                              (SCENARIOS["plain-commit"], "current"), (SCENARIOS["two-phase-commit"], "current"),
+                              (SCENARIOS["consumer-rebalance"], "current")):
         system = build_system(scenario, variant)
         seen = {sysm.initial_state(system)}
         queue = deque(seen)

@@ -34,6 +34,9 @@ def test_the_audit_holds_on_serve_at_both_levels(tv: int, capsys: pytest.Capture
     assert {r["level"] for r in rules.values()} == {"wire", "client"}
     assert rules["client.zombie_commit_refused"]["checked"] == 1 and rules["history.aborted_read"]["checked"] > 0
     assert f"EndTxn v{5 if tv == 2 else 4}" in rules["txn.traces"]["description"]
+    # the other level's requests (audit/request_tv.py): held and exercised, not skipped
+    assert [rules[r]["outcome"] for r in ("txn.tv2_requests", "txn.tv2_end_txn_after_timeout", "txn.tv1_requests")
+            ] == ["held"] * 3
 
 
 def _violated_over_the_socket(mutant: str) -> set[str]:

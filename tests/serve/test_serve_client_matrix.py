@@ -69,3 +69,41 @@ def test_kip447_group_metadata_of_an_older_generation_refused(matrix: Callable[[
         assert current == stale
         pytest.skip(f"{client}: {stale}")
     assert (stale, current) == ("kafka server: The provided generation id is not the current generation", "committed")
+
+
+@pytest.mark.parametrize("client", ["sarama", pytest.param("kafkajs", marks=pytest.mark.slow)])
+def test_the_workload_continues_while_its_coordinators_node_is_stopped_and_started(client: str) -> None:
+    """``--nodes 3``: the node that coordinates the run's transactional id and group (node 1) stops 2 s into the
+    run (its coordinators move to node 2, with their state: no reload) and comes back 3 s later; the client
+    re-routes (NOT_COORDINATOR, FindCoordinator) and the outcome is the single node's. (KafkaJS's reconnect
+    back-off makes its run take about 40 s: ``-m slow``.)"""
+    import threading
+    import time
+
+    from txnspec.serve.nodes import Nodes
+
+    nodes = Nodes(3)
+    run = next(f"n{i}" for i in range(1000)
+               if nodes.txn_coordinator(f"ctp-n{i}") == 1 and nodes.group_coordinator(f"g-n{i}") == 1)
+    with ServerThread(transaction_version=2, nodes=3) as server:
+        moved: list[int | None] = []
+
+        def stop_and_start() -> None:
+            time.sleep(2)
+            server.stop_node(1)
+            moved.append(server.call(lambda: server.server.broker.nodes.txn_coordinator(f"ctp-{run}")))
+            time.sleep(3)
+            server.start_node(1)
+
+        chaos = threading.Thread(target=stop_and_start)
+        chaos.start()
+        try:
+            result = run_client(client, server.bootstrap, run=run, timeout=150)
+        except ClientUnavailable as exc:
+            pytest.skip(f"{client} unavailable: {exc}")
+        finally:
+            chaos.join()
+    assert moved == [2]
+    assert result["ok"], result
+    assert result["output"] == [f"V{i}" for i in range(10)] and result["committed_offset"] == 10
+    assert result["zombie_commit"] == ZOMBIE[client]

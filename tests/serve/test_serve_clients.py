@@ -118,11 +118,17 @@ def test_kafka_python_transactional_produce_and_a_read_committed_group_consumer(
     assert committed == 6  # two commits, one abort: three data records and three markers
 
 
-def test_aiokafka_transactional_produce_and_read_committed(kafka_bootstrap_tv1: str) -> None:
+@pytest.fixture(params=[1, 3], ids=["one-node", "nodes3"])
+def aiokafka_bootstrap(request: pytest.FixtureRequest) -> Any:
+    with ServerThread(transaction_version=1, nodes=request.param) as server:
+        yield server.bootstrap
+
+
+def test_aiokafka_transactional_produce_and_read_committed(aiokafka_bootstrap: str) -> None:
     aiokafka = pytest.importorskip("aiokafka")
 
     async def run() -> list[bytes]:
-        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=kafka_bootstrap_tv1, transactional_id="aio-app")
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=aiokafka_bootstrap, transactional_id="aio-app")
         await producer.start()
         try:
             async with producer.transaction():
@@ -132,7 +138,7 @@ def test_aiokafka_transactional_produce_and_read_committed(kafka_bootstrap_tv1: 
             await producer.abort_transaction()
         finally:
             await producer.stop()
-        consumer = aiokafka.AIOKafkaConsumer("aio", bootstrap_servers=kafka_bootstrap_tv1, group_id="aio-group",
+        consumer = aiokafka.AIOKafkaConsumer("aio", bootstrap_servers=aiokafka_bootstrap, group_id="aio-group",
                                              isolation_level="read_committed", auto_offset_reset="earliest")
         await consumer.start()
         try:

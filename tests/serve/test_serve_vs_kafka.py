@@ -369,3 +369,12 @@ def test_the_java_admin_workflow_answers_as_on_kafka(real_kafka: Any, tv: int) -
     on_kafka, on_serve = both(real_kafka, tv, lambda bootstrap: run_harness(bootstrap, main="TxnAdmin"))
     assert on_kafka["ok"], on_kafka
     assert on_serve == on_kafka
+
+
+def test_delete_records_answers_as_on_kafka(real_kafka: Any) -> None:
+    """confluent-kafka's AdminClient.delete_records: the log start offset, earliest, a consumer's reset, a Fetch
+    below the start, -1 and an offset above the high watermark, the same on Kafka and serve."""
+    import test_serve_delete_records as delete_records
+
+    on_kafka, on_serve = both(real_kafka, 2, delete_records.delete_records_answers)
+    assert on_serve == on_kafka == delete_records.EXPECTED

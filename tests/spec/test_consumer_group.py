@@ -14,6 +14,7 @@ from txnspec.spec.variants import variant_named
 
 E = Errors
 STATES = 24_612  # consumer-rebalance, current protocol, no symmetry (two transactional ids, the first fixed)
+STATES_TV1 = 28_372  # ... with transaction version 1 (AddOffsetsToTxn first; TxnOffsetCommit v4: ILLEGAL_GENERATION)
 CEX = 11  # member-epoch-not-checked: the shortest counterexample to no_fenced_member_offsets_commit
 
 
@@ -110,6 +111,12 @@ def test_the_consumer_rebalance_scenario_holds_on_its_pinned_states() -> None:
     for kind in ("rebalance", "reassign", "heartbeat"):  # both fences and the heir's reconciliation are taken
         assert result.coverage.get(kind, 0) > 0, kind
     assert result.verdict("offsets_committed_after_rebalance").holds
+
+
+def test_the_consumer_rebalance_scenario_holds_at_transaction_version_1() -> None:
+    result = check(build_model("consumer-rebalance", "tv1"), symmetry=False)
+    assert result.complete and result.ok, result.render()
+    assert result.states == STATES_TV1 and result.coverage.get("reassign", 0) > 0
 
 
 def test_without_the_member_epoch_check_the_reassigned_member_commits() -> None:

@@ -64,6 +64,7 @@ def test_a_late_init_producer_id_aborts_a_prepared_transaction() -> None:
 
 # variant -> (scenario, property violated, length of the shortest counterexample)
 BROKEN = {
+    "kafka-4.4.0-client": ("two-phase-commit", "prepared_outcome_follows_external_decision", 10),
     "kip-939-keep-prepared-4.4-client": ("two-phase-recovery", "last_stable_offset_advances", 13),
     "two-phase-commit-times-out": ("two-phase-commit", "prepared_never_timed_out", 7),
     "complete-ignores-prepared-state": ("two-phase-commit", "prepared_outcome_follows_external_decision", 11),

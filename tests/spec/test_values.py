@@ -24,7 +24,7 @@ from txnspec.spec.brokers import (
 )
 from txnspec.spec.coordinator import markers_for
 from txnspec.spec.errors import Errors
-from txnspec.spec.faults import _abandoned, _abort_timed_out, _rebalance, expiry_steps
+from txnspec.spec.faults import _abandoned, _abort_timed_out, _fence_member, _rebalance, expiry_steps, heartbeat_steps
 from txnspec.spec.messages import EndTxnResponse, ErrorResponse, InitProducerIdResponse, Produce, ProduceResponse
 from txnspec.spec.model import build_system
 from txnspec.spec.network import (
@@ -256,8 +256,12 @@ def reference_steps(system: sysm.System, state: sysm.SystemState) -> Iterator[tu
             gave_up = expire_batch(c, p, batch, waiting=batch not in transit)
             yield (Action(K.EXPIRE_BATCH, p.address, partition=batch[0], batch=batch),
                    _with_dispatch(system, _spent(state, "expire_batch"), gave_up))
-    if b.rebalance:
+    if b.rebalance and system.scenario.group_protocol == "consumer":
+        yield from _fence_member(system, _spent(state, "rebalance"))  # unmemoised already
+    elif b.rebalance:
         yield _rebalance(system, _spent(state, "rebalance"))
+    if state.group.consumer_groups:
+        yield from heartbeat_steps(system, state)  # unmemoised already
     yield from expiry_steps(system, state)  # unmemoised already: the same function on the whole state
     for p in state.producers:  # the client's retries
         mine = [e for e in state.network if p.address in (e.source, e.target)]
@@ -290,7 +294,7 @@ SCENARIOS = [("offsets", "current"), ("zombie", "current"), ("loss", "current"),
              ("rebalance", "current"), ("in-flight-2", "current"), ("epoch-exhaustion", "current"),
              ("offsets", "tv1"), ("delayed-produce", "tv1"), ("zombie", "kafka-3.9"), ("plain-commit", "current"),
              ("id-expiry", "current"), ("producer-expiry", "current"), ("two-phase-commit", "current"),
-             ("two-phase-recovery", "kip-939-keep-prepared")]
+             ("two-phase-recovery", "kip-939-keep-prepared"), ("consumer-rebalance", "current")]
 
 
 @pytest.mark.parametrize(("scenario", "variant"), SCENARIOS)
