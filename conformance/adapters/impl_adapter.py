@@ -387,8 +387,12 @@ class ImplAdapter(FaultSteps):
             tc = self.cluster.broker.txn_coordinator
             tc.begin_load(set(tc.txn_manager.not_led), tc.coordinator_epoch + 1)
         elif kind is K.LOAD_TXN_PARTITION:  # one partition's load finishes: its prepared transactions' markers go
-            index = int((action.partition or "").rsplit("-", 1)[1])
-            self.cluster.broker.txn_coordinator.finish_load(index, self.cluster.now_ms)
+            from txnspec.spec.faults import txn_log_name
+
+            tc = self.cluster.broker.txn_coordinator
+            # the index whose name the spec gave the step (compared as the spec writes it, not read back from it)
+            index = next(i for i in range(len(tc.txn_manager.log_partitions)) if txn_log_name(i) == action.partition)
+            tc.finish_load(index, self.cluster.now_ms)
             self.cluster._queue_markers()
         elif kind is K.LOSE:
             self._lose(step)
