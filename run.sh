@@ -42,9 +42,11 @@ case "${1:-}" in
     # In parallel on the machine's cores (pytest-xdist). --dist loadfile keeps each module on one worker, so a
     # module's Spark session and the run's real Kafka broker start once, as in a serial run (--dist loadgroup
     # would group by xdist_group marks, but pytest-xdist 3.8 cannot tag them under pytest 9.2).
+    # --no-loadscope-reorder: modules go out longest first, as tests/conftest.py orders them by their measured
+    # cost (tests/MODULE_COSTS.json), not by their number of tests.
     # `bash run.sh test -m quick`: the representative quick tier only (under 90 s on 2 cores).
     set +e
-    python -m pytest -m "not slow" -n auto --dist loadfile -p no:cacheprovider -rs "$@"
+    python -m pytest -m "not slow" -n auto --dist loadfile --no-loadscope-reorder -p no:cacheprovider -rs "$@"
     status=$?
     set -e
     [ "$status" -eq 5 ] && { echo "no tests were collected" >&2; exit 1; }

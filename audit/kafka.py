@@ -40,7 +40,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -275,8 +275,9 @@ class RunningKafka:
 
 @contextlib.contextmanager
 def kafka_broker(workdir: Path, version: str | None = None, transaction_version: int = 2,
-                 cache: Path | None = None) -> Iterator[RunningKafka]:
-    """A fresh single-node Kafka for the block: formatted, started, ready; stopped and its data removed after."""
+                 cache: Path | None = None, settings: Mapping[str, str] | None = None) -> Iterator[RunningKafka]:
+    """A fresh single-node Kafka for the block: formatted, started, ready; stopped and its data removed after.
+    ``settings``: broker settings beyond :data:`SETTINGS` (KIP-939's: ``audit.two_phase.TWO_PHASE_SETTINGS``)."""
     if transaction_version not in (1, 2):
         raise BrokerUnavailable(f"transaction version {transaction_version}: Kafka's transaction.version is 1 or 2 "
                                 "here (0 behaves as 1 for every rule the audit checks)")
@@ -291,8 +292,8 @@ def kafka_broker(workdir: Path, version: str | None = None, transaction_version:
         while controller_port == broker_port:
             controller_port = free_port()
         config = Path(data) / "server.properties"
-        config.write_text("".join(f"{k}={v}\n" for k, v in
-                                  server_properties(broker_port, controller_port, Path(data) / "log").items()))
+        properties = {**server_properties(broker_port, controller_port, Path(data) / "log"), **(settings or {})}
+        config.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
         started = time.monotonic()
         format_storage(runtime, config, transaction_version, log4j)
         with (workdir / "kafka.stdout").open("wb") as out:

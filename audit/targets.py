@@ -186,20 +186,24 @@ def bootstrap(address: str) -> Iterator[Target]:
 
 
 @contextlib.contextmanager
-def serve(workdir: Path, transaction_version: int) -> Iterator[Target]:
+def serve(workdir: Path, transaction_version: int, two_phase_commit: bool = False) -> Iterator[Target]:
     port = free_port()
     argv = [sys.executable, "-c", "from txnspec.cli import main; raise SystemExit(main())", "serve",
-            "--port", str(port), "--transaction-version", str(transaction_version)]
+            "--port", str(port), "--transaction-version", str(transaction_version),
+            *(("--transaction-two-phase-commit-enable", "--unstable-api-versions-enable") if two_phase_commit else ())]
     with _process("serve", argv, port, workdir):
         yield Target("serve", f"127.0.0.1:{port}", "txnspec serve (txnspec.impl)",
                      {"transaction.version": transaction_version})
 
 
 @contextlib.contextmanager
-def kafka(workdir: Path, name: str, transaction_version: int, cache: Path | None) -> Iterator[Target]:
+def kafka(workdir: Path, name: str, transaction_version: int, cache: Path | None, two_phase_commit: bool = False
+          ) -> Iterator[Target]:
     from txnspec.audit.kafka import kafka_broker, parse_broker_name
+    from txnspec.audit.two_phase import TWO_PHASE_SETTINGS
 
-    with kafka_broker(workdir, parse_broker_name(name), transaction_version, cache) as running:
+    with kafka_broker(workdir, parse_broker_name(name), transaction_version, cache,
+                      TWO_PHASE_SETTINGS if two_phase_commit else None) as running:
         yield Target(f"kafka:{running.version}", running.bootstrap, f"Apache Kafka {running.version}",
                      {"transaction.version": running.transaction_version, "pid": running.pid,
                       "start_seconds": running.start_seconds, "log": str(running.log)})
@@ -216,9 +220,10 @@ def takes_transaction_version(name: str) -> bool:
 
 @contextlib.contextmanager
 def open_target(name: str, workdir: Path | None = None, transaction_version: int = 2,
-                kafka_cache: Path | None = None) -> Iterator[Target]:
+                kafka_cache: Path | None = None, two_phase_commit: bool = False) -> Iterator[Target]:
     """The broker called ``name`` (one of :data:`SELF_STARTED`, ``kafka[:VERSION]`` or a bootstrap address), up
-    for the block; ``transaction_version`` and ``kafka_cache`` apply to real Kafka only."""
+    for the block; ``transaction_version`` and ``kafka_cache`` apply to real Kafka only; ``two_phase_commit``
+    starts Kafka or serve with KIP-939's settings (2PC on, InitProducerId v6 served)."""
     with contextlib.ExitStack() as stack:
         if workdir is None:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="txnspec-audit-")))
@@ -227,8 +232,8 @@ def open_target(name: str, workdir: Path | None = None, transaction_version: int
         assert set(starters) == set(SELF_STARTED)
         starter = starters.get(name)
         if is_kafka(name):
-            yield stack.enter_context(kafka(workdir, name, transaction_version, kafka_cache))
+            yield stack.enter_context(kafka(workdir, name, transaction_version, kafka_cache, two_phase_commit))
         elif name == "serve":
-            yield stack.enter_context(serve(workdir, transaction_version))
+            yield stack.enter_context(serve(workdir, transaction_version, two_phase_commit))
         else:
             yield stack.enter_context(starter(workdir) if starter else bootstrap(name))

@@ -7,8 +7,10 @@ for). Each row gives the property reported, the time the walkers took to meet it
 the walks, the counterexample's length before and after shrinking, the wall time of the command (Python start,
 shrinking included), and the length of the shortest counterexample breadth first finds on the variant's small
 scenario (``tests/spec/test_variants.py``), with the shrunk length over it. A variant whose property ``full``
-does not have (no consumer-group members) is reported as such. Then ``current`` runs ``--current-seconds`` of
-simulation on ``full``: it must meet no violation.
+does not have (no consumer-group members) is reported as such; the two variants that need what ``full`` lacks
+(``kafka-17754``: a second transaction per producer; ``zombie-offsets-not-fenced``: group members and a
+rebalance) run once more on ``full`` with that added (``--ingredient``, the Python API in a fresh process).
+Then ``current`` runs ``--current-seconds`` of simulation on ``full``: it must meet no violation.
 
 Usage::
 
@@ -37,10 +39,10 @@ BUGS = {
 }
 
 
-def run(argv: list[str], timeout: float) -> tuple[int, dict[str, Any], float]:
+def run(argv: list[str], timeout: float, module: bool = True) -> tuple[int, dict[str, Any], float]:
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "txnspec.cli", *argv, "--json"], capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    command = [sys.executable, "-m", "txnspec.cli", *argv, "--json"] if module else [sys.executable, *argv]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     wall = time.perf_counter() - started
     if done.returncode not in (0, 1):
         raise RuntimeError(f"txnspec {' '.join(argv)} exited {done.returncode}: {done.stderr.strip()}")
@@ -56,6 +58,28 @@ def shortest_on_small(variant: str) -> int:
     cex = check(build_model(scenario, variant), properties=[prop]).verdict(prop).counterexample
     assert cex is not None and len(cex) == pinned, (variant, cex and len(cex), pinned)
     return len(cex)
+
+
+# what full lacks for two variants (tests/spec/test_bugs_on_full.py): the scenario changes that add it
+INGREDIENTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "kafka-17754": ("full + a second transaction per producer", {"transactions_per_producer": 2}),
+    "zombie-offsets-not-fenced": ("full + group members and a rebalance",
+                                  {"group_members": True, "faults": {"duplicate": 1, "timeout": 1, "failover": 1,
+                                                                     "rebalance": 1}}),
+}
+
+
+def with_ingredient(variant: str, prop: str, seconds: float, workers: int, seed: int) -> int:
+    """One simulation of ``variant`` on full with its missing ingredient, as ``txnspec check --json`` prints it."""
+    from txnspec.checker.simulate import simulate
+    from txnspec.spec.model import build_model
+    from txnspec.spec.scenarios import scenario_named
+
+    name, changes = INGREDIENTS[variant]
+    scenario = scenario_named("full").with_(name=name, **changes)
+    result = simulate(build_model(scenario, variant), properties=[prop], seconds=seconds, workers=workers, seed=seed)
+    print(json.dumps(result.to_json()))
+    return 0 if result.ok else 1
 
 
 def row(variant: str, what: str, status: int, report: dict[str, Any], wall: float, small: int) -> str:
@@ -77,7 +101,10 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--current-seconds", type=float, default=600.0)
     parser.add_argument("--variants", nargs="*", default=list(BUGS))
+    parser.add_argument("--ingredient", metavar="VARIANT", help="(internal) one run on full with what VARIANT needs")
     args = parser.parse_args()
+    if args.ingredient is not None:
+        return with_ingredient(args.ingredient, BUGS[args.ingredient][1], args.seconds, args.workers, args.seed)
     from txnspec.spec.model import build_model
 
     full_properties = {p.name for p in build_model("full").properties}
@@ -94,9 +121,14 @@ def main() -> int:
         if prop not in full_properties:
             print(f"| {variant} | {prop} only | not on full (no consumer-group members) | | | | | {small} | |",
                   flush=True)
-            continue
-        status, report, wall = run([*base, "--property", prop], args.seconds * 4 + 120)
-        print(row(variant, f"{prop} only", status, report, wall, small), flush=True)
+        else:
+            status, report, wall = run([*base, "--property", prop], args.seconds * 4 + 120)
+            print(row(variant, f"{prop} only", status, report, wall, small), flush=True)
+        if variant in INGREDIENTS:
+            status, report, wall = run([__file__, "--ingredient", variant, "--seconds", str(args.seconds),
+                                        "--workers", str(args.workers), "--seed", str(args.seed)],
+                                       args.seconds * 4 + 120, module=False)
+            print(row(variant, f"{INGREDIENTS[variant][0]}, {prop} only", status, report, wall, small), flush=True)
     status, report, wall = run(["check", "--scenario", "full", "--variant", "current", "--simulate", "--seconds",
                                 str(args.current_seconds), "--workers", str(args.workers), "--seed",
                                 str(args.seed)], args.current_seconds * 2 + 120)

@@ -16,12 +16,16 @@ What is modelled
       tried from half the path's length down to single steps (delta debugging's coarse-to-fine order), then
       every step of one action kind, or of one lifeline (an action's ``source``), at once;
     * **substitutions**, once nothing can be deleted: a step replaced by another enabled step of its kind (a
-      fault on another message), the rest re-played, kept if the path gets shorter.
+      fault on another message), the rest re-played, kept if the path gets shorter; then, one move ahead, a step
+      replaced by any other enabled step and kept if one deletion then shortens the path (a commit turned into an
+      abort no longer needs the offsets it would have committed).
 
     :func:`shrink_violation` says what ``bad`` is for a property's violation: a state that fails the invariant;
     for a ``leads_to`` property, a state without successors reached after its trigger held with no answer since
-    (the path is shrunk on the model whose states carry that flag, :func:`still_unanswered`); for a deadlock, a
-    state without successors that the model does not call final.
+    (the path is shrunk on the model whose states carry that flag, :func:`still_unanswered`), or, for a lasso,
+    a state with the trigger unanswered from which the loop's actions close a weakly fair loop again (the loop is
+    then cut to the fewest of its actions that still close it); for a deadlock, a state without successors that
+    the model does not call final.
 
 Assumptions
     Actions are hashable values, and an action identifies its step among those enabled in a state (the model
@@ -59,6 +63,7 @@ class ShrinkOutcome:
     tries: int
     seconds: float
     finished: bool  # False when the deadline cut the shrinking short
+    loop_start: int | None = None  # a lasso: the index of the state the last one returns to
 
 
 def _shape(action: Any) -> tuple[str, Any, Any]:
@@ -211,7 +216,42 @@ def shrink(model: Model[Any], steps: Sequence[Step], bad: Callable[[Any], bool],
                     changed = True
                     break
             position += 1
+        if changed:
+            continue
+        # one move ahead: any other enabled step in a step's place, kept if a deletion then shortens the path (a
+        # commit turned into an abort no longer needs the offsets sent before it)
+        for position in range(1, len(path)):
+            action = path[position][0]
+            rest = [a for a, _ in path[position + 1:]]
+            for other, successor in replayer.successors(path[position - 1][1]).items():
+                if out_of_time():
+                    return ShrinkOutcome(tuple(path), before, len(path) - 1, tries, time.perf_counter() - started,
+                                         False)
+                if other == action:
+                    continue
+                tries += 1
+                taken = [] if bad(successor) else replayer.replay(successor, rest, bad, len(path) - position)
+                if taken is None:
+                    continue
+                swapped = [*path[:position], (other, successor), *taken]
+                shorter = _one_deletion(swapped, len(path), bad, replayer)
+                tries += len(swapped) - 1
+                if shorter is not None:
+                    path, changed = shorter, True
+                    break
+            if changed:
+                break
     return ShrinkOutcome(tuple(path), before, len(path) - 1, tries, time.perf_counter() - started, finished)
+
+
+def _one_deletion(path: list[Step], bound: int, bad: Callable[[Any], bool], replayer: _Replayer) -> list[Step] | None:
+    """``path`` with one step left out (the rest re-played), if that makes it shorter than ``bound`` states."""
+    for position in range(1, len(path)):
+        rest = [action for action, _ in path[position + 1:]]
+        taken = replayer.replay(path[position - 1][1], rest, bad, bound - position)
+        if taken is not None and position + len(taken) < bound:
+            return [*path[:position], *taken]
+    return None
 
 
 def _groups(path: list[Step]) -> list[set[int]]:
@@ -262,10 +302,13 @@ def _shortcuts(path: list[Step], bad: Callable[[Any], bool], replayer: _Replayer
 
 
 def shrink_violation(model: Model[Any], path: Sequence[Step], violated: Property[Any] | None, *,
-                     deadline: float | None = None) -> ShrinkOutcome:
+                     deadline: float | None = None, loop_start: int | None = None) -> ShrinkOutcome:
     """``path`` shrunk to a shorter one to the same violation: a state failing the invariant; a state without
     successors after the ``leads_to`` property's trigger held unanswered (shrunk on the model whose states
-    carry that flag); a deadlock."""
+    carry that flag); a deadlock. With ``loop_start`` the path is a lasso (its last state is
+    ``path[loop_start]``'s, the loop a weakly fair one where the property stays unanswered): the part before the
+    loop is shrunk to a shorter path reaching any state of the loop with the trigger unanswered, and the loop,
+    turned to start there, follows it."""
     is_final = model.is_final
 
     def terminal(state: Any) -> bool:
@@ -289,8 +332,73 @@ def shrink_violation(model: Model[Any], path: Sequence[Step], violated: Property
     pairs = [(None, flagged(path[0][1], False))]
     for action, state in path[1:]:
         pairs.append((action, flagged(state, pairs[-1][1][1])))
-    outcome = shrink(monitored, pairs, lambda pair: pair[1] and terminal(pair[0]), deadline=deadline)
-    return replace(outcome, steps=tuple((action, pair[0]) for action, pair in outcome.steps))
+    if loop_start is None:
+        outcome = shrink(monitored, pairs, lambda pair: pair[1] and terminal(pair[0]), deadline=deadline)
+        return replace(outcome, steps=tuple((action, pair[0]) for action, pair in outcome.steps))
+    entry = next(i for i in range(loop_start, len(pairs)) if pairs[i][1][1])  # the trigger unanswered from here
+    around = _Loop(model, prop, [action for action, _ in path[entry + 1:]] + [action for action, _ in
+                                                                              path[loop_start + 1:entry + 1]])
+    prefix = shrink(monitored, pairs[:entry + 1], lambda pair: pair[1] and around.closes(pair[0]) is not None,
+                    deadline=deadline)
+    steps = [(action, pair[0]) for action, pair in prefix.steps]
+    steps += around.shortest(steps[-1][1])
+    return replace(prefix, steps=tuple(steps), before=len(path) - 1, after=len(steps) - 1,
+                   loop_start=len(prefix.steps) - 1)
+
+
+class _Loop:
+    """The actions of a lasso's loop: from which states they close a loop that a weakly fair behaviour may repeat
+    forever with ``prop`` unanswered (each action enabled in turn, the last step back at the first state, no
+    state answering ``prop``, every fairness class enabled throughout taken)."""
+
+    def __init__(self, model: Model[Any], prop: Property[Any], actions: list[Any]) -> None:
+        self.model, self.prop, self.actions = model, prop, actions
+        self.known: dict[Any, list[Step] | None] = {}
+
+    def closes(self, state: Any, actions: Sequence[Any] | None = None) -> list[Step] | None:
+        if actions is None and state in self.known:
+            return self.known[state]
+        steps: list[Step] | None = []
+        current = state
+        fairness = self.model.fairness
+        always: set[Any] | None = None
+        for action in self.actions if actions is None else actions:
+            if self.prop.condition(current):
+                steps = None
+                break
+            successors = list(self.model.next_steps(current))
+            enabled = {fairness(a) for a, _ in successors} - {None} if fairness is not None else set()
+            always = enabled if always is None else always & enabled
+            step = next(((a, t) for a, t in successors if a == action), None) \
+                or next(((a, t) for a, t in successors if str(a) == str(action)), None)
+            if step is None:
+                steps = None
+                break
+            steps.append(step)
+            current = step[1]
+        if steps is not None and (not steps or current != state or (
+                fairness is not None and not (always or set()) <= {fairness(a) for a, _ in steps} - {None})):
+            steps = None
+        if actions is None:
+            self.known[state] = steps
+        return steps
+
+    def shortest(self, state: Any) -> list[Step]:
+        """The loop from ``state`` with as many of its actions left out as still close it (runs, coarse to fine)."""
+        actions = list(self.actions)
+        size = max(len(actions) // 2, 1)
+        while size >= 1:
+            position = 0
+            while position + size <= len(actions):
+                fewer = actions[:position] + actions[position + size:]
+                if fewer and self.closes(state, fewer) is not None:
+                    actions = fewer
+                else:
+                    position += 1
+            size //= 2
+        steps = self.closes(state, actions)
+        assert steps is not None  # the state closes the whole loop, and each removal kept it closed
+        return steps
 
 
 def still_unanswered(prop: Property[Any], before: bool, state: Any) -> bool:

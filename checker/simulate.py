@@ -6,9 +6,12 @@ What is modelled
     initial state, choosing one enabled step at a time, until a state has no successor or the walk's depth
     bound is reached. Every ``always`` property is judged on every state a walk visits (a state already judged
     in this process is skipped by its ``hash``), ``sometimes`` properties record that they were met, a
-    state without successors that the model does not call final is a deadlock, and a walk that ends in a state
-    without successors after a ``leads_to`` property's trigger held, with no answer since, violates it (the
-    behaviour stutters there forever, weakly fair since nothing is enabled). The first violation stops the
+    state without successors that the model does not call final is a deadlock, and a ``leads_to`` property
+    whose trigger held with no answer since is violated where the walk ends in a state without successors (the
+    behaviour stutters there forever, weakly fair since nothing is enabled) or returns to a state it visited
+    after the trigger, through a loop that answers nothing and takes every fairness class enabled all along it
+    (the behaviour repeats the loop forever, weakly fair: the exact engine's fair cycles, met by one walk). The
+    first violation stops the
     simulation; its path is then shrunk (:mod:`txnspec.checker.shrink`) and reported in a
     :class:`~txnspec.checker.report.CheckResult`, as the breadth-first engines report theirs.
 
@@ -36,9 +39,10 @@ Assumptions
     forked workers inherit the model (POSIX ``fork``).
 
 Left out
-    ``leads_to`` properties on behaviours that loop (a walk judges one only where it ends in a state without
-    successors, as the exact engine's default reading lets a behaviour stop only there). Symmetry and
-    partial-order reduction (a walk explores one behaviour; they would only rename it).
+    ``leads_to`` violations whose fair cycle no single walk closes (a cycle is seen only where a walk returns to
+    its own earlier state, and judged on that loop alone, not on the strongly connected component the exact
+    engine judges). Symmetry and partial-order reduction (a walk explores one behaviour; they would only rename
+    it).
 """
 
 from __future__ import annotations
@@ -118,6 +122,9 @@ class _Walker:
         leads_to = self.leads_to
         unanswered = [still_unanswered(p, False, state) for p in leads_to]
         next_steps, is_final = self.model.next_steps, self.model.is_final
+        # with leads-to properties: where each state of the walk last stood, and the fair classes enabled there
+        last_at: dict[Any, int] = {state: 0} if leads_to else {}
+        enabled: list[frozenset[Any]] = []
         for _ in range(depth_bound):
             successors = next_steps(state)
             if type(successors) is not list:
@@ -126,6 +133,8 @@ class _Walker:
                 if (self.check_deadlock and (is_final is None or not is_final(state))) or any(unanswered):
                     return path
                 break
+            if leads_to:
+                enabled.append(self._fair_classes(successors))
             chosen = self._choose(successors, weights, rng)
             before = state
             action, state = successors[chosen]
@@ -139,7 +148,19 @@ class _Walker:
                 return path
             if leads_to:
                 unanswered = [still_unanswered(p, u, state) for p, u in zip(leads_to, unanswered, strict=True)]
+                earlier = last_at.get(state)
+                if earlier is not None and any(unanswered) and any(
+                        u and _fair_unanswered_loop(path, earlier, enabled, self.fairness, p)
+                        for p, u in zip(leads_to, unanswered, strict=True)):
+                    return path
+                last_at[state] = len(path) - 1
         return None
+
+    def _fair_classes(self, successors: Sequence[tuple[Any, Any]]) -> frozenset[Any]:
+        fairness = self.fairness
+        if fairness is None:
+            return frozenset()
+        return frozenset(c for c in (fairness(action) for action, _ in successors) if c is not None)
 
     def _choose(self, successors: list[tuple[Any, Any]], weights: dict[str, float], rng: random.Random) -> int:
         scores = []
@@ -169,21 +190,44 @@ class _Walker:
                     tally.witnessed.add(prop.name)
         return any(not prop.condition(state) for prop in self.always)
 
-    def violated(self, path: Sequence[tuple[Any, Any]]) -> Property[Any] | None:
-        """What the violating ``path`` violates: an invariant its last state fails, else a ``leads_to`` property
-        whose trigger held with no answer since (the path ends in a state without successors), else None (a
+    def violated(self, path: Sequence[tuple[Any, Any]]) -> tuple[Property[Any] | None, int | None]:
+        """What the violating ``path`` violates: an invariant its last state fails; else a ``leads_to`` property
+        whose trigger held with no answer since, where the path ends in a state without successors or closes a
+        weakly fair loop (then the loop's start: the index of the last state's previous visit); else None (a
         deadlock)."""
         last = path[-1][1]
         for prop in self.always:
             if not prop.condition(last):
-                return prop
+                return prop, None
+        earlier = next((i for i in range(len(path) - 2, -1, -1) if path[i][1] == last), None)
+        enabled = [] if earlier is None else [frozenset() for _ in range(earlier)] + [
+            self._fair_classes(list(self.model.next_steps(state))) for _, state in path[earlier:-1]]
         for prop in self.leads_to:
             unanswered = False
             for _, state in path:
                 unanswered = still_unanswered(prop, unanswered, state)
             if unanswered:
-                return prop
-        return None
+                if earlier is not None and _fair_unanswered_loop(path, earlier, enabled, self.fairness, prop):
+                    return prop, earlier
+                if not any(True for _ in self.model.next_steps(last)):
+                    return prop, None
+        return None, None
+
+
+def _fair_unanswered_loop(path: Sequence[tuple[Any, Any]], start: int, enabled: Sequence[frozenset[Any]],
+                          fairness: Callable[[Any], Any] | None, prop: Property[Any]) -> bool:
+    """Whether the steps after ``path[start]`` back to its state (the path's last) make a loop that a behaviour may
+    repeat forever with ``prop`` unanswered: no state of it answers ``prop``, and every fairness class enabled in
+    all of its states (``enabled[i]``: the classes enabled in ``path[i]``) is taken by one of its steps (weak
+    fairness, as the exact engine's fair cycles)."""
+    loop = path[start:]
+    if any(prop.condition(state) for _, state in loop):
+        return False
+    always_enabled = frozenset.intersection(*enabled[start:len(path) - 1])
+    if not always_enabled:
+        return True
+    taken = {fairness(action) for action, _ in loop[1:]} if fairness is not None else set()
+    return always_enabled <= taken
 
 
 def _weight(rng: random.Random, scale: float) -> float:
@@ -364,14 +408,16 @@ def _result(model: Model[Any], walker: _Walker, tallies: list[_Tally], found: in
         if path is None:
             raise RuntimeError(f"walk {found} violated in a worker but not when re-run: the model's successor "
                                "order depends on something other than its state (a hash salt?)")
-        violated = walker.violated(path)
-        outcome = shrink_violation(model, path, violated, deadline=time.perf_counter() + shrink_budget)
+        violated, loop_start = walker.violated(path)
+        outcome = shrink_violation(model, path, violated, deadline=time.perf_counter() + shrink_budget,
+                                   loop_start=loop_start)
         found_length, shrunk_length = len(path) - 1, outcome.after
         tries, shrink_time = outcome.tries, outcome.seconds
         if violated is None:
             deadlock = Counterexample("deadlock", outcome.steps)
         else:
-            cex = Counterexample(violated.name, outcome.steps, stutter=violated.expectation is Expectation.LEADS_TO)
+            cex = Counterexample(violated.name, outcome.steps, loop_start=outcome.loop_start,
+                                 stutter=violated.expectation is Expectation.LEADS_TO and outcome.loop_start is None)
     verdicts = []
     for prop in sorted(selected, key=lambda p: p.expectation is not Expectation.ALWAYS):
         if prop.expectation is Expectation.SOMETIMES:

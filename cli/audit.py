@@ -38,6 +38,9 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, help="folder for report.txt, report.json, history.jsonl and broker logs")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--html-out", type=Path, help="write a self-contained HTML report (violations as diagrams)")
+    p.add_argument("--two-phase-commit", action="store_true",
+                   help="KIP-939: start kafka or serve with transaction.two.phase.commit.enable and "
+                        "unstable.api.versions.enable (another broker must have both) and check the 2PC rule")
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -56,6 +59,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.transaction_version != 2 and not takes_transaction_version(args.broker):
         raise UsageError("--transaction-version applies to --broker kafka[:VERSION] and serve; other brokers are "
                          "audited at the transaction version they finalise")
+    if args.two_phase_commit and args.broker == "impl":
+        raise UsageError("--two-phase-commit checks a broker on the wire (kafka, serve or an address), not impl")
     level = args.level or ("wire" if args.broker == "impl" else "both")
     if args.broker == "impl" and level != "wire":
         raise UsageError("--broker impl is the reference implementation in process: it has no socket for a client, "
@@ -81,7 +86,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
             return _finish(args, report, started)
         try:
             stage(f"starting or reaching {args.broker}")
-            with open_target(args.broker, args.out, args.transaction_version, args.kafka_cache) as target:
+            with open_target(args.broker, args.out, args.transaction_version, args.kafka_cache,
+                             args.two_phase_commit) as target:
                 report.facts.update({"bootstrap": target.bootstrap, **({"version": target.version}
                                                                         if target.version else {}), **target.facts})
                 run = f"{args.seed}-{int(time.time() * 1000) % 10**8}"
@@ -90,11 +96,20 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
                     stage("wire level")
                     report.rules.extend(run_wire_audit(target.bootstrap, run, args.seed, args.traces))
+                    if args.two_phase_commit:
+                        from txnspec.audit.two_phase import run_two_phase_rule
+
+                        stage("KIP-939 two-phase commit")
+                        report.rules.append(run_two_phase_rule(target.bootstrap, run))
                 if "client" in levels:
                     from txnspec.audit.workload import run_client_audit
 
                     stage(f"client level ({args.ops} transactions)")
                     report.rules.extend(run_client_audit(target.bootstrap, args.ops, args.seed, args.out))
+                    from txnspec.audit.member_epoch import run_member_epoch_rule
+
+                    stage("KIP-848 member epochs")
+                    report.rules.append(run_member_epoch_rule(target.bootstrap, run))
         except BrokerUnavailable as exc:
             print(f"txnspec audit: broker {args.broker!r} unavailable: {exc}", file=sys.stderr)
             return EXIT_USAGE

@@ -35,8 +35,8 @@ def diagram_event(action: Any, before: Any = None, after: Any = None, describe: 
     (``spec.model.describe_state``); the changed lines of the coordinator and the partitions are the notes.
     """
     act: Action = getattr(action, "action", action)  # a trace's Step carries its action
-    source = act.source or "environment"
-    target = act.target or source
+    source = str(act.source or "environment")  # a lifeline's name (report text)
+    target = str(act.target or source)
     if act.is_delivery:
         label = describe_message(act.body)
     elif act.kind in APPLICATION_CALLS:

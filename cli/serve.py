@@ -35,6 +35,11 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queued-max-request-bytes", type=int, default=100 * 1024 * 1024, metavar="BYTES",
                    help="the bytes of requests being read or handled, all connections together; a connection "
                         "waits unread while they are used up (default 104857600; -1: unbounded)")
+    p.add_argument("--transaction-two-phase-commit-enable", action="store_true",
+                   help="transaction.two.phase.commit.enable: allow KIP-939's Enable2Pc (default off, as Kafka)")
+    p.add_argument("--unstable-api-versions-enable", action="store_true",
+                   help="unstable.api.versions.enable: serve Kafka 4.4's unstable latest versions (InitProducerId v6, "
+                        "KIP-939's 2PC fields)")
     p.add_argument("--verbose", action="store_true", help="log every closed connection and internal error")
 
 
@@ -68,7 +73,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                          data_dir=args.durable, fsync=args.fsync, recover_corruption=args.recover_corruption,
                          default_partitions=args.partitions, topics=tuple(args.topics),
                          max_request_bytes=args.socket_request_max_bytes, nodes=args.nodes,
-                         queued_max_request_bytes=args.queued_max_request_bytes)
+                         queued_max_request_bytes=args.queued_max_request_bytes,
+                         transaction_two_phase_commit_enable=args.transaction_two_phase_commit_enable,
+                         unstable_api_versions_enable=args.unstable_api_versions_enable)
     from txnspec.impl.errors import KafkaStorageException
     from txnspec.impl.storage import CorruptDataError
 

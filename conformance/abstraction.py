@@ -101,6 +101,9 @@ class GroupView(TypedDict):
     # which Kafka's pendingTransactionalOffsets (keyed by producer id) do not hold
     pending: dict[str, dict[str, list[int]]]
     groups: dict[str, dict[str, int]]  # group -> {"generation": ..., "members": count}
+    # KIP-848: group -> {"epoch": group epoch, "members": member id -> {"epoch", "assigned", "revoking"}}, where
+    # assigned and revoking map each partition to its assignment epoch
+    consumer_groups: dict[str, dict[str, Any]]
 
 
 class ClientView(TypedDict):
@@ -164,7 +167,19 @@ def _group_view(g: Any) -> GroupView:
             entry[f"{p.group_id}/{partition}"] = [record.offset, record.record_offset]
     return {"committed": {f"{group}/{p}": [r.offset, r.record_offset] for (group, p), r in g.committed},
             "pending": pending,
-            "groups": {c.group_id: {"generation": c.generation_id, "members": len(c.members)} for c in g.groups}}
+            "groups": {c.group_id: {"generation": c.generation_id, "members": len(c.members)} for c in g.groups},
+            "consumer_groups": {c.group_id: consumer_group_view(c.group_epoch, (
+                (m.member_id, m.member_epoch, dict(m.assigned), dict(m.revoking)) for m in c.members))
+                for c in g.consumer_groups}}
+
+
+def consumer_group_view(epoch: int, members: Any, offset: int = 0) -> dict[str, Any]:
+    """A consumer group's view from its epoch and ``(member id, member epoch, assigned, revoking)`` tuples,
+    every epoch less ``offset``."""
+    return {"epoch": epoch - offset,
+            "members": {m: {"epoch": e - offset, "assigned": {p: a - offset for p, a in sorted(assigned.items())},
+                            "revoking": {p: a - offset for p, a in sorted(revoking.items())}}
+                        for m, e, assigned, revoking in sorted(members)}}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -180,7 +195,7 @@ def of_spec(state: Any) -> AbstractState:
             "txn_log": {tid: _log_record(t) for tid, t in cs.txn_log if t is not None},
             "partitions": {name: _partition_view(ps) for name, ps in state.partitions},
             "group": _group_view(state.group),
-            "producers": {producer_address(p.index): _client_view(p) for p in state.producers}}
+            "producers": {producer_address(p.index).text: _client_view(p) for p in state.producers}}
 
 
 # --- comparison ----------------------------------------------------------------------------------------

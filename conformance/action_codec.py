@@ -26,7 +26,7 @@ from typing import Any
 from txnspec.spec.actions import DELIVER_KIND, Action, ActionKind
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import TransactionResult
-from txnspec.spec.network import Envelope
+from txnspec.spec.network import Envelope, parse_address
 
 JSON = Any
 MESSAGE_TYPES: dict[str, type] = {t.__name__: t for t in DELIVER_KIND}
@@ -80,7 +80,7 @@ def body_from_json(data: JSON) -> Any:
 
 
 def envelope_to_json(envelope: Envelope) -> dict[str, JSON]:
-    out: dict[str, JSON] = {"source": envelope.source, "target": envelope.target,
+    out: dict[str, JSON] = {"source": str(envelope.source), "target": str(envelope.target),
                             "body": body_to_json(envelope.body)}
     if envelope.context is not None:
         out["context"] = _value(envelope.context)
@@ -96,12 +96,13 @@ def envelope_from_json(data: JSON) -> Envelope:
     if missing:
         raise ActionFormatError(f"message without {', '.join(missing)}")
     tag = data.get("tag")
-    return Envelope(str(data["source"]), str(data["target"]), body_from_json(data["body"]),
+    return Envelope(parse_address(str(data["source"])), parse_address(str(data["target"])),
+                    body_from_json(data["body"]),
                     _tuples(data.get("context")), _tuples(tag) if tag is not None else None)
 
 
 def action_to_json(action: Action) -> dict[str, JSON]:
-    out: dict[str, JSON] = {"kind": action.kind.value, "actor": action.actor}
+    out: dict[str, JSON] = {"kind": action.kind.value, "actor": str(action.actor)}
     if action.message is not None:
         out["message"] = envelope_to_json(action.message)
     if action.partition is not None:
@@ -143,5 +144,6 @@ def action_from_json(data: JSON) -> Action:
     if batch is not None and (not isinstance(batch, list) or len(batch) != 4 or not isinstance(batch[0], str)
                               or not all(isinstance(x, int) and not isinstance(x, bool) for x in batch[1:])):
         raise ActionFormatError("'batch' must be [partition, producer id, epoch, base sequence]")
-    return Action(kind, actor, message, data.get("partition"), data.get("transactional_id"), request, awaited,
+    return Action(kind, parse_address(actor), message,
+                  data.get("partition"), data.get("transactional_id"), request, awaited,
                   None if batch is None else (batch[0], batch[1], batch[2], batch[3]))

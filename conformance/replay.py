@@ -48,6 +48,7 @@ Writing an adapter for your implementation (a worked example, run by the tests)
     >>> from txnspec.impl.cluster import Cluster, named
     >>> from txnspec.spec.actions import ActionKind as K
     >>> from txnspec.spec.messages import WriteTxnMarkers, WriteTxnMarkersResponse
+    >>> from txnspec.spec.network import producer_address, producer_index
     >>> class MyBrokerAdapter:
     ...     def reset(self, scenario, variant="current"):
     ...         self.cluster = Cluster()
@@ -84,7 +85,7 @@ Writing an adapter for your implementation (a worked example, run by the tests)
     ...         for m in self.cluster.network.pending():
     ...             if isinstance(body, WriteTxnMarkers):
     ...                 found = m.name == "TxnMarker" and m.request.partition == body.partition + "-0"
-    ...             elif action.target.startswith("producer-"):               # an answer to the client
+    ...             elif producer_index(action.target) is not None:           # an answer to the client
     ...                 found = m.response is not None
     ...             else:                                                     # a request, by its Kafka RPC name
     ...                 found = m.response is None and m.name == type(body).__name__
@@ -97,9 +98,9 @@ Writing an adapter for your implementation (a worked example, run by the tests)
     ...         "coordinator": "completes a transaction when its markers are written, not when answered",
     ...         "txn_log": "the same: its completion record is written earlier"}
     ...     def abstract_state(self):
-    ...         names = Names({"producer-1": "producer-0"}.get, {"p0-0": "p0"}, {}, "")
-    ...         return of_cluster(self.cluster, names, {"producer-0": self.client}, {"p0": "p0-0"},
-    ...                           {"producer-0": self.transactions})
+    ...         names = Names({"producer-1": producer_address(0)}.get, {"p0-0": "p0"}, {}, "")
+    ...         return of_cluster(self.cluster, names, {producer_address(0): self.client}, {"p0": "p0-0"},
+    ...                           {producer_address(0): self.transactions})
     >>> verdicts = [replay(random_walk("tiny", seed), MyBrokerAdapter()) for seed in range(20)]
     >>> [v.detail for v in verdicts if not v.ok]
     []

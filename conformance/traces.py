@@ -44,6 +44,7 @@ from typing import Any
 from txnspec.checker import traces as itf
 from txnspec.conformance.action_codec import ActionFormatError, action_from_json, action_to_json
 from txnspec.spec.actions import Action, ActionKind
+from txnspec.spec.network import Address
 
 FORMAT = "txnspec-trace/2"
 OLD_FORMATS = {"txnspec-trace/1": "it stores each action as its text, not as data"}
@@ -74,11 +75,11 @@ class Step:
         return self.action.kind
 
     @property
-    def source(self) -> str:
+    def source(self) -> Address:
         return self.action.source
 
     @property
-    def target(self) -> str:
+    def target(self) -> Address:
         return self.action.target
 
     @property

@@ -24,14 +24,14 @@ exists as soon as it is used).
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from txnspec.impl import durability as _durability
-from txnspec.impl.checkpoint import Checkpoints, CorruptDataError, StorageError
+from txnspec.impl.broker_storage import BrokerStorage
+from txnspec.impl.checkpoint import Checkpoints
+from txnspec.impl.consumer_groups import ConsumerGroups
 from txnspec.impl.coordinator import (
     GROUP_METADATA_TOPIC,
     TRANSACTION_STATE_TOPIC,
@@ -80,9 +80,10 @@ class BrokerConfig:
     snapshot_every_appends: int = 50
     # Short.MAX_VALUE, as in Kafka; smaller, epoch exhaustion comes within reach of a test (CoordinatorConfig)
     max_producer_epoch: int = SHORT_MAX
+    transaction_two_phase_commit_enable: bool = False  # KIP-939's broker config
 
 
-class Broker:
+class Broker(BrokerStorage):
     """A single-broker cluster's only broker (see the module docstring)."""
 
     def __init__(self, config: BrokerConfig | None = None, *, data_dir: str | None = None, now_ms: int = 0,
@@ -126,7 +127,8 @@ class Broker:
             num_txn_log_partitions=self.config.num_txn_log_partitions,
             num_offsets_partitions=self.config.num_offsets_partitions,
             max_producer_epoch=self.config.max_producer_epoch,
-            resend_prepared_markers=self.durability.resend_prepared_markers)
+            resend_prepared_markers=self.durability.resend_prepared_markers,
+            transaction_two_phase_commit_enable=self.config.transaction_two_phase_commit_enable)
         self.producer_ids = ProducerIdManager(next_pid, persist)
         recovery = None
         if data_dir is not None:  # a transaction log cut behind the data logs (lost power without fsync)
@@ -139,12 +141,15 @@ class Broker:
         self.txn_log_recovery_notes: list[str] = recovery.notes if recovery is not None else []
         self.txn_coordinator.recovery = None  # only the first load can find the log behind: later ones reload
         # what this broker wrote itself
-        offsets = {tp: self.partition(tp) for tp in (TopicPartition(GROUP_METADATA_TOPIC, i)
-                                                     for i in range(self.config.num_offsets_partitions))}
+        offsets: dict[str, Partition] = {
+            tp: self.partition(tp)
+            for tp in (TopicPartition(GROUP_METADATA_TOPIC, i) for i in range(self.config.num_offsets_partitions))}
         self.group_coordinator = GroupCoordinator(offsets, self.config.num_offsets_partitions, rules=rules)
         self.group_coordinator.load()
         self.membership = Membership()  # classic group membership; its checks apply to commits naming a member
         self.group_coordinator.membership = self.membership
+        self.consumer_groups = ConsumerGroups()  # KIP-848's groups: their commits are checked by member epoch
+        self.group_coordinator.consumer_groups = self.consumer_groups
         if data_dir is not None:
             try:
                 self._check_producer_id_block()
@@ -153,74 +158,6 @@ class Broker:
                 self._close_files()
                 raise
         self._opening = False
-
-    def _open_data_dir(self, data_dir: str, recover_corruption: bool) -> tuple[int, Callable[[int], None]]:
-        """Recover every partition found on disk (or listed in the checkpoints): the next producer id and how
-        to reserve more. An OS error names its path (:class:`KafkaStorageException`)."""
-        from txnspec.impl import storage
-        try:
-            os.makedirs(data_dir, exist_ok=True)
-            self.checkpoints = Checkpoints.load(data_dir, self.durability, self.fsync)
-            self._pid_block = storage.ProducerIdBlockFile(os.path.join(data_dir, "producer_ids"),
-                                                          self._on_storage_failure, self.durability)
-            names = set(storage.partition_dirs(data_dir))
-            for name in sorted(set(self.checkpoints.recovery_points) - names):
-                where = os.path.join(data_dir, name)
-                if not recover_corruption:
-                    raise CorruptDataError(where, 0, "partition directory missing although the checkpoints list "
-                                           "it (open with recover_corruption=True to start it empty)")
-                storage.log.warning("recovery: %s missing although the checkpoints list it; started empty", where)
-                self.checkpoints.forget(name)
-            for name in sorted(names):
-                p = storage.open_partition(data_dir, name, self._partition_kwargs(), self.fsync,
-                                           self._on_storage_failure, recover_corruption, self.durability,
-                                           self.checkpoints)
-                self.partitions[name] = p
-                if isinstance(p.log.store, storage.SegmentStore) and p.log.store.recovery is not None:
-                    self.recovery_reports.append(p.log.store.recovery)
-        except OSError as exc:
-            raise StorageError(exc.filename or data_dir, f"opening the data directory failed: "
-                               f"{exc.strerror or exc}") from exc
-        return self._pid_block.start(), self._pid_block.reserve
-
-    def _checkpoint_all(self) -> None:
-        """After opening: every partition is listed; recovery points at most the log ends (all of it with fsync,
-        whose appends were fsync'd)."""
-        cp = self.checkpoints
-        if cp is None:
-            return
-        for name, p in self.partitions.items():
-            if not cp.known(name):
-                cp.recovery_points[name] = p.log_start_offset
-                cp.log_starts[name] = p.log_start_offset
-        points = {n: (p.log_end_offset if self.fsync else min(cp.recovery_points.get(n, 0), p.log_end_offset))
-                  for n, p in self.partitions.items()}
-        cp.recovery_points.update(points)
-        cp.write(strict=True)  # a data directory that cannot take a checkpoint fails now, naming the file
-
-    def _check_producer_id_block(self) -> None:
-        """Every producer id in the logs must lie below the reserved block's end, or ids would be reused."""
-        for name, p in self.partitions.items():
-            pids = [b.producer_id for b in p.log.batches if b.has_producer_id]
-            if pids:
-                self._pid_block.check_above(max(pids), name)
-        for tid, md in self.txn_coordinator.txn_manager.cache.items():
-            self._pid_block.check_above(max(md.producer_id, md.prev_producer_id, md.next_producer_id),
-                                        f"the transaction log (transactional id {tid!r})")
-
-    def _on_storage_failure(self, error: KafkaStorageException) -> None:
-        self.storage_failures.append(error)
-        failed = TopicPartition.parse(getattr(error, "partition", None))
-        if failed is not None and failed.topic == TRANSACTION_STATE_TOPIC:
-            self._txn_log_failed = True
-
-    def _after_storage_failure(self, now_ms: int) -> None:
-        """A transaction-log write failed: the coordinator reloads from what the log holds (a new coordinator
-        epoch; prepared transactions get their markers again), as Kafka moves the coordinator away from a
-        failed log directory and the next one loads the log (``onElection``)."""
-        if self._txn_log_failed and self.txn_coordinator.txn_manager.active:
-            self._txn_log_failed = False
-            self.txn_coordinator.load(self.txn_coordinator.coordinator_epoch + 1, now_ms)
 
     def _partition_kwargs(self) -> dict[str, Any]:
         return {"producer_id_expiration_ms": self.config.producer_id_expiration_ms,
@@ -231,20 +168,8 @@ class Broker:
         """The partition called ``name`` (created empty on first use)."""
         p = self.partitions.get(name)
         if p is None:
-            if self.data_dir is not None:
-                from txnspec.impl import storage
-                try:
-                    p = storage.open_partition(self.data_dir, name, self._partition_kwargs(), self.fsync,
-                                               self._on_storage_failure, policy=self.durability,
-                                               checkpoints=self.checkpoints)
-                except OSError as exc:
-                    raise StorageError(exc.filename or self.data_dir, f"creating {name} failed: "
-                                       f"{exc.strerror or exc}") from exc
-                if self.checkpoints is not None and not self._opening:
-                    self.partitions[name] = p
-                    self.checkpoints.add(name, p.log_start_offset)
-            else:
-                p = Partition(name, **self._partition_kwargs())
+            p = self._new_durable_partition(name) if self.data_dir is not None \
+                else Partition(name, **self._partition_kwargs())
             self.partitions[name] = p
         return p
 
@@ -279,7 +204,9 @@ class Broker:
             return Response(Errors.NONE if ok else Errors.COORDINATOR_NOT_AVAILABLE, correlation_id=rid)
         if isinstance(request, InitProducerId):
             r = tc.handle_init_producer_id(request.transactional_id, request.transaction_timeout_ms,
-                                           request.producer_id, request.producer_epoch, now_ms=now_ms)
+                                           request.producer_id, request.producer_epoch, now_ms=now_ms,
+                                           enable_two_pc=request.enable_two_pc,
+                                           keep_prepared_txn=request.keep_prepared_txn)
             return Response(r.error, r.producer_id, r.producer_epoch, correlation_id=rid)
         if isinstance(request, AddPartitionsToTxn):
             err = tc.handle_add_partitions_to_txn(request.transactional_id, request.producer_id,
@@ -320,9 +247,20 @@ class Broker:
             return Response(err, partition_errors=tuple((tp, err) for tp, _ in request.offsets), correlation_id=rid)
         errors = self.group_coordinator.handle_txn_offset_commit(request.group_id, request.producer_id,
                                                                  request.producer_epoch, dict(request.offsets),
-                                                                 now_ms=now_ms, member=request.member)
+                                                                 now_ms=now_ms, member=request.member,
+                                                                 api_version=self._txn_offset_commit_version(request))
         first = next(iter(errors.values()), Errors.NONE)
         return Response(first, partition_errors=tuple(sorted(errors.items())), correlation_id=rid)
+
+    def _txn_offset_commit_version(self, request: TxnOffsetCommit) -> int:
+        """The request's version; without a wire version, the one Kafka 4.4's client sends at the broker's
+        transaction version (``TxnOffsetCommitRequest.Builder``: a TV1 producer is capped at
+        ``LAST_STABLE_VERSION_BEFORE_TRANSACTION_V2``, 4; a TV2 one sends the newest, 6). It decides how a
+        consumer group's stale member epoch is answered (ILLEGAL_GENERATION before v6)."""
+        if request.api_version is not None:
+            return request.api_version
+        return TXN_OFFSET_COMMIT_VERSION_LATEST if self.config.transaction_version >= TV_2 \
+            else TXN_OFFSET_COMMIT_VERSION_GENERIC_ERROR
 
     def _verify_txn_offset_commit(self, request: TxnOffsetCommit, partition: str, offsets_log: Partition,
                                   now_ms: int) -> Errors:
@@ -403,18 +341,6 @@ class Broker:
             return Errors.TRANSACTION_ABORTABLE
         return Errors.NONE
 
-    def _maybe_snapshot(self, p: Partition) -> None:
-        if self.data_dir is None:
-            return
-        self._appends_since_snapshot += 1
-        if self._appends_since_snapshot >= self.config.snapshot_every_appends:
-            from txnspec.impl import storage
-            self._appends_since_snapshot = 0
-            try:
-                storage.write_snapshot(self.data_dir, p, self.durability)
-            except KafkaStorageException as exc:  # a snapshot only saves recovery work: the append stands
-                storage.log.warning("snapshot not written: %s", exc)
-
     # --- markers ---
 
     def deliver_markers(self, now_ms: int,
@@ -453,42 +379,6 @@ class Broker:
         for p in self.partitions.values():
             p.remove_expired_producers(now_ms)
         self._after_storage_failure(now_ms)
-
-    def flush(self) -> None:
-        """fsync every segment, then move the recovery points to the log ends (``LogManager.checkpoint``)."""
-        for p in self.partitions.values():
-            if p.log.store is not None:
-                p.log.store.flush()
-        if self.checkpoints is not None:
-            self.checkpoints.advance({n: p.log_end_offset for n, p in self.partitions.items()})
-
-    def delete_partition(self, name: str) -> None:
-        """Remove partition ``name`` (a deleted topic's): close its files, take it out of the checkpoints, then
-        delete its directory. In that order a crash in between leaves a directory the checkpoints do not list
-        (recovered as an orphan), never a listed directory that is gone (reported as data loss on open)."""
-        partition = self.partitions.pop(name, None)
-        close = getattr(getattr(getattr(partition, "log", None), "store", None), "close", None)
-        if close is not None:
-            close()
-        if self.checkpoints is not None:
-            self.checkpoints.forget(name)
-        if self.data_dir is not None:
-            shutil.rmtree(os.path.join(self.data_dir, name), ignore_errors=True)
-
-    def close(self) -> None:
-        """A clean shutdown: flush (durable mode) and close every file. Idempotent; the broker is unusable after."""
-        try:
-            if self.checkpoints is not None and not self.closed:
-                self.flush()
-        finally:
-            self._close_files()
-
-    def _close_files(self) -> None:
-        self.closed = True
-        for p in self.partitions.values():
-            close = getattr(p.log.store, "close", None)
-            if close is not None:
-                close()
 
     def __enter__(self) -> Broker:
         return self
@@ -588,6 +478,7 @@ def validate_request(request: object) -> str:
 PRODUCE_VERSION_GENERIC_ERROR = 11
 PRODUCE_VERSION_ADD_PARTITION = 12  # ADD_PARTITION: the leader adds the partition itself (transaction version 2)
 TXN_OFFSET_COMMIT_VERSION_GENERIC_ERROR, TXN_OFFSET_COMMIT_VERSION_ADD_PARTITION = 4, 5
+TXN_OFFSET_COMMIT_VERSION_LATEST = 6  # Kafka 4.4's newest (topics by id; STALE_MEMBER_EPOCH)
 
 
 def _generic_error_supported(request: Produce) -> bool:

@@ -105,7 +105,8 @@ def read_checkpoint(path: str) -> dict[str, int] | None:
 
 def render(entries: dict[str, int]) -> bytes:
     lines = [str(VERSION), str(len(entries))]
-    parts = sorted((tp.topic, tp.partition, off) for tp, off in ((TopicPartition.of(n), o) for n, o in entries.items()))
+    typed = ((TopicPartition.of(name), offset) for name, offset in entries.items())
+    parts = sorted((tp.topic, tp.partition, offset) for tp, offset in typed)
     lines += [f"{t} {n} {o}" for t, n, o in parts]
     return ("\n".join(lines) + "\n").encode("ascii")
 

@@ -24,7 +24,14 @@ completes). Invalid transitions raised on the Sender side poison the manager (FA
 Assumed / left out: delivery timeouts, ``max.block.ms`` and backoff delays (retries are immediate, or held
 until :meth:`Producer.end_retry_backoff` when ``retry_backoff`` is set, as the conformance adapter does); batch
 size is a record count; no compression, partitioner or metadata; the TV of the client is fixed at
-construction (no upgrade detection); 2PC (``prepareTransaction``) is not offered.
+construction (no upgrade detection).
+
+KIP-939 (two-phase commit, Kafka 4.4's client): ``enable_two_pc`` (``transaction.two.phase.commit.enable``) sends
+``Enable2Pc``; :meth:`Producer.prepare_transaction` (``PREPARED_TRANSACTION``, the ``PreparedTxnState`` of the
+current producer id and epoch), :meth:`Producer.complete_transaction` (commit exactly when the state handed in
+matches, else abort), ``init_transactions(keep_prepared_txn=True)`` (a kept transaction's ongoing pair becomes
+the prepared state). ``prepareTransaction`` flushes in Kafka; here the caller drains first (it refuses while a
+batch is incomplete).
 """
 
 from __future__ import annotations
@@ -80,6 +87,7 @@ class State(enum.Enum):
     INITIALIZING = "INITIALIZING"
     READY = "READY"
     IN_TRANSACTION = "IN_TRANSACTION"
+    PREPARED_TRANSACTION = "PREPARED_TRANSACTION"
     COMMITTING_TRANSACTION = "COMMITTING_TRANSACTION"
     ABORTING_TRANSACTION = "ABORTING_TRANSACTION"
     ABORTABLE_ERROR = "ABORTABLE_ERROR"
@@ -93,8 +101,9 @@ VALID_PREVIOUS_STATES: dict[State, frozenset[State]] = {
     St.INITIALIZING: frozenset({St.UNINITIALIZED, St.COMMITTING_TRANSACTION, St.ABORTING_TRANSACTION}),
     St.READY: frozenset({St.INITIALIZING, St.COMMITTING_TRANSACTION, St.ABORTING_TRANSACTION}),
     St.IN_TRANSACTION: frozenset({St.READY}),
-    St.COMMITTING_TRANSACTION: frozenset({St.IN_TRANSACTION}),
-    St.ABORTING_TRANSACTION: frozenset({St.IN_TRANSACTION, St.ABORTABLE_ERROR}),
+    St.PREPARED_TRANSACTION: frozenset({St.IN_TRANSACTION, St.INITIALIZING}),
+    St.COMMITTING_TRANSACTION: frozenset({St.IN_TRANSACTION, St.PREPARED_TRANSACTION}),
+    St.ABORTING_TRANSACTION: frozenset({St.IN_TRANSACTION, St.PREPARED_TRANSACTION, St.ABORTABLE_ERROR}),
     St.ABORTABLE_ERROR: frozenset({St.IN_TRANSACTION, St.COMMITTING_TRANSACTION, St.ABORTABLE_ERROR,
                                    St.INITIALIZING}),
     St.FATAL_ERROR: frozenset(State),
@@ -277,20 +286,29 @@ class FindCoordinatorHandler(TxnRequestHandler):
 
 
 class InitProducerIdHandler(TxnRequestHandler):
-    def __init__(self, tm: TransactionManager, is_epoch_bump: bool) -> None:
+    def __init__(self, tm: TransactionManager, is_epoch_bump: bool, keep_prepared_txn: bool = False) -> None:
         super().__init__(tm)
         self.is_epoch_bump = is_epoch_bump
+        self.keep_prepared_txn = keep_prepared_txn
         self.priority = Priority.EPOCH_BUMP if is_epoch_bump else Priority.INIT_PRODUCER_ID
         self.pid, self.epoch = (tm.producer_id, tm.producer_epoch) if is_epoch_bump else (-1, -1)
 
     def build(self) -> InitProducerId:
-        return InitProducerId(self.tm.transactional_id, self.tm.txn_timeout_ms, self.pid, self.epoch)
+        return InitProducerId(self.tm.transactional_id, self.tm.txn_timeout_ms, self.pid, self.epoch,
+                              enable_two_pc=self.tm.enable_two_pc, keep_prepared_txn=self.keep_prepared_txn)
 
     def handle_response(self, r: Response) -> None:
         e, tm = r.error, self.tm
         if e is Errors.NONE:
             tm.producer_id, tm.producer_epoch = r.producer_id, r.producer_epoch
-            tm._transition_to(St.READY)
+            if self.keep_prepared_txn and r.ongoing_txn_producer_id != -1:
+                # KIP-939: the kept transaction is prepared; its ongoing pair is the state to complete against
+                tm._transition_to(St.PREPARED_TRANSACTION)
+                tm.prepared_txn_state = (r.ongoing_txn_producer_id, r.ongoing_txn_producer_epoch)
+                # as 4.4's handler: transactionStarted stays false, so nextRequest completes the EndTxn of
+                # completeTransaction locally, without an RPC (docs/kip-939.md, finding 4)
+            else:
+                tm._transition_to(St.READY)
             tm.last_error = None
             if self.is_epoch_bump:
                 tm._reset_sequence_numbers()
@@ -509,8 +527,11 @@ class TransactionManager:
     """Kafka's ``TransactionManager`` (see the module docstring)."""
 
     def __init__(self, transactional_id: str | None, txn_timeout_ms: int = 60_000, transaction_version: int = 2,
-                 coordinator_supports_bumping_epoch: bool = True, rules: Rules = KAFKA) -> None:
+                 coordinator_supports_bumping_epoch: bool = True, rules: Rules = KAFKA,
+                 enable_two_pc: bool = False) -> None:
         self.transactional_id = transactional_id
+        self.enable_two_pc = enable_two_pc
+        self.prepared_txn_state: tuple[int, int] = (-1, -1)
         self.rules = rules
         self.txn_timeout_ms = txn_timeout_ms
         self.transaction_version = transaction_version
@@ -636,14 +657,15 @@ class TransactionManager:
 
     # --- application API ---
 
-    def initialize_transactions(self, bump_epoch: bool = False) -> TransactionalRequestResult:
+    def initialize_transactions(self, bump_epoch: bool = False,
+                                keep_prepared_txn: bool = False) -> TransactionalRequestResult:
         self.maybe_fail_with_error()
 
         def supplier() -> TransactionalRequestResult:
             if not bump_epoch:
                 self._transition_to(St.INITIALIZING)
                 self.producer_id, self.producer_epoch = -1, -1
-            handler = InitProducerIdHandler(self, bump_epoch)
+            handler = InitProducerIdHandler(self, bump_epoch, keep_prepared_txn)
             self._enqueue(handler)
             return handler.result
         return self._cached(St.INITIALIZING, "initTransactions", supplier)
@@ -653,6 +675,15 @@ class TransactionManager:
         self._throw_if_pending_state("beginTransaction")
         self.maybe_fail_with_error()
         self._transition_to(St.IN_TRANSACTION)
+
+    def prepare_transaction(self) -> tuple[int, int]:
+        """``prepareTransaction`` (KIP-939): IN_TRANSACTION -> PREPARED_TRANSACTION, remembering (pid, epoch)."""
+        self._ensure_transactional()
+        self._throw_if_pending_state("prepareTransaction")
+        self.maybe_fail_with_error()
+        self._transition_to(St.PREPARED_TRANSACTION)
+        self.prepared_txn_state = (self.producer_id, self.producer_epoch)
+        return self.prepared_txn_state
 
     def _throw_if_pending_state(self, operation: str) -> None:
         if self.pending_transition is not None:
@@ -730,6 +761,7 @@ class TransactionManager:
 
     def _complete_transaction(self) -> None:
         self._transition_to(St.INITIALIZING if self.client_side_epoch_bump_required else St.READY)
+        self.prepared_txn_state = (-1, -1)
         self.last_error = None
         self.client_side_epoch_bump_required = False
         self.transaction_started = False
@@ -822,7 +854,8 @@ class Producer:
 
     def __init__(self, transactional_id: str | None, *, transaction_version: int = 2, txn_timeout_ms: int = 60_000,
                  batch_records: int = 1000, max_in_flight: int = 5,
-                 coordinator_supports_bumping_epoch: bool = True, rules: Rules = KAFKA) -> None:
+                 coordinator_supports_bumping_epoch: bool = True, rules: Rules = KAFKA,
+                 enable_two_pc: bool = False) -> None:
         if transactional_id is not None and (not isinstance(transactional_id, str) or not transactional_id):
             raise InvalidRequestError(f"transactional_id must be a non-empty string or None, got {transactional_id!r}")
         if transaction_version not in (0, 1, 2):
@@ -830,7 +863,7 @@ class Producer:
         if isinstance(txn_timeout_ms, bool) or not isinstance(txn_timeout_ms, int) or txn_timeout_ms <= 0:
             raise InvalidRequestError(f"txn_timeout_ms must be a positive integer, got {txn_timeout_ms!r}")
         self.tm = TransactionManager(transactional_id, txn_timeout_ms, transaction_version,
-                                     coordinator_supports_bumping_epoch, rules)
+                                     coordinator_supports_bumping_epoch, rules, enable_two_pc)
         self.batch_records = batch_records
         self.max_in_flight = max_in_flight
         # retry.backoff.ms: False retries a batch at the next poll; True holds it (and the partition's batches
@@ -848,18 +881,51 @@ class Producer:
     def state(self) -> State:
         return self.tm.state
 
-    def init_transactions(self) -> TransactionalRequestResult:
+    def init_transactions(self, keep_prepared_txn: bool = False) -> TransactionalRequestResult:
+        """``initTransactions(keepPreparedTxn)`` (KIP-939: keep a prepared transaction of a crashed instance)."""
         self._ensure_open()
-        return self.tm.initialize_transactions()
+        self._throw_if_in_prepared_state()
+        return self.tm.initialize_transactions(keep_prepared_txn=keep_prepared_txn)
 
     def begin_transaction(self) -> None:
         self._ensure_open()
+        self._throw_if_in_prepared_state()
         self.tm.begin_transaction()
+
+    def prepare_transaction(self) -> tuple[int, int]:
+        """``KafkaProducer.prepareTransaction``: the ``PreparedTxnState`` (producer id, epoch). Kafka flushes first;
+        here the caller must have drained (a batch still incomplete is refused)."""
+        self._ensure_open()
+        self._throw_if_in_prepared_state()
+        if not self.tm.enable_two_pc:
+            raise InvalidTxnStateException("Cannot prepare a transaction when 2PC is not enabled")
+        if self.has_incomplete_batches():
+            raise IllegalStateException("prepareTransaction flushes first: batches are still incomplete")
+        return self.tm.prepare_transaction()
+
+    def complete_transaction(self, prepared_txn_state: tuple[int, int]) -> TransactionalRequestResult:
+        """``KafkaProducer.completeTransaction``: commit exactly when ``prepared_txn_state`` is the client's."""
+        self._ensure_open()
+        if self.tm.state is not St.PREPARED_TRANSACTION:
+            raise InvalidTxnStateException("Cannot complete transaction because no transaction has been prepared. "
+                                           "Call prepareTransaction() first, or make sure initTransaction(true) "
+                                           "was called.")
+        if tuple(prepared_txn_state) == self.tm.prepared_txn_state:
+            return self.tm.begin_commit()
+        return self.tm.begin_abort()
+
+    def _throw_if_in_prepared_state(self) -> None:
+        """``KafkaProducer.throwIfInPreparedState``: only commit, abort or complete in PREPARED_TRANSACTION."""
+        if self.tm.is_transactional and self.tm.state is St.PREPARED_TRANSACTION:
+            raise IllegalStateException("Cannot perform operation while the transaction is in a prepared state. "
+                                        "Only commitTransaction(), abortTransaction(), or completeTransaction() "
+                                        "are permitted.")
 
     def send(self, partition: str, value: RecordValue = None, key: RecordValue = None, *,
              timestamp: int = 0) -> RecordFuture:
         """``KafkaProducer.send``: ApiExceptions come back in the future, others are raised."""
         self._ensure_open()
+        self._throw_if_in_prepared_state()
         if not isinstance(partition, str) or not partition:
             raise InvalidRequestError(f"partition must be a non-empty string, got {partition!r}")
         for name, v in (("value", value), ("key", key)):
@@ -884,6 +950,7 @@ class Producer:
                                     member: MemberIdentity | None = None) -> TransactionalRequestResult:
         """``KafkaProducer.sendOffsetsToTransaction``; ``member`` is the consumer's group metadata (KIP-447)."""
         self._ensure_open()
+        self._throw_if_in_prepared_state()
         if not isinstance(group_id, str) or not group_id:
             raise InvalidRequestError(f"group_id must be a non-empty string, got {group_id!r}")
         if not isinstance(offsets, Mapping) or not all(

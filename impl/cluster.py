@@ -208,7 +208,7 @@ class Cluster:
     # --- clients ---
 
     def producer(self, transactional_id: str | None, *, txn_timeout_ms: int = 60_000,
-                 transactional_id_reuse: ProducerHandle | None = None) -> ProducerHandle:
+                 transactional_id_reuse: ProducerHandle | None = None, enable_two_pc: bool = False) -> ProducerHandle:
         """A new producer (``transactional_id=None``: idempotent only). ``transactional_id_reuse`` revives a
         crashed handle's client state (a zombie that never learned it was replaced)."""
         if transactional_id_reuse is not None:
@@ -217,7 +217,7 @@ class Cluster:
             self.producers[handle.name] = handle.producer
             return handle
         p = Producer(transactional_id, transaction_version=self.config.transaction_version,
-                     txn_timeout_ms=txn_timeout_ms, rules=self.rules)
+                     txn_timeout_ms=txn_timeout_ms, rules=self.rules, enable_two_pc=enable_two_pc)
         name = f"producer-{next(self._names)}"
         self.producers[name] = p
         return ProducerHandle(self, name, p)

@@ -12,7 +12,10 @@ pid/epoch pairing, AddOffsetsToTxn's ``__consumer_offsets`` partition) are done 
 What is modelled: every branch of the handlers above; the transaction log stored as records in internal
 partitions ``__transaction_state-N`` of the same partition store, ``abs(javaHash(tid)) % N``; value version 0
 (server TV 0: no previous/next producer id) or 1; ``lastProducerEpoch`` never persisted; failover = a new
-coordinator epoch loading the log, completing Prepare* transactions by re-sending markers; log-append
+coordinator epoch loading the log, completing Prepare* transactions by re-sending markers, or per partition:
+:meth:`TransactionCoordinator.emigrate` (``removeTransactionsForTxnTopicPartition``: NOT_COORDINATOR),
+:meth:`~TransactionCoordinator.begin_load` / :meth:`~TransactionCoordinator.finish_load` (the loading window:
+COORDINATOR_LOAD_IN_PROGRESS, ``getAndMaybeAddTransactionState`` checks loading first); log-append
 failure injection (:meth:`TransactionStateManager.fail_next_append`) with Kafka's error mapping.
 
 Sans-I/O: handlers take ``now_ms`` and return results; markers to write are queued as
@@ -21,9 +24,13 @@ with :meth:`TransactionCoordinator.on_marker_response`. ``manual_marker_completi
 coordinator never complete a prepared transaction by itself, even one without partitions: it waits for
 :meth:`TransactionCoordinator.markers_written` (the behaviour cases' ``MarkersWritten`` convention).
 
-Assumed / left out: one broker owns every transaction-log partition; no KIP-939 2PC (``enable2Pc`` →
-``TRANSACTIONAL_ID_AUTHORIZATION_FAILED`` as with the feature disabled, ``keepPreparedTxn`` →
-``UNSUPPORTED_VERSION``); no ACLs; Describe/ListTransactions are plain views.
+KIP-939 as Kafka 4.4 ships it (docs/kip-939.md): ``enable2Pc`` needs ``transaction.two.phase.commit.enable``
+(else ``TRANSACTIONAL_ID_AUTHORIZATION_FAILED``), lifts the timeout bound and stores ``Int.MaxValue``, which
+``timedOutTransactions`` skips; ``keepPreparedTxn`` → ``UNSUPPORTED_VERSION``.
+
+Assumed / left out: one coordinator epoch for every transaction-log partition (Kafka keeps one per
+partition); no ACLs (nor the ``TWO_PHASE_COMMIT``
+one); Describe/ListTransactions are plain views.
 """
 
 from __future__ import annotations
@@ -118,6 +125,7 @@ class CoordinatorConfig:
     max_producer_epoch: int = SHORT_MAX
     # loading re-sends the markers of PrepareCommit/PrepareAbort (off only in the durability sabotage matrix)
     resend_prepared_markers: bool = True
+    transaction_two_phase_commit_enable: bool = False  # transaction.two.phase.commit.enable (KIP-939)
 
 
 class ProducerIdManager:
@@ -202,6 +210,9 @@ class TransactionStateManager:
     cache: dict[str, TransactionMetadata] = field(default_factory=dict)
     loading: bool = False
     active: bool = True
+    # per transaction-log partition (index): loads under way (loadingPartitions) and partitions led elsewhere
+    loading_partitions: set[int] = field(default_factory=set)
+    not_led: set[int] = field(default_factory=set)
     append_listener: AppendListener | None = None
     _fail_next: list[Errors] = field(default_factory=list)
     rules: Rules = KAFKA
@@ -218,6 +229,12 @@ class TransactionStateManager:
             return Errors.NOT_COORDINATOR, None
         if self.loading:
             return Errors.COORDINATOR_LOAD_IN_PROGRESS, None
+        if self.loading_partitions or self.not_led:  # getAndMaybeAddTransactionState: loading is checked first
+            index = partition_for(transactional_id, len(self.log_partitions))
+            if index in self.loading_partitions:
+                return Errors.COORDINATOR_LOAD_IN_PROGRESS, None
+            if index in self.not_led:
+                return Errors.NOT_COORDINATOR, None
         return Errors.NONE, self.cache.get(transactional_id)
 
     def validate_transaction_timeout_ms(self, enable_two_pc: bool, timeout_ms: int) -> bool:
@@ -283,27 +300,40 @@ class TransactionStateManager:
                     md.pending_state = None
         return removed
 
-    def load(self, coordinator_epoch: int) -> dict[str, TransactionMetadata]:
-        """Replay every transaction-log partition (last record per key wins; a tombstone removes)."""
+    def read_partition(self, index: int) -> dict[str, TransactionMetadata]:
+        """Replay one transaction-log partition (last record per key wins; a tombstone removes)."""
         loaded: dict[str, TransactionMetadata] = {}
-        for p in self.log_partitions:
-            for batch in p.log.read(p.log_start_offset, p.log_end_offset + 1):
-                for rec in batch.records:
-                    if not isinstance(rec.key, str):
-                        continue  # unknown key version: skipped as Kafka does
-                    if rec.value is None:
-                        loaded.pop(rec.key, None)
-                    else:
-                        try:
-                            loaded[rec.key] = metadata_from_json(rec.key, str(rec.value),
-                                                             self.config.max_producer_epoch)
-                        except (ValueError, KeyError):
-                            continue  # unknown value version: skipped (TRUNK)
+        p = self.log_partitions[index]
+        for batch in p.log.read(p.log_start_offset, p.log_end_offset + 1):
+            for rec in batch.records:
+                if not isinstance(rec.key, str):
+                    continue  # unknown key version: skipped as Kafka does
+                if rec.value is None:
+                    loaded.pop(rec.key, None)
+                else:
+                    try:
+                        loaded[rec.key] = metadata_from_json(rec.key, str(rec.value), self.config.max_producer_epoch)
+                    except (ValueError, KeyError):
+                        continue  # unknown value version: skipped (TRUNK)
+        return loaded
+
+    def load(self, coordinator_epoch: int) -> dict[str, TransactionMetadata]:
+        """Replay every transaction-log partition and serve them all."""
+        loaded: dict[str, TransactionMetadata] = {}
+        for index in range(len(self.log_partitions)):
+            loaded.update(self.read_partition(index))
         self.cache = loaded
         self.coordinator_epoch = coordinator_epoch
         self.loading = False
         self.active = True
+        self.loading_partitions.clear()
+        self.not_led.clear()
         return loaded
+
+    def drop_partition(self, index: int) -> None:
+        """Forget the cached ids of one partition."""
+        n = len(self.log_partitions)
+        self.cache = {tid: md for tid, md in self.cache.items() if partition_for(tid, n) != index}
 
 
 class LoadRecovery(Protocol):
@@ -382,6 +412,44 @@ class TransactionCoordinator:
         self._pending.clear()
         self._outbox.clear()
 
+    def begin_load(self, indexes: set[int], coordinator_epoch: int) -> None:
+        """Lead the transaction-log partitions ``indexes`` at ``coordinator_epoch`` and start loading them
+        (``loadTransactionsForTxnTopicPartition`` up to its read): they answer COORDINATOR_LOAD_IN_PROGRESS."""
+        tm = self.txn_manager
+        for index in indexes:
+            self._drop_partition(index)
+        tm.coordinator_epoch = coordinator_epoch
+        tm.loading_partitions |= indexes
+        tm.not_led -= indexes
+
+    def finish_load(self, index: int, now_ms: int) -> None:
+        """The read of partition ``index`` is done: unless the load was cancelled (``loadingPartitions.contains``),
+        its ids enter the cache and the markers of its prepared transactions are sent."""
+        tm = self.txn_manager
+        if index not in tm.loading_partitions:
+            return
+        tm.loading_partitions.discard(index)
+        loaded = tm.read_partition(index)
+        tm.cache.update(loaded)
+        for _tid, md in sorted(loaded.items()):
+            if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) and self.config.resend_prepared_markers:
+                result = ControlType.COMMIT if md.state is S.PREPARE_COMMIT else ControlType.ABORT
+                self._add_txn_markers_to_send(tm.coordinator_epoch, result, md, md.prepare_complete(now_ms), now_ms)
+
+    def emigrate(self, index: int) -> None:
+        """``removeTransactionsForTxnTopicPartition``: partition ``index`` is led elsewhere now; its cache and
+        markers go, a load under way is cancelled."""
+        self._drop_partition(index)
+        self.txn_manager.loading_partitions.discard(index)
+        self.txn_manager.not_led.add(index)
+
+    def _drop_partition(self, index: int) -> None:
+        n = len(self.txn_manager.log_partitions)
+        self.txn_manager.drop_partition(index)
+        for tid in [tid for tid in self._pending if partition_for(tid, n) == index]:
+            del self._pending[tid]
+        self._outbox = [m for m in self._outbox if partition_for(m.transactional_id, n) != index]
+
     @property
     def coordinator_epoch(self) -> int:
         return self.txn_manager.coordinator_epoch
@@ -405,12 +473,14 @@ class TransactionCoordinator:
                 return InitProducerIdResult(exc.error)
         if transactional_id == "":
             return InitProducerIdResult(Errors.INVALID_REQUEST)
-        if enable_two_pc:
+        if enable_two_pc and not self.config.transaction_two_phase_commit_enable:
             return InitProducerIdResult(Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        if keep_prepared_txn:
+        if keep_prepared_txn:  # 4.4: "the feature hasn't been implemented yet"
             return InitProducerIdResult(Errors.UNSUPPORTED_VERSION)
         if not self.txn_manager.validate_transaction_timeout_ms(enable_two_pc, txn_timeout_ms):
             return InitProducerIdResult(Errors.INVALID_TRANSACTION_TIMEOUT)
+        if enable_two_pc:
+            txn_timeout_ms = INT_MAX  # a 2PC transaction never times out (isDistributedTwoPhaseCommitTxn)
         err, md = self.txn_manager.get_transaction_state(transactional_id)
         if err is not Errors.NONE:
             return InitProducerIdResult(err)

@@ -68,6 +68,7 @@ class Errors(enum.Enum):
     OPERATION_NOT_ATTEMPTED = (55, False)
     INVALID_RECORD = (87, False)
     TRANSACTIONAL_ID_NOT_FOUND = (105, False)
+    FENCED_MEMBER_EPOCH = (110, False)
     STALE_MEMBER_EPOCH = (113, False)
     TRANSACTION_ABORTABLE = (120, False)
 

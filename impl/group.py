@@ -19,7 +19,9 @@ restart.
 
 Group membership (generations, member ids, static members) is :mod:`txnspec.impl.membership`; when a
 :class:`~txnspec.impl.membership.Membership` is attached, a commit that names its member is checked by it
-before anything is written (``ClassicGroup.validateOffsetCommit``). Left out: offset expiration and
+before anything is written (``ClassicGroup.validateOffsetCommit``); a commit to a consumer group of KIP-848
+(:class:`~txnspec.impl.consumer_groups.ConsumerGroups`, when attached) is checked by its member epoch instead
+(``ConsumerGroup.validateOffsetCommit``, errors per request version). Left out: offset expiration and
 metadata; append errors are mapped as ``storeOffsets`` maps them.
 """
 
@@ -29,6 +31,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from txnspec.impl.consumer_groups import ConsumerGroups
 from txnspec.impl.coordinator import offsets_partition_for
 from txnspec.impl.errors import Errors
 from txnspec.impl.log import ControlType, Record
@@ -44,6 +47,9 @@ _STORE_ERROR_MAPPING = {
     Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR,
     Errors.KAFKA_STORAGE_ERROR: Errors.NOT_COORDINATOR,
 }
+
+LATEST_TXN_OFFSET_COMMIT = 6  # the newest versions Kafka 4.4 knows: a request without a version is taken as one
+LATEST_OFFSET_COMMIT = 10
 
 
 # CoordinatorOperationExceptionHelper.handleOperationException: how GroupCoordinatorService answers a
@@ -108,29 +114,45 @@ class GroupCoordinator:
     pending: dict[int, dict[tuple[str, str], tuple[int, int]]] = field(default_factory=dict)
     active: bool = True
     membership: Membership | None = None  # the members' checks of commits (KIP-447), when attached
+    consumer_groups: ConsumerGroups | None = None  # KIP-848's groups: their member-epoch checks, when attached
     rules: Rules = KAFKA
 
     def partition_for(self, group_id: str) -> str:
         return offsets_partition_for(group_id, self.num_partitions)
 
     def handle_offset_commit(self, group_id: str, offsets: Mapping[str, int], *, now_ms: int = 0,
-                             member: MemberIdentity | None = None) -> dict[str, Errors]:
-        """A plain ``OffsetCommit``: offsets are visible once written."""
-        return self._store(group_id, offsets, -1, -1, now_ms, member)
+                             member: MemberIdentity | None = None, api_version: int | None = None
+                             ) -> dict[str, Errors]:
+        """A plain ``OffsetCommit``: offsets are visible once written. ``api_version`` (None: the newest) decides
+        the errors of a consumer group's member check."""
+        return self._store(group_id, offsets, -1, -1, now_ms, member, api_version)
 
     def handle_txn_offset_commit(self, group_id: str, producer_id: int, producer_epoch: int,
                                  offsets: Mapping[str, int], *, now_ms: int = 0,
-                                 member: MemberIdentity | None = None) -> dict[str, Errors]:
+                                 member: MemberIdentity | None = None, api_version: int | None = None
+                                 ) -> dict[str, Errors]:
         """``TxnOffsetCommit``: a transactional batch; offsets pending until the marker."""
         if producer_id < 0 or producer_epoch < 0:
             return dict.fromkeys(offsets, Errors.INVALID_REQUEST)
-        return self._store(group_id, offsets, producer_id, producer_epoch, now_ms, member)
+        return self._store(group_id, offsets, producer_id, producer_epoch, now_ms, member, api_version)
 
     def _store(self, group_id: str, offsets: Mapping[str, int], producer_id: int, producer_epoch: int,
-               now_ms: int, member: MemberIdentity | None = None) -> dict[str, Errors]:
+               now_ms: int, member: MemberIdentity | None = None, api_version: int | None = None
+               ) -> dict[str, Errors]:
         if not self.active:
             return dict.fromkeys(offsets, Errors.COORDINATOR_NOT_AVAILABLE)
-        if self.membership is not None and member is not None:
+        if self.consumer_groups is not None and group_id in self.consumer_groups:
+            # ConsumerGroup.validateOffsetCommit: TxnOffsetCommit's generation id is the member epoch
+            who = member or MemberIdentity()
+            tx = producer_id >= 0
+            version = api_version if api_version is not None else (LATEST_TXN_OFFSET_COMMIT if tx
+                                                                   else LATEST_OFFSET_COMMIT)
+            checked = self.consumer_groups.validate_offset_commit(
+                group_id, who.member_id, who.group_instance_id, who.generation_id, transactional=tx,
+                partitions=tuple(sorted(offsets)), version=version)
+            if checked is not Errors.NONE:
+                return dict.fromkeys(offsets, checked)
+        elif self.membership is not None and member is not None:
             checked = self.membership.validate_offset_commit(group_id, member.member_id, member.group_instance_id,
                                                              member.generation_id, transactional=producer_id >= 0)
             if checked is not Errors.NONE:

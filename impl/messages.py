@@ -37,6 +37,8 @@ class InitProducerId:
     producer_id: int = -1
     producer_epoch: int = -1
     correlation_id: int = 0
+    enable_two_pc: bool = False  # v6 (KIP-939)
+    keep_prepared_txn: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +129,9 @@ class Response:
     offsets: tuple[tuple[str, int], ...] = ()
     extra: dict[str, object] = field(default_factory=dict, compare=False, hash=False)
     correlation_id: int = 0
+    # InitProducerId v6 (KIP-939): the transaction kept by keepPreparedTxn, -1/-1 when none
+    ongoing_txn_producer_id: int = -1
+    ongoing_txn_producer_epoch: int = -1
 
 
 def request_name(request: object) -> str:

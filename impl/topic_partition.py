@@ -21,7 +21,9 @@ MAX_NAME_LENGTH = 249  # Topic.MAX_NAME_LENGTH
 
 
 class TopicPartition(str):
-    """``topic-N`` with its fields: ``TopicPartition("in", 0) == "in-0"`` and ``.topic == "in"``, ``.partition == 0``.
+    """``topic-N`` with its fields: ``TopicPartition("in", 0) == "in-0"``, ``.topic == "in"``, ``.partition == 0``
+    (Kafka's ``partition()``; it hides ``str.partition``, which nothing calls on a partition's name: a call fails
+    loudly, ``'int' object is not callable``).
 
     >>> tp = TopicPartition("orders-eu", 3)
     >>> tp, tp.topic, tp.partition
@@ -31,7 +33,7 @@ class TopicPartition(str):
     """
 
     topic: str
-    partition: int
+    partition: int  # type: ignore[assignment]  # Kafka's partition(); hides str.partition (never called on a name)
 
     def __new__(cls, topic: str, partition: int) -> TopicPartition:
         if not isinstance(topic, str) or not topic:

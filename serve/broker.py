@@ -88,6 +88,10 @@ class ServeConfig:
     # queued.max.request.bytes: the bytes of frames being read or handled, all connections together (-1: unbounded)
     queued_max_request_bytes: int = 100 * 1024 * 1024
     rules: Rules = KAFKA  # the implementation's replaceable rules (tests serve a seeded bug with other rules)
+    # KIP-939 as Kafka 4.4 ships it: the broker's transaction.two.phase.commit.enable, and
+    # unstable.api.versions.enable (InitProducerId v6, the 2PC fields, is an unstable version in 4.4)
+    transaction_two_phase_commit_enable: bool = False
+    unstable_api_versions_enable: bool = False
 
 
 @dataclass
@@ -134,7 +138,8 @@ class WireBroker:
         self.config = config
         self.handlers = handlers  # by Kafka's API name (txnspec.serve.dispatch.HANDLERS)
         self.clock = clock
-        self.broker = Broker(BrokerConfig(transaction_version=config.transaction_version),
+        self.broker = Broker(BrokerConfig(transaction_version=config.transaction_version,
+                                          transaction_two_phase_commit_enable=config.transaction_two_phase_commit_enable),
                              data_dir=config.data_dir, now_ms=clock(), fsync=config.fsync,
                              recover_corruption=config.recover_corruption, rules=config.rules)
         self.topics: dict[str, Topic] = {}
@@ -175,6 +180,7 @@ class WireBroker:
         now = self.now()
         self.broker.tick(now)
         self.broker.membership.tick(now)
+        self.broker.consumer_groups.tick(now)  # KIP-848 session timeouts
         self.deliver_markers()
         self.changes += 1
 
@@ -304,7 +310,8 @@ def handle_api_versions(wb: WireBroker, request: Request) -> Any:
                                                      or int(body.node_id) != request.node_id):
         # KafkaApis.clusterIdOrNodeIdIsInvalid: the client reached another cluster or node than it meant
         return ApiVersionsResponse(version=v, error_code=Code.REBOOTSTRAP_REQUIRED, api_keys=[], throttle_time_ms=0)
-    fields: dict[str, Any] = {"error_code": 0, "api_keys": advertised(v), "throttle_time_ms": 0}
+    fields: dict[str, Any] = {"error_code": 0, "api_keys": advertised(v, wb.config.unstable_api_versions_enable),
+                              "throttle_time_ms": 0}
     if v >= 3:
         R = ApiVersionsResponse
         fields["supported_features"] = [R.SupportedFeatureKey(name="transaction.version", min_version=0,
@@ -346,9 +353,18 @@ def handle_metadata(wb: WireBroker, request: Request) -> Any:
     else:
         topics = []
         auto = wb.config.auto_create_topics and (v < 4 or bool(body.allow_auto_topic_creation))
+        by_id = {topic.topic_id: n for n, topic in wb.topics.items()} if v >= 12 else {}
         for t in requested:
             name = t.name
-            if topic_name_problem(name):
+            if name is None and v >= 12 and getattr(t, "topic_id", None) not in (None, uuid.UUID(int=0)):
+                # a lookup by id (KafkaApis.handleTopicMetadataRequest, v12+): what a KIP-848 consumer does with
+                # the topic ids of its assignment; an unknown id is UNKNOWN_TOPIC_ID
+                known = by_id.get(t.topic_id)
+                topics.append(_metadata_topic(wb, known, Errors.NONE, v) if known is not None else
+                              MetadataResponse.MetadataResponseTopic(
+                                  error_code=Code.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id, is_internal=False,
+                                  partitions=[]))
+            elif topic_name_problem(name):
                 topics.append(_metadata_topic(wb, str(name), Errors.INVALID_REQUEST, v)
                               if name is None else _invalid_topic(str(name)))
             elif name in wb.topics or name in wb.internal:

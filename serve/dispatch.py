@@ -5,10 +5,11 @@ partition leader, groups and their admin, transaction admin).
 
 from __future__ import annotations
 
-from txnspec.serve import admin, broker, group_admin, groups, leader, transactions, txn_admin
+from txnspec.serve import admin, broker, consumer_group, group_admin, groups, leader, transactions, txn_admin
 from txnspec.serve.broker import Handler
 
 HANDLERS: dict[str, Handler] = {**broker.HANDLERS, **admin.HANDLERS, **transactions.HANDLERS, **leader.HANDLERS,
-                                **groups.HANDLERS, **group_admin.HANDLERS, **txn_admin.HANDLERS}
+                                **groups.HANDLERS, **group_admin.HANDLERS, **txn_admin.HANDLERS,
+                                **consumer_group.HANDLERS}
 
 __all__ = ["HANDLERS"]

@@ -127,7 +127,7 @@ def handle_offset_commit(wb: WireBroker, request: Request) -> Any:
                             int(body.generation_id_or_member_epoch))
     if offsets:
         errors = wb.broker.group_coordinator.handle_offset_commit(body.group_id, offsets, now_ms=wb.now(),
-                                                                  member=member)
+                                                                  member=member, api_version=v)
         for name, error in errors.items():
             tp = TopicPartition.of(name)
             codes[(tp.topic, tp.partition)] = error.code

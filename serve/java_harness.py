@@ -6,6 +6,8 @@ compiled with the machine's ``javac`` against ``kafka-clients`` resolved by Mave
 ``run_harness(bootstrap)`` returns the harness's RESULT line as a dict (``ok``, ``output``,
 ``committed_offset``, ``zombie_commit``: the exception class the zombie's commit raised);
 ``run_harness(bootstrap, main="TxnAdmin")`` the admin workflow's (``listed``, ``start_offset``, ``lso_after``...).
+``run_two_phase_harness(bootstrap)`` runs ``java2pc/TwoPhaseHarness.java`` (KIP-939: prepare, complete, a crash,
+``initTransactions(keepPreparedTxn)``, a fence) with Kafka 4.4's client, compiled apart (its own Maven project).
 A missing JDK or Maven raises :class:`JavaUnavailable` naming what is missing. Against any broker (a real Kafka
 too)::
 
@@ -25,6 +27,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent / "java"
 KAFKA_CLIENTS = "4.1.0"
+TWO_PHASE_HERE = HERE.with_name("java2pc")  # KIP-939's harness: Kafka 4.4's client (the 2PC internals)
+TWO_PHASE_CLIENTS = "4.4.0"
 CACHE = Path(os.environ.get("TXNSPEC_CACHE", Path.home() / ".cache" / "txnspec"))
 
 
@@ -39,19 +43,19 @@ def _tool(name: str) -> str:
     return found
 
 
-def classpath() -> str:
+def classpath(here: Path = HERE, clients: str = KAFKA_CLIENTS, classes_name: str = "serve-harness-classes") -> str:
     """The kafka-clients jars (resolved once with Maven into the cache) and the compiled harness."""
-    jars = CACHE / f"kafka-clients-{KAFKA_CLIENTS}"
-    if not (jars / f"kafka-clients-{KAFKA_CLIENTS}.jar").is_file():
+    jars = CACHE / f"kafka-clients-{clients}"
+    if not (jars / f"kafka-clients-{clients}.jar").is_file():
         mvn = _tool("mvn")
         done = subprocess.run([mvn, "-q", "-B", f"-Dmaven.repo.local={CACHE / 'm2'}", "dependency:copy-dependencies",
-                               f"-DoutputDirectory={jars}"], cwd=HERE, capture_output=True, text=True, timeout=600)
+                               f"-DoutputDirectory={jars}"], cwd=here, capture_output=True, text=True, timeout=600)
         if done.returncode != 0:
-            raise JavaUnavailable(f"mvn could not resolve kafka-clients {KAFKA_CLIENTS}: "
+            raise JavaUnavailable(f"mvn could not resolve kafka-clients {clients}: "
                                   f"{(done.stdout + done.stderr)[-800:]}")
-    classes = CACHE / "serve-harness-classes"
+    classes = CACHE / classes_name
     libs = os.pathsep.join(str(p) for p in sorted(jars.glob("*.jar")))
-    for source in sorted(HERE.glob("*.java")):
+    for source in sorted(here.glob("*.java")):
         compiled = classes / f"{source.stem}.class"
         if not compiled.is_file() or compiled.stat().st_mtime < source.stat().st_mtime:
             classes.mkdir(parents=True, exist_ok=True)
@@ -62,9 +66,18 @@ def classpath() -> str:
     return libs + os.pathsep + str(classes)
 
 
+def run_two_phase_harness(bootstrap: str, run: str | None = None, timeout: float = 180.0) -> dict[str, Any]:
+    """KIP-939's harness on ``bootstrap`` (a broker with 2PC enabled and InitProducerId v6 served)."""
+    cp = classpath(TWO_PHASE_HERE, TWO_PHASE_CLIENTS, "serve-two-phase-classes")
+    return _run(cp, "TwoPhaseHarness", bootstrap, run, timeout)
+
+
 def run_harness(bootstrap: str, run: str | None = None, timeout: float = 120.0, main: str = "TxnHarness"
                 ) -> dict[str, Any]:
-    cp = classpath()
+    return _run(classpath(), main, bootstrap, run, timeout)
+
+
+def _run(cp: str, main: str, bootstrap: str, run: str | None, timeout: float) -> dict[str, Any]:
     done = subprocess.run([_tool("java"), "-cp", cp, main, bootstrap, run or uuid.uuid4().hex[:8]],
                           capture_output=True, text=True, timeout=timeout)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
@@ -77,9 +90,11 @@ def run_harness(bootstrap: str, run: str | None = None, timeout: float = 120.0, 
 
 
 if __name__ == "__main__":
-    if len(sys.argv) not in (2, 3) or sys.argv[2:] not in ([], ["TxnHarness"], ["TxnAdmin"]):
-        print("usage: python -m txnspec.serve.java_harness HOST:PORT [TxnHarness|TxnAdmin]", file=sys.stderr)
+    if len(sys.argv) not in (2, 3) or sys.argv[2:] not in ([], ["TxnHarness"], ["TxnAdmin"], ["TwoPhaseHarness"]):
+        print("usage: python -m txnspec.serve.java_harness HOST:PORT [TxnHarness|TxnAdmin|TwoPhaseHarness]",
+              file=sys.stderr)
         sys.exit(2)
-    outcome = run_harness(sys.argv[1], main=sys.argv[2] if len(sys.argv) == 3 else "TxnHarness")
+    main = sys.argv[2] if len(sys.argv) == 3 else "TxnHarness"
+    outcome = run_two_phase_harness(sys.argv[1]) if main == "TwoPhaseHarness" else run_harness(sys.argv[1], main=main)
     print(json.dumps(outcome))
     sys.exit(0 if outcome["ok"] else 1)

@@ -7,7 +7,10 @@ class by API key are written here.
 
 :data:`APIS` is the table of what ``txnspec serve`` answers, with the version range it advertises in
 ApiVersions: versions whose requests name topics by id (KIP-516: Produce v13, Fetch v13+, OffsetCommit
-v10, OffsetFetch v10) are left out, as are the 2PC fields of InitProducerId v6 (KIP-939).
+v10, OffsetFetch v10) are left out. InitProducerId v6 (KIP-939's ``Enable2Pc``/``KeepPreparedTxn``) is, as in Kafka
+4.4, ``latestVersionUnstable``: advertised and accepted only with ``unstable.api.versions.enable``
+(``ServeConfig.unstable_api_versions_enable``); otherwise a v6 request closes the connection, as Kafka's
+``SocketServer`` does for a version the ``ApiVersionManager`` has not enabled.
 
 ApiVersions of a version we do not support is not an error of the frame: as ``RequestContext.parseRequest``
 (KIP-511) its body is left unread and it is answered at v0 (``RequestContext.apiVersion``), with
@@ -125,6 +128,14 @@ class ApiVersionsResponse(_kafka_api_versions.ApiVersionsResponse):  # type: ign
 ResponseClassRegistry.register_response_class(_kafka_api_versions.ApiVersionsResponse)
 
 
+class ConsumerGroupHeartbeatRequest(ApiMessage, load_json="txnspec.serve.schemas"):
+    """KIP-848's heartbeat: kafka-python has no schema for API key 68; ``serve/schemas/`` holds Kafka 4.4's."""
+
+
+class ConsumerGroupHeartbeatResponse(ApiMessage, load_json="txnspec.serve.schemas"):
+    pass
+
+
 @dataclass(frozen=True)
 class Api:
     name: str
@@ -132,10 +143,15 @@ class Api:
     response: Any
     min_version: int
     max_version: int
+    latest_unstable: bool = False  # the schema's "latestVersionUnstable": max_version needs unstable versions on
 
     @property
     def key(self) -> int:
         return int(self.request.API_KEY)
+
+    def highest(self, unstable_enabled: bool) -> int:
+        """The highest version served: the unstable latest one only with ``unstable.api.versions.enable``."""
+        return self.max_version - 1 if self.latest_unstable and not unstable_enabled else self.max_version
 
 
 APIS: dict[int, Api] = {api.key: api for api in (
@@ -166,11 +182,12 @@ APIS: dict[int, Api] = {api.key: api for api in (
     Api("DescribeProducers", DescribeProducersRequest, DescribeProducersResponse, 0, 0),
     Api("DescribeTransactions", DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0),
     Api("ListTransactions", ListTransactionsRequest, ListTransactionsResponse, 0, 2),
-    Api("InitProducerId", InitProducerIdRequest, InitProducerIdResponse, 0, 5),
+    Api("InitProducerId", InitProducerIdRequest, InitProducerIdResponse, 0, 6, latest_unstable=True),
     Api("AddPartitionsToTxn", AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5),
     Api("AddOffsetsToTxn", AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 4),
     Api("EndTxn", EndTxnRequest, EndTxnResponse, 0, 5),
     Api("TxnOffsetCommit", TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 5),
+    Api("ConsumerGroupHeartbeat", ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 1),
 )}
 API_VERSIONS_KEY = 18
 UNSUPPORTED_VERSION = 35
@@ -209,12 +226,12 @@ def frame_size(prefix: bytes, max_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> int
     return size
 
 
-def advertised(version: int) -> list[Any]:
+def advertised(version: int, unstable_enabled: bool = False) -> list[Any]:
     return [ApiVersionsResponse.ApiVersion(version=version, api_key=api.key, min_version=api.min_version,
-                                           max_version=api.max_version) for api in APIS.values()]
+                                           max_version=api.highest(unstable_enabled)) for api in APIS.values()]
 
 
-def decode_request(payload: bytes | bytearray) -> Request:
+def decode_request(payload: bytes | bytearray, unstable_enabled: bool = False) -> Request:
     """The request in a frame's payload (header and body), or :class:`FrameError` naming what was wrong."""
     if len(payload) < 8:
         raise FrameError(f"a request of {len(payload)} bytes is shorter than a request header")
@@ -222,10 +239,11 @@ def decode_request(payload: bytes | bytearray) -> Request:
     api = APIS.get(api_key)
     if api is None:
         raise FrameError(f"unknown or unsupported API key {api_key}")
-    if not api.min_version <= version <= api.max_version:
+    if not api.min_version <= version <= api.highest(unstable_enabled):
         if api_key == API_VERSIONS_KEY:  # KIP-511: answered at v0, body unread (RequestContext.parseRequest)
             return Request(api, 0, correlation_id, None, None, header_version=version)
-        raise FrameError(f"{api.name} v{version} is not supported (versions {api.min_version}..{api.max_version})")
+        raise FrameError(f"{api.name} v{version} is not supported "
+                         f"(versions {api.min_version}..{api.highest(unstable_enabled)})")
     try:
         body = api.request.decode(payload, version=version, header=True)
     except Exception as exc:  # the structs raise whatever a truncated or garbled buffer makes them raise

@@ -240,7 +240,7 @@ class Server:
                 await writer.wait_closed()
 
     async def _answer(self, payload: bytes | bytearray, node: int = 0) -> bytes | None:
-        request = dataclasses.replace(decode_request(payload), node_id=node)
+        request = dataclasses.replace(decode_request(payload, self.config.unstable_api_versions_enable), node_id=node)
         self.requests[(request.api.name, request.version)] += 1
         try:
             response = self.broker.handle(request)

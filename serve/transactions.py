@@ -37,10 +37,14 @@ def handle_init_producer_id(wb: WireBroker, request: Request) -> Any:
     if not wb.coordinates_txn(request, body.transactional_id):
         return InitProducerIdResponse(version=v, throttle_time_ms=0, error_code=NOT_COORDINATOR, producer_id=-1,
                                       producer_epoch=-1)
-    r = wb.broker.handle(InitProducerId(body.transactional_id, int(body.transaction_timeout_ms), pid, epoch),
-                         wb.now())
+    # v6 (KIP-939): Enable2Pc and KeepPreparedTxn; the answer's ongoing pair of a kept transaction
+    two_pc, keep = (bool(body.enable2_pc), bool(body.keep_prepared_txn)) if v >= 6 else (False, False)
+    r = wb.broker.handle(InitProducerId(body.transactional_id, int(body.transaction_timeout_ms), pid, epoch,
+                                        enable_two_pc=two_pc, keep_prepared_txn=keep), wb.now())
     return InitProducerIdResponse(version=v, throttle_time_ms=0, error_code=wb.error_for(request, r.error),
-                                  producer_id=r.producer_id, producer_epoch=r.producer_epoch)
+                                  producer_id=r.producer_id, producer_epoch=r.producer_epoch,
+                                  ongoing_txn_producer_id=r.ongoing_txn_producer_id,
+                                  ongoing_txn_producer_epoch=r.ongoing_txn_producer_epoch)
 
 
 def _add_partitions(wb: WireBroker, request: Request, tid: str, pid: int, epoch: int, topics: Any,

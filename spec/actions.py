@@ -42,7 +42,7 @@ from txnspec.spec.messages import (
     WriteTxnMarkers,
     WriteTxnMarkersResponse,
 )
-from txnspec.spec.network import COORDINATOR, Envelope, describe
+from txnspec.spec.network import COORDINATOR, Address, Envelope, describe
 
 
 class ActionKind(enum.StrEnum):
@@ -55,6 +55,11 @@ class ActionKind(enum.StrEnum):
     SEND_OFFSETS_TO_TRANSACTION = "sendOffsetsToTransaction"
     COMMIT_TRANSACTION = "commitTransaction"
     ABORT_TRANSACTION = "abortTransaction"
+    # KIP-939: the client's two-phase-commit calls and the external coordinator's durable decision
+    PREPARE_TRANSACTION = "prepareTransaction"
+    COMPLETE_TRANSACTION = "completeTransaction"
+    DECIDE_COMMIT = "external coordinator decides commit"
+    DECIDE_ABORT = "external coordinator decides abort"
     # a message reaches its destination, one kind per message type
     DELIVER_INIT_PRODUCER_ID = "deliver InitProducerId"
     DELIVER_ADD_PARTITIONS_TO_TXN = "deliver AddPartitionsToTxn"
@@ -77,13 +82,21 @@ class ActionKind(enum.StrEnum):
     CRASH = "crash"
     EXPIRE_BATCH = "expire batch"
     REBALANCE = "rebalance"
+    # KIP-848 (a scenario with group_protocol "consumer"): the fault "rebalance" is one of the two fences below
+    # (REBALANCE: the member's session times out, consumerGroupFenceMember); a member's heartbeat reconciles it
+    REASSIGN = "reassign"
+    HEARTBEAT = "heartbeat"
     EXPIRE_PRODUCERS = "expire producer ids"  # ProducerStateManager.removeExpiredProducers on one partition
     EXPIRE_TRANSACTIONAL_ID = "expire transactional id"  # TransactionStateManager.removeExpiredTransactionalIds
     OFFSET_COMMIT = "plain OffsetCommit"  # an admin's commit from outside group management
+    RESIGN = "resign"  # the coordinator loses every transaction-log partition (the start of a slow failover)
+    ADMIN_ABORT = "admin abort"  # Admin.abortTransaction: WriteTxnMarkers from an admin to the partition leader
     # the protocol's own recovery
     RESEND_MARKER = "resend marker"
     RETRY = "retry"
     ABANDONED_TIMEOUT = "abandoned timeout"
+    ELECT = "elect"  # a new coordinator leads the partitions nobody leads and starts loading them
+    LOAD_TXN_PARTITION = "load transaction-log partition"  # one partition's load finishes
 
 
 K = ActionKind
@@ -97,11 +110,12 @@ DELIVER_KIND: dict[type, ActionKind] = {
 }
 DELIVERIES = frozenset(DELIVER_KIND.values())
 APPLICATION_CALLS = frozenset({K.INIT_TRANSACTIONS, K.BEGIN_TRANSACTION, K.SEND, K.SEND_OFFSETS_TO_TRANSACTION,
-                               K.COMMIT_TRANSACTION, K.ABORT_TRANSACTION})
+                               K.COMMIT_TRANSACTION, K.ABORT_TRANSACTION, K.PREPARE_TRANSACTION,
+                               K.COMPLETE_TRANSACTION, K.DECIDE_COMMIT, K.DECIDE_ABORT})
 FAULTS = frozenset({K.LOSE, K.DUPLICATE, K.APPEND_FAILS, K.TIMEOUT, K.FAILOVER, K.CRASH, K.EXPIRE_BATCH,
-                    K.REBALANCE})
+                    K.REBALANCE, K.REASSIGN, K.RESIGN})
 # weakly fair: the protocol's own steps (never the application's choices, never a fault)
-FAIR_KINDS = DELIVERIES | {K.RESEND_MARKER, K.RETRY, K.ABANDONED_TIMEOUT}
+FAIR_KINDS = DELIVERIES | {K.RESEND_MARKER, K.RETRY, K.ABANDONED_TIMEOUT, K.HEARTBEAT, K.ELECT, K.LOAD_TXN_PARTITION}
 ACTION_KINDS = ActionKind  # the kinds, in declaration order (reports list the kinds never taken)
 
 
@@ -109,7 +123,7 @@ class Action(NamedTuple):
     """One step of the system model (see the module docstring for the fields)."""
 
     kind: ActionKind
-    actor: str
+    actor: Address
     message: Envelope | None = None
     partition: str | None = None
     transactional_id: str | None = None
@@ -118,12 +132,12 @@ class Action(NamedTuple):
     batch: tuple[str, int, int, int] | None = None
 
     @property
-    def source(self) -> str:
+    def source(self) -> Address:
         """The sending lifeline (a sequence diagram's arrow starts here): the message's source, else the actor."""
         return self.message.source if self.message is not None else self.actor
 
     @property
-    def target(self) -> str:
+    def target(self) -> Address:
         """The receiving lifeline: the message's destination, else the actor."""
         return self.message.target if self.message is not None else self.actor
 
@@ -149,6 +163,8 @@ def deliver(envelope: Envelope, awaited: bool | None) -> Action:
 
 def _render(a: Action) -> str:
     kind, who = a.kind, a.actor
+    if kind in (K.DECIDE_COMMIT, K.DECIDE_ABORT):
+        return f"{who}'s {kind.value}"
     if kind in APPLICATION_CALLS:
         argument = a.partition if kind is K.SEND else ""
         return f"{who}.{kind.value}({argument})"
@@ -164,12 +180,24 @@ def _render(a: Action) -> str:
         return f"{COORDINATOR} aborts {a.transactional_id}, abandoned by its producer"
     if kind is K.FAILOVER:
         return f"{COORDINATOR} fails over"
+    if kind is K.RESIGN:
+        return f"{COORDINATOR} loses its transaction-log partitions (NOT_COORDINATOR)"
+    if kind is K.ELECT:
+        return f"a new {COORDINATOR} leads the transaction log and loads it (COORDINATOR_LOAD_IN_PROGRESS)"
+    if kind is K.LOAD_TXN_PARTITION:
+        return f"{COORDINATOR} finishes loading {a.partition}"
     if kind is K.CRASH:
         return f"{who} crashes and restarts"
     if kind is K.REBALANCE:
         return f"the group rebalances without {who}'s member (a zombie from now on)"
+    if kind is K.REASSIGN:
+        return f"the group's target moves {who}'s partition away; its member releases it at the next epoch"
+    if kind is K.HEARTBEAT:
+        return f"{who}'s member heartbeats and is reconciled to the group epoch"
     if kind is K.EXPIRE_BATCH:
         return f"{who} gives up on its produce to {a.partition}"
+    if kind is K.ADMIN_ABORT:
+        return f"an admin aborts at {a.partition}: {a.message}"
     if kind is K.RESEND_MARKER:
         return f"{COORDINATOR} re-sends {describe(a.body)}"
     if a.message is not None:  # RETRY of a produce

@@ -9,8 +9,10 @@ System
       the leader adds the partition itself, KIP-890), then appended by the rules of
       :mod:`txnspec.spec.partition`; markers are appended and answered.
     * Group coordinator: a ``TxnOffsetCommit`` whose member is not in the group's current generation is
-      refused (KIP-447); otherwise it is a record of the group's ``__consumer_offsets`` partition held pending
-      until the marker on that partition commits or drops it.
+      refused (KIP-447), as is one of a consumer group (KIP-848) whose member is gone or whose member epoch is
+      stale for the partitions it commits (:mod:`txnspec.spec.consumer_group`); otherwise it is a record of
+      the group's ``__consumer_offsets`` partition held pending until the marker on that partition commits or
+      drops it.
 
 Cost
     The model checker delivers the same message to the same broker state in many system states (which differ
@@ -27,8 +29,9 @@ Assumptions
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+from txnspec.spec import consumer_group as cg
 from txnspec.spec import coordinator as coord
 from txnspec.spec import group as group_mod
 from txnspec.spec import partition as partition_mod
@@ -91,7 +94,7 @@ def marker_envelope(system: System, marker: WriteTxnMarkers, tid: str) -> Envelo
 def partition_receives(system: System, state: SystemState, env: Envelope) -> SystemState | None:
     """A partition leader handles ``env``; None when it cannot yet (a TV2 verification the coordinator
     answers CONCURRENT_TRANSACTIONS: the leader retries by itself and the produce waits)."""
-    body, proto, name = env.body, system.protocol, env.target
+    body, proto, name = env.body, system.protocol, cast(str, env.target)  # the partition's name is its address
     pstate = state.partition(name)
     if isinstance(body, WriteTxnMarkers):
         pstate, reply = proto.append_end_txn_marker(pstate, body.producer_id, body.producer_epoch,
@@ -156,14 +159,20 @@ def _verify_transactional_produce(system: System, state: SystemState, pstate: An
         state = coordinator_step(state, result, Envelope(body.partition, COORDINATOR, add, None, tag))
         return state, map_verification_error(error, supports_epoch_bump=True)
     state = set_partition(state, body.partition, started)
-    error = verify_only(state.coordinator, tid, body.producer_id, body.producer_epoch, body.partition)
+    error = verify_only(state.coordinator, tid, body.producer_id, body.producer_epoch, body.partition,
+                        system.coordinator_config)
     return state, map_verification_error(error, supports_epoch_bump=False)
 
 
-def verify_only(cs: coord.CoordinatorState, tid: str, producer_id: int, epoch: int, partition: str) -> Errors:
+def verify_only(cs: coord.CoordinatorState, tid: str, producer_id: int, epoch: int, partition: str,
+                config: coord.CoordinatorConfig = coord.DEFAULT_CONFIG) -> Errors:
     """A TV1 leader's ``verifyOnly`` AddPartitionsToTxn as the coordinator answers it
     (``handleVerifyPartitionsInTransaction``: a transaction being completed is CONCURRENT_TRANSACTIONS, a
-    partition not in the transaction TRANSACTION_ABORTABLE); the caller maps the answer for its request."""
+    partition not in the transaction TRANSACTION_ABORTABLE, an id whose transaction-log partition is not served here
+    NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS); the caller maps the answer for its request."""
+    unserved = coord.ownership_error(cs, tid, config)
+    if unserved is not Errors.NONE:
+        return unserved
     md = cs.metadata(tid)
     if md is None or md.producer_id != producer_id:
         return Errors.INVALID_PRODUCER_ID_MAPPING
@@ -207,8 +216,35 @@ def _verify_txn_offset_commit(system: System, state: SystemState, body: TxnOffse
         if error is not Errors.CONCURRENT_TRANSACTIONS:
             state = coordinator_step(state, result, Envelope(GROUP, COORDINATOR, add, None, tag))
     else:
-        error = verify_only(state.coordinator, body.transactional_id, body.producer_id, body.producer_epoch, name)
+        error = verify_only(state.coordinator, body.transactional_id, body.producer_id, body.producer_epoch, name,
+                            system.coordinator_config)
     return state, group_mod.txn_offset_commit_verification_error(error, generic_error_supported=True)
+
+
+def _validate_member(system: System, state: SystemState, body: TxnOffsetCommit, proto: Any) -> Errors:
+    """The member check of a TxnOffsetCommit by the group's protocol: a consumer group's
+    (``ConsumerGroup.validateOffsetCommit``, the generation id read as the member epoch, at the version the
+    modelled client sends) or a classic group's (``ClassicGroup.validateOffsetCommit``)."""
+    consumer = state.group.consumer_group(body.group_id)
+    if consumer is not None:
+        version = cg.TXN_OFFSET_COMMIT_VERSION[2 if system.tv2 else 1]
+        return proto.validate_consumer_offset_commit(consumer, body.member_id, body.group_instance_id,
+                                                     body.generation_id, True, tuple(p for p, _ in body.offsets),
+                                                     version)
+    return proto.validate_offset_commit(state.group, body.group_id, body.member_id, body.group_instance_id,
+                                        body.generation_id, transactional=True)
+
+
+def _fenced(state: SystemState, body: TxnOffsetCommit) -> bool:
+    """The ghost's verdict on an accepted commit: did it come from a fenced member? A consumer group's by
+    :func:`~txnspec.spec.consumer_group.legitimate_commit` (written apart from the validator a variant may
+    replace), a classic group's by the current member check."""
+    consumer = state.group.consumer_group(body.group_id)
+    if consumer is not None:
+        return not cg.legitimate_commit(consumer, body.member_id, body.generation_id,
+                                        tuple(p for p, _ in body.offsets))
+    return group_mod.validate_offset_commit(state.group, body.group_id, body.member_id, body.group_instance_id,
+                                            body.generation_id, transactional=True) is not Errors.NONE
 
 
 def group_receives(system: System, state: SystemState, env: Envelope) -> SystemState:
@@ -229,8 +265,9 @@ def group_receives(system: System, state: SystemState, env: Envelope) -> SystemS
             commit = body.result is TransactionResult.COMMIT
             group = proto.complete_pending_txn_offset_commit(state.group, body.producer_id, commit)
             had_offsets = any(p.producer_id == body.producer_id for p in state.group.pending)
-            groups = state.group.groups
-            rebalanced = had_offsets and any(g.generation_id > system.scenario.initial_generation for g in groups)
+            epochs = (*(g.generation_id for g in state.group.groups),
+                      *(g.group_epoch for g in state.group.consumer_groups))
+            rebalanced = had_offsets and any(e > system.scenario.initial_generation for e in epochs)
             state = replace(state, group=group, ghost=state.ghost.offsets_settled(body.producer_id, commit,
                                                                                   rebalanced))
         return replace(state, network=send(state.network, Envelope(GROUP, COORDINATOR, WriteTxnMarkersResponse(
@@ -241,9 +278,9 @@ def group_receives(system: System, state: SystemState, env: Envelope) -> SystemS
     if error is not Errors.NONE:
         return replace(state, network=send(state.network, Envelope(GROUP, env.source, ErrorResponse(error),
                                                                    env.context)))
-    # OffsetMetadataManager.commitTransactionalOffset: the member checks (KIP-447) before anything is written
-    error = proto.validate_offset_commit(state.group, body.group_id, body.member_id, body.group_instance_id,
-                                         body.generation_id, transactional=True)
+    # OffsetMetadataManager.commitTransactionalOffset: the member checks (KIP-447, KIP-848) before anything is
+    # written
+    error = _validate_member(system, state, body, proto)
     if error is not Errors.NONE:
         return replace(state, network=send(state.network, Envelope(GROUP, env.source, ErrorResponse(error),
                                                                    env.context)))
@@ -255,10 +292,7 @@ def group_receives(system: System, state: SystemState, env: Envelope) -> SystemS
         return replace(state, network=send(state.network, Envelope(GROUP, env.source, ErrorResponse(appended.error),
                                                                    env.context)))
     group, response = proto.handle_txn_offset_commit(state.group, body, record_offset=appended.base_offset)
-    state = replace(state, ghost=state.ghost.offsets_accepted(
-        body.producer_id, fenced=group_mod.validate_offset_commit(state.group, body.group_id, body.member_id,
-                                                                  body.group_instance_id, body.generation_id,
-                                                                  transactional=True) is not Errors.NONE))
+    state = replace(state, ghost=state.ghost.offsets_accepted(body.producer_id, fenced=_fenced(state, body)))
     state = replace(set_partition(state, name, offsets_log), group=group)
     return replace(state, network=send(state.network, Envelope(GROUP, env.source, response, env.context)))
 
@@ -280,7 +314,7 @@ def partition_effect(system: System, pstate: Any, cs: coord.CoordinatorState, gh
                      ) -> tuple[Any, coord.CoordinatorState, Any, Sent] | None:
     """:func:`partition_receives` on the leader of ``env.target`` as a function of what it reads: that
     partition, the coordinator and the ghost after, and what was sent; None when the produce waits."""
-    name = env.target
+    name = cast(str, env.target)  # a partition leader's address is the partition's name
     if isinstance(env.body, Produce) and env.body.partition != name:
         raise ValueError(f"a Produce for {env.body.partition} sent to the leader of {name}")
     after = partition_receives(system, projection(coordinator=cs, partitions=((name, pstate),), ghost=ghost), env)

@@ -56,9 +56,13 @@ Assumptions
 Not modelled
     Idempotent-only producers (``bumpIdempotentEpochAndResetIdIfNeeded``), the acknowledgement of a batch
     already expired (its late answer is ignored), the renumbering of later batches in flight when one fails for good,
-    batch splitting (MESSAGE_TOO_LARGE), record sizes, metadata, back-off timing (a back-off is one step),
-    ``keepPreparedTxn`` on ``initTransactions`` (2PC recovery needs InitProducerId v6 fields);
-    ``prepareTransaction`` is modelled.
+    batch splitting (MESSAGE_TOO_LARGE), record sizes, metadata, back-off timing (a back-off is one step).
+
+KIP-939 (two-phase commit, 4.4's client)
+    ``prepareTransaction``, ``completeTransaction(state)`` (commit exactly when the state matches, else abort),
+    ``initTransactions(keepPreparedTxn)`` and InitProducerId v6's ``Enable2Pc`` (``ClientConfig.enable_two_pc``).
+    As in 4.4, a transaction kept by ``keepPreparedTxn`` leaves ``transactionStarted`` false, so its EndTxn is
+    completed locally (docs/kip-939.md, finding 4).
 """
 
 from __future__ import annotations
@@ -149,6 +153,7 @@ GROUP_AUTHORIZATION = "GroupAuthorizationException"
 TRANSACTIONAL_ID_AUTHORIZATION = "TransactionalIdAuthorizationException"
 CLUSTER_AUTHORIZATION = "ClusterAuthorizationException"
 AUTHENTICATION = "AuthenticationException"
+INVALID_TXN_STATE = "InvalidTxnStateException"
 
 # ApiException subclasses among the exceptions a transactional call can throw: KafkaProducer.send returns
 # them in the future instead of throwing (and hands them to maybeTransitionToErrorState).
@@ -316,6 +321,7 @@ class ClientConfig:
     max_batch_records: int | None = None
     # retry.backoff.ms: a batch re-enqueued for a retry waits until retry_backoff_elapsed (False: no wait)
     retry_backoff: bool = False
+    enable_two_pc: bool = False  # transaction.two.phase.commit.enable (KIP-939)
 
 
 DEFAULT_CONFIG = ClientConfig()
@@ -772,7 +778,8 @@ def _cached_call(c: ClientState, target: State, operation: str) -> tuple[bool, C
     return True, c
 
 
-def _initialize_transactions(c: ClientState, epoch_bump: bool, config: ClientConfig) -> ClientState:
+def _initialize_transactions(c: ClientState, epoch_bump: bool, config: ClientConfig,
+                             keep_prepared_txn: bool = False) -> ClientState:
     """``initializeTransactions(producerIdAndEpoch)``; an epoch bump keeps the state (EndTxn moves it)."""
     _fail_if_error(c)
     cached, same = _cached_call(c, INITIALIZING, "initTransactions")
@@ -781,19 +788,21 @@ def _initialize_transactions(c: ClientState, epoch_bump: bool, config: ClientCon
     if not epoch_bump:
         c = _transition(c, INITIALIZING, sender=False)
     pid, epoch = (c.producer_id, c.producer_epoch) if epoch_bump else (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
-    request = InitProducerId(c.transactional_id, config.txn_timeout_ms, pid, epoch)
+    request = InitProducerId(c.transactional_id, config.txn_timeout_ms, pid, epoch, config.enable_two_pc,
+                             keep_prepared_txn)
     c = _enqueue(c, TxnRequestHandler(request, Priority.EPOCH_BUMP if epoch_bump else Priority.INIT_PRODUCER_ID,
                                       completes_call=True))
     return replace(c, pending_transition=(INITIALIZING, "initTransactions"))
 
 
-def init_transactions(c: ClientState, config: ClientConfig = DEFAULT_CONFIG) -> tuple[ClientState, ClientOutcome]:
-    """``initTransactions``: INITIALIZING, then InitProducerId (after a coordinator lookup).
+def init_transactions(c: ClientState, config: ClientConfig = DEFAULT_CONFIG, keep_prepared_txn: bool = False
+                      ) -> tuple[ClientState, ClientOutcome]:
+    """``initTransactions(keepPreparedTxn)``: INITIALIZING, then InitProducerId (after a coordinator lookup).
 
     Throws IllegalStateException once initialized (READY -> INITIALIZING is not in the table)."""
     try:
         _throw_if_in_prepared_state(c)
-        effect: ClientState | _Throw = _initialize_transactions(c, False, config)
+        effect: ClientState | _Throw = _initialize_transactions(c, False, config, keep_prepared_txn)
     except _Throw as thrown:
         effect = thrown
     return _call(c, effect, config)
@@ -813,8 +822,12 @@ def begin_transaction(c: ClientState, config: ClientConfig = DEFAULT_CONFIG) -> 
 
 def prepare_transaction(c: ClientState, config: ClientConfig = DEFAULT_CONFIG
                         ) -> tuple[ClientState, ClientOutcome]:
-    """``prepareTransaction`` (KIP-939): IN_TRANSACTION -> PREPARED_TRANSACTION, remembering (pid, epoch)."""
+    """``prepareTransaction`` (KIP-939): IN_TRANSACTION -> PREPARED_TRANSACTION, remembering (pid, epoch).
+    ``KafkaProducer.prepareTransaction`` first refuses a prepared client and one without 2PC."""
     try:
+        _throw_if_in_prepared_state(c)
+        if not config.enable_two_pc:
+            raise _Throw(INVALID_TXN_STATE)
         _throw_if_pending_state(c)
         _fail_if_error(c)
         moved = _transition(c, PREPARED_TRANSACTION, sender=False)
@@ -942,6 +955,17 @@ def commit_transaction(c: ClientState, config: ClientConfig = DEFAULT_CONFIG) ->
     return _call(c, effect, config)
 
 
+def complete_transaction(c: ClientState, prepared_txn_state: tuple[int, int], config: ClientConfig = DEFAULT_CONFIG
+                         ) -> tuple[ClientState, ClientOutcome]:
+    """``KafkaProducer.completeTransaction`` (KIP-939): InvalidTxnStateException unless prepared; then
+    ``commitTransaction`` exactly when ``prepared_txn_state`` is the client's, else ``abortTransaction``."""
+    if c.state is not PREPARED_TRANSACTION:
+        return _call(c, _Throw(INVALID_TXN_STATE), config)
+    if tuple(prepared_txn_state) == c.prepared_txn_state:
+        return commit_transaction(c, config)
+    return abort_transaction(c, config)
+
+
 def abort_transaction(c: ClientState, config: ClientConfig = DEFAULT_CONFIG) -> tuple[ClientState, ClientOutcome]:
     """``beginAbort``: allowed from ABORTABLE_ERROR; partitions not yet added are dropped."""
     try:
@@ -1063,7 +1087,13 @@ def handle_init_producer_id_response(c: ClientState, handler: TxnRequestHandler,
     if reaction is Reaction.DONE:
         assert isinstance(response, InitProducerIdResponse)
         c = replace(c, producer_id=response.producer_id, producer_epoch=response.producer_epoch)
-        c = _transition(c, READY, sender=True)
+        assert isinstance(handler.request, InitProducerId)
+        if handler.request.keep_prepared_txn and response.ongoing_txn_producer_id != NO_PRODUCER_ID:
+            # KIP-939: the kept transaction is prepared, its ongoing pair the state to complete against
+            c = _transition(c, PREPARED_TRANSACTION, sender=True)
+            c = replace(c, prepared_txn_state=(response.ongoing_txn_producer_id, response.ongoing_txn_producer_epoch))
+        else:
+            c = _transition(c, READY, sender=True)
         # an epoch bump restarts every sequence; a first init adopts the finalized transaction version
         # (KafkaProducer.initTransactions after its await)
         epoch_bump = handler.priority is Priority.EPOCH_BUMP
@@ -1235,7 +1265,8 @@ __all__ = [
     "DEFAULT_CONFIG", "PRODUCE_FATAL_ERRORS", "RESPONSE_RULES", "VALID_PREVIOUS_STATES", "ClientConfig",
     "ClientOutcome", "ClientState", "Priority", "Reaction", "State", "TxnRequestHandler", "abort_transaction",
     "adjust_sequences_due_to_failed_batch", "awaiting_authorization_reset", "begin_transaction",
-    "classify_produce_error", "classify_response", "commit_transaction", "decrement_sequence", "exception_of",
+    "classify_produce_error", "classify_response", "commit_transaction", "complete_transaction", "decrement_sequence",
+    "exception_of",
     "expire_batch", "finalized_features_changed", "increment_sequence", "init_transactions", "is_transition_valid",
     "maybe_fail_with_error", "maybe_resolve_sequences", "maybe_transition_to_error_state", "next_produce",
     "next_request", "on_disconnect", "on_response", "prepare_transaction", "retry_backoff_elapsed", "run_sender",

@@ -42,3 +42,7 @@ def group_offsets_partition(group_id: str) -> str:
     # Utils.abs maps Integer.MIN_VALUE to 0, where Math.abs would stay negative.
     magnitude = 0 if h == -(1 << 31) else abs(h)
     return f"__consumer_offsets-{magnitude % CONSUMER_OFFSETS_PARTITIONS}"
+
+# the input partition whose position the modelled applications commit (spec/producer.py dispatch); a consumer
+# group of KIP-848 assigns it (spec/consumer_group.py)
+INPUT_PARTITION = "input-0"

@@ -30,11 +30,25 @@ Assumptions
     * Epochs are bounded by ``CoordinatorConfig.max_epoch`` (Kafka: ``Short.MAX_VALUE`` = 32767) so the
       model checker can reach epoch exhaustion; "exhausted" is ``epoch >= max_epoch - 1`` as in Kafka.
 
+Two-phase commit (KIP-939, as Kafka 4.4 ships it; docs/kip-939.md)
+    ``Enable2Pc`` needs the broker config ``transaction.two.phase.commit.enable`` (else
+    ``TRANSACTIONAL_ID_AUTHORIZATION_FAILED``), lifts the timeout bound and stores ``Int.MaxValue``: such a
+    transaction is never a timeout candidate (:func:`is_timeout_candidate`). ``KeepPreparedTxn`` is answered
+    ``UNSUPPORTED_VERSION``: 4.4's coordinator does not implement it yet. The KIP's design, which keeps the
+    ongoing transaction, is the variant :func:`handle_init_producer_id_keeping_prepared`.
+
 Not modelled
-    Two-phase commit (KIP-939: ``enable2Pc``/``keepPreparedTxn``), authorization, ``DescribeTransactions``
-    and ``ListTransactions``, several transaction-log partitions (one coordinator epoch for all ids), the
-    loading window (``COORDINATOR_LOAD_IN_PROGRESS``: a failover is one atomic step), and batching of
+    The ``TWO_PHASE_COMMIT`` ACL, authorization, ``DescribeTransactions`` and ``ListTransactions``, a
+    coordinator epoch per transaction-log partition (one coordinator epoch for all partitions: a new coordinator
+    takes over every partition it loads at one new epoch), and batching of
     tombstones.
+
+Transaction-log partitions and loading
+    ``CoordinatorConfig.txn_log_partitions`` partitions of ``__transaction_state``; an id lives in
+    ``abs(hashCode) % n``. A partition whose load is under way answers ``COORDINATOR_LOAD_IN_PROGRESS``, one
+    this coordinator does not lead ``NOT_COORDINATOR`` (``TransactionStateManager.getAndMaybeAddTransactionState``);
+    :func:`begin_load`, :func:`finish_load` and :func:`emigrate` are ``loadTransactionsForTxnTopicPartition``
+    split at its read, and ``removeTransactionsForTxnTopicPartition`` (which cancels a load under way).
 
 Deliberate deviations
     Kafka throws ``IllegalStateException`` when a transition is not in the valid-previous-states table
@@ -55,6 +69,7 @@ from txnspec.spec.constants import (
     SHORT_MAX_VALUE,
     group_offsets_partition,
     is_epoch_exhausted,
+    java_string_hash,
 )
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import (
@@ -105,9 +120,11 @@ class CoordinatorConfig:
     max_epoch: int = SHORT_MAX_VALUE
     txn_max_timeout_ms: int = 900_000
     transaction_version: int = TV_2
+    transaction_two_phase_commit_enable: bool = False  # transaction.two.phase.commit.enable (KIP-939)
     # A prepared transaction with no partitions has no marker to wait for: Kafka writes its Complete
     # record at once. The behaviour cases leave it to an explicit MarkersWritten step.
     complete_without_markers: bool = True
+    txn_log_partitions: int = 1  # transaction.state.log.num.partitions (Kafka's default is 50)
     valid_previous_states: Mapping[TxnState, frozenset[TxnState]] = field(
         default_factory=lambda: VALID_PREVIOUS_STATES)
 
@@ -183,6 +200,10 @@ class CoordinatorState:
     txn_log: tuple[tuple[str, TxnTransit], ...] = ()
     completions: tuple[tuple[str, PendingCompletion], ...] = ()
     illegal_transitions: tuple[IllegalTransition, ...] = ()
+    # transaction-log partitions whose load is under way (COORDINATOR_LOAD_IN_PROGRESS), and those this
+    # coordinator does not lead (NOT_COORDINATOR); every other partition is loaded and served
+    loading: frozenset[int] = frozenset()
+    not_led: frozenset[int] = frozenset()
 
     def metadata(self, transactional_id: str) -> TxnMetadata | None:
         for tid, md in self.cache:
@@ -209,6 +230,23 @@ class CoordinatorResult:
     response: InitProducerIdResponse | EndTxnResponse | ErrorResponse | None = None
     appended: Appended = ()
     markers: tuple[tuple[str, WriteTxnMarkers], ...] = ()  # (transactional id, marker for one partition)
+
+
+def txn_log_partition(transactional_id: str, config: CoordinatorConfig) -> int:
+    """``TransactionStateManager.partitionFor``: ``Utils.abs(transactionalId.hashCode) % partitions``."""
+    h = java_string_hash(transactional_id)
+    return (0 if h == -(1 << 31) else abs(h)) % config.txn_log_partitions
+
+
+def ownership_error(cs: CoordinatorState, transactional_id: str, config: CoordinatorConfig) -> Errors:
+    """``getAndMaybeAddTransactionState``'s ``Left``: a partition loading answers ``COORDINATOR_LOAD_IN_PROGRESS``
+    (checked first), one with no cache here ``NOT_COORDINATOR``; ``NONE`` when the id's partition is served."""
+    if not cs.loading and not cs.not_led:
+        return Errors.NONE
+    partition = txn_log_partition(transactional_id, config)
+    if partition in cs.loading:
+        return Errors.COORDINATOR_LOAD_IN_PROGRESS
+    return Errors.NOT_COORDINATOR if partition in cs.not_led else Errors.NONE
 
 
 # --- small pure helpers over the state ----------------------------------------------------------
@@ -454,7 +492,7 @@ def _is_valid_producer_id(md: TxnMetadata, producer_id: int, epoch: int, config:
 
 def handle_init_producer_id(cs: CoordinatorState, request: InitProducerId, *,
                             config: CoordinatorConfig = DEFAULT_CONFIG,
-                            append_error: Errors = Errors.NONE) -> CoordinatorResult:
+                            append_error: Errors = Errors.NONE, keeps_prepared: bool = False) -> CoordinatorResult:
     """``TransactionCoordinator.handleInitProducerId`` with ``prepareInitProducerIdTransit``.
 
     No transactional id: a fresh producer id at epoch 0 and no state kept. Otherwise: create the
@@ -476,15 +514,24 @@ def handle_init_producer_id(cs: CoordinatorState, request: InitProducerId, *,
     # KafkaApis: exactly one of producer id and epoch set is a malformed request.
     if (request.producer_id == NO_PRODUCER_ID) != (request.producer_epoch == NO_PRODUCER_EPOCH):
         return fail(cs, Errors.INVALID_REQUEST)
-    if not 0 < request.txn_timeout_ms <= config.txn_max_timeout_ms:
-        return fail(cs, Errors.INVALID_TRANSACTION_TIMEOUT)
+    # KIP-939 (4.4): 2PC only where the broker allows it; keepPreparedTxn is not implemented yet
+    if request.enable_two_pc and not config.transaction_two_phase_commit_enable:
+        return fail(cs, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if request.keep_prepared_txn and not keeps_prepared:
+        return fail(cs, Errors.UNSUPPORTED_VERSION)
+    if not (request.enable_two_pc or 0 < request.txn_timeout_ms <= config.txn_max_timeout_ms):
+        return fail(cs, Errors.INVALID_TRANSACTION_TIMEOUT)  # validateTransactionTimeoutMs
+    timeout_ms = INT_MAX_TIMEOUT if request.enable_two_pc else request.txn_timeout_ms
     expected = None if request.producer_id == NO_PRODUCER_ID else (request.producer_id, request.producer_epoch)
+    unserved = ownership_error(cs, tid, config)
+    if unserved is not Errors.NONE:
+        return fail(cs, unserved)
 
     md = cs.metadata(tid)
     if md is None:
         cs, producer_id = _allocate_producer_id(cs)
         md = TxnMetadata(tid, producer_id, NO_PRODUCER_ID, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_PRODUCER_EPOCH,
-                         request.txn_timeout_ms, EMPTY, frozenset(), -1, cs.now_ms, TV_0)
+                         timeout_ms, EMPTY, frozenset(), -1, cs.now_ms, TV_0)
         cs = with_metadata(cs, md, tid)
 
     if md.pending_state is not None:
@@ -493,6 +540,8 @@ def handle_init_producer_id(cs: CoordinatorState, request: InitProducerId, *,
         return fail(cs, Errors.PRODUCER_FENCED)
     if md.state in PREPARE_STATES:
         return fail(cs, Errors.CONCURRENT_TRANSACTIONS)
+    if md.state is ONGOING and request.keep_prepared_txn:
+        return _keep_ongoing_transaction(cs, md, timeout_ms, append_error, config)
     if md.state is ONGOING:
         fence = prepare_fence_producer_epoch(md, config)
         cs, pending = prepare_transition_to(cs, md, fence, config)
@@ -511,10 +560,10 @@ def handle_init_producer_id(cs: CoordinatorState, request: InitProducerId, *,
     if is_epoch_exhausted(md.producer_epoch, config.max_epoch) and (
             expected is None or expected[1] == md.producer_epoch):
         cs, new_producer_id = _allocate_producer_id(cs)
-        transit = prepare_producer_id_rotation(md, new_producer_id, request.txn_timeout_ms, cs.now_ms,
+        transit = prepare_producer_id_rotation(md, new_producer_id, timeout_ms, cs.now_ms,
                                                record_last_epoch=expected is not None)
     else:
-        transit = prepare_increment_producer_epoch(md, request.txn_timeout_ms,
+        transit = prepare_increment_producer_epoch(md, timeout_ms,
                                                    None if expected is None else expected[1], cs.now_ms,
                                                    config.max_epoch)
     if isinstance(transit, Errors):
@@ -527,6 +576,50 @@ def handle_init_producer_id(cs: CoordinatorState, request: InitProducerId, *,
         return fail(done.state, done.error, done.appended)
     return CoordinatorResult(done.state, InitProducerIdResponse(Errors.NONE, transit.producer_id,
                                                                 transit.producer_epoch), done.appended)
+
+
+def _keep_ongoing_transaction(cs: CoordinatorState, md: TxnMetadata, timeout_ms: int, append_error: Errors,
+                              config: CoordinatorConfig) -> CoordinatorResult:
+    """KIP-939's ``keepPreparedTxn`` on an Ongoing transaction (the KIP's design; 4.4 answers UNSUPPORTED_VERSION
+    before getting here): the transaction stays open with its partitions, the epoch is bumped so that the crashed
+    instance is fenced, and the answer carries both pairs: the new one to write with, and the ongoing one to match
+    against the external coordinator's ``PreparedTxnState``.
+
+    The KIP persists the ongoing pair in a tagged field of ``TransactionLogValue``; the spec keeps its epoch in
+    ``last_producer_epoch`` (kept by a second recovery, cleared by the next transition), which a failover would
+    lose: the 2PC scenarios have none. Epoch exhaustion (a new producer id) is left out."""
+    tid = md.transactional_id
+    ongoing_epoch = md.last_producer_epoch if md.last_producer_epoch != NO_PRODUCER_EPOCH else md.producer_epoch
+    transit = _transit(md, ONGOING, producer_epoch=md.producer_epoch + 1, last_producer_epoch=ongoing_epoch,
+                       txn_timeout_ms=timeout_ms, txn_last_update_ms=cs.now_ms)
+    cs, pending = prepare_transition_to(cs, md, transit, config)
+    if pending is None:
+        return CoordinatorResult(cs, InitProducerIdResponse(Errors.UNKNOWN_SERVER_ERROR))
+    if append_error is not Errors.NONE:
+        cs = with_metadata(cs, replace(pending, pending_state=None), tid)
+        return CoordinatorResult(cs, InitProducerIdResponse(map_append_error(append_error)))
+    t = transit
+    kept = TxnMetadata(tid, t.producer_id, t.prev_producer_id, t.next_producer_id, t.producer_epoch,
+                       t.last_producer_epoch, t.txn_timeout_ms, t.state, t.partitions, t.txn_start_ms,
+                       t.txn_last_update_ms, t.transaction_version, has_failed_epoch_fence=md.has_failed_epoch_fence)
+    cs = with_metadata(replace(cs, txn_log=_put(cs.txn_log, tid, transit)), kept, tid)
+    return CoordinatorResult(cs, InitProducerIdResponse(Errors.NONE, md.producer_id, transit.producer_epoch,
+                                                        md.producer_id, ongoing_epoch), ((tid, transit),))
+
+
+def handle_init_producer_id_keeping_prepared(cs: CoordinatorState, request: InitProducerId, *,
+                                             config: CoordinatorConfig = DEFAULT_CONFIG,
+                                             append_error: Errors = Errors.NONE) -> CoordinatorResult:
+    """KIP-939's design of ``handleInitProducerId`` (neither 4.4 nor trunk has it yet): ``keepPreparedTxn`` keeps
+    an ongoing transaction (:func:`_keep_ongoing_transaction`) instead of answering UNSUPPORTED_VERSION."""
+    return handle_init_producer_id(cs, request, config=config, append_error=append_error, keeps_prepared=True)
+
+
+def is_timeout_candidate(md: TxnMetadata) -> bool:
+    """``TransactionStateManager.timedOutTransactions``' filter, time aside: an Ongoing transaction with nothing
+    pending that is not a distributed two-phase commit (``isDistributedTwoPhaseCommitTxn``: timeout
+    ``Int.MaxValue``, KIP-939: only the external coordinator completes it)."""
+    return md.pending_state is None and md.state is ONGOING and md.txn_timeout_ms != INT_MAX_TIMEOUT
 
 
 # --- AddPartitionsToTxn / AddOffsetsToTxn ----------------------------------------------------------
@@ -544,7 +637,10 @@ def handle_add_partitions_to_txn(cs: CoordinatorState, request: AddPartitionsToT
     if not tid:
         return CoordinatorResult(cs, ErrorResponse(Errors.INVALID_REQUEST))
     md = cs.metadata(tid)
-    if md is None:
+    unserved = ownership_error(cs, tid, config)
+    if unserved is not Errors.NONE:
+        error = unserved
+    elif md is None:
         error = Errors.INVALID_PRODUCER_ID_MAPPING
     elif md.pending_state is not None:
         error = Errors.CONCURRENT_TRANSACTIONS
@@ -604,6 +700,9 @@ def _end_transaction(cs: CoordinatorState, tid: str, producer_id: int, epoch: in
                      append_error: Errors) -> _Ended:
     if not tid:
         return _Ended(cs, Errors.INVALID_REQUEST)
+    unserved = ownership_error(cs, tid, config)
+    if unserved is not Errors.NONE:
+        return _Ended(cs, unserved)
     md = cs.metadata(tid)
     if md is None:
         return _Ended(cs, Errors.INVALID_PRODUCER_ID_MAPPING)
@@ -862,8 +961,7 @@ def markers_written(cs: CoordinatorState, tid: str, *, config: CoordinatorConfig
 def timed_out_transactions(cs: CoordinatorState, now_ms: int) -> tuple[str, ...]:
     """``TransactionStateManager.timedOutTransactions``: Ongoing, nothing pending, start + timeout < now."""
     return tuple(tid for tid, md in cs.cache
-                 if md.pending_state is None and md.state is ONGOING and md.txn_timeout_ms != INT_MAX_TIMEOUT
-                 and md.txn_start_ms + md.txn_timeout_ms < now_ms)
+                 if is_timeout_candidate(md) and md.txn_start_ms + md.txn_timeout_ms < now_ms)
 
 
 def abort_timed_out_transaction(cs: CoordinatorState, tid: str, *, config: CoordinatorConfig = DEFAULT_CONFIG,
@@ -937,29 +1035,29 @@ def expire_transactional_id(cs: CoordinatorState, tid: str, *, config: Coordinat
     return CoordinatorResult(with_metadata(cs, None, tid), None, ((tid, None),))
 
 
-def load_from_log(txn_log: tuple[tuple[str, TxnTransit], ...], now_ms: int, coordinator_epoch: int,
-                  next_producer_id: int, config: CoordinatorConfig = DEFAULT_CONFIG) -> CoordinatorResult:
-    """``loadTransactionsForTxnTopicPartition``: rebuild the cache from the log after a failover.
+def _loaded_metadata(tid: str, t: TxnTransit, config: CoordinatorConfig) -> TxnMetadata:
+    """A log record read back (``TransactionLog.readTxnRecordValue``): in-memory fields start afresh
+    (``last_producer_epoch`` -1, nothing pending, no failed fence). With the cluster at transaction version 0
+    the values are version 0, which have no previous or next producer id and no client transaction version
+    (tagged fields of version 1, ``TransactionLogValue.json``): they read back as their defaults, -1, -1, 0."""
+    tagged = config.transaction_version >= 1
+    return TxnMetadata(tid, t.producer_id, t.prev_producer_id if tagged else NO_PRODUCER_ID,
+                       t.next_producer_id if tagged else NO_PRODUCER_ID, t.producer_epoch,
+                       NO_PRODUCER_EPOCH, t.txn_timeout_ms, t.state, t.partitions, t.txn_start_ms,
+                       t.txn_last_update_ms, t.transaction_version if tagged else 0)
 
-    In-memory fields start afresh (``last_producer_epoch`` -1, nothing pending, no failed fence).
-    Every Prepare* transaction is completed: ``prepareComplete`` and its markers re-sent. With the
-    cluster at transaction version 0 the log values are version 0, which have no previous or next
-    producer id and no client transaction version (tagged fields of version 1, ``TransactionLogValue.json``):
-    they reload as their defaults, -1, -1 and 0 (``TransactionLog.read``).
-    """
-    cs = CoordinatorState(coordinator_epoch=coordinator_epoch, now_ms=now_ms, next_producer_id=next_producer_id,
-                          txn_log=txn_log)
+
+def _load_ids(cs: CoordinatorState, loaded: tuple[tuple[str, TxnTransit], ...], now_ms: int,
+              config: CoordinatorConfig) -> CoordinatorResult:
+    """``addLoadedTransactionsToCache``, then every loaded Prepare* transaction completed: ``prepareComplete``
+    and its markers (re)sent."""
+    for tid, t in loaded:
+        cs = with_metadata(cs, _loaded_metadata(tid, t, config), tid)
     markers: tuple[tuple[str, WriteTxnMarkers], ...] = ()
     appended: Appended = ()
-    tagged = config.transaction_version >= 1
-    for tid, t in txn_log:
-        md = TxnMetadata(tid, t.producer_id, t.prev_producer_id if tagged else NO_PRODUCER_ID,
-                         t.next_producer_id if tagged else NO_PRODUCER_ID, t.producer_epoch,
-                         NO_PRODUCER_EPOCH, t.txn_timeout_ms, t.state, t.partitions, t.txn_start_ms,
-                         t.txn_last_update_ms, t.transaction_version if tagged else 0)
-        cs = with_metadata(cs, md, tid)
-    for tid, md in cs.cache:
-        if md.state in PREPARE_STATES:
+    for tid, _t in loaded:
+        md = cs.metadata(tid)
+        if md is not None and md.state in PREPARE_STATES:
             result = TransactionResult.COMMIT if md.state is PREPARE_COMMIT else TransactionResult.ABORT
             complete = prepare_complete(md, now_ms)
             cs, pending = prepare_transition_to(cs, md, complete, config)
@@ -971,6 +1069,54 @@ def load_from_log(txn_log: tuple[tuple[str, TxnTransit], ...], now_ms: int, coor
     return CoordinatorResult(cs, None, appended, markers)
 
 
+def load_from_log(txn_log: tuple[tuple[str, TxnTransit], ...], now_ms: int, coordinator_epoch: int,
+                  next_producer_id: int, config: CoordinatorConfig = DEFAULT_CONFIG) -> CoordinatorResult:
+    """``loadTransactionsForTxnTopicPartition`` of every partition at once: rebuild the cache from the log after
+    a failover (see :func:`_loaded_metadata` and :func:`_load_ids`)."""
+    cs = CoordinatorState(coordinator_epoch=coordinator_epoch, now_ms=now_ms, next_producer_id=next_producer_id,
+                          txn_log=txn_log)
+    return _load_ids(cs, txn_log, now_ms, config)
+
+
+def _without_partition(cs: CoordinatorState, partition: int, config: CoordinatorConfig) -> CoordinatorState:
+    """The cache entries and the markers being written of every id of ``partition`` dropped."""
+    def kept(tid: str) -> bool:
+        return txn_log_partition(tid, config) != partition
+    return replace(cs, cache=tuple(kv for kv in cs.cache if kept(kv[0])),
+                   completions=tuple(kv for kv in cs.completions if kept(kv[0])))
+
+
+def begin_load(cs: CoordinatorState, partitions: frozenset[int], *, config: CoordinatorConfig = DEFAULT_CONFIG
+               ) -> CoordinatorResult:
+    """This coordinator becomes the leader of ``partitions`` at coordinator epoch + 1 and starts loading them
+    (``loadTransactionsForTxnTopicPartition`` up to its read of the log: the partitions are in ``loadingPartitions``,
+    their requests answered ``COORDINATOR_LOAD_IN_PROGRESS``); what it cached of them before is gone."""
+    for partition in sorted(partitions):
+        cs = _without_partition(cs, partition, config)
+    return CoordinatorResult(replace(cs, coordinator_epoch=cs.coordinator_epoch + 1, loading=cs.loading | partitions,
+                                     not_led=cs.not_led - partitions))
+
+
+def finish_load(cs: CoordinatorState, partition: int, *, config: CoordinatorConfig = DEFAULT_CONFIG
+                ) -> CoordinatorResult:
+    """The read of ``partition``'s log is done. Unless the load was cancelled meanwhile (Kafka checks
+    ``loadingPartitions.contains`` under the write lock), its ids enter the cache and its prepared transactions
+    are completed (:func:`_load_ids`); the partition is served from then on. A cancelled load does nothing."""
+    if partition not in cs.loading:
+        return CoordinatorResult(cs)
+    cs = replace(cs, loading=cs.loading - {partition})
+    loaded = tuple(kv for kv in cs.txn_log if txn_log_partition(kv[0], config) == partition)
+    return _load_ids(cs, loaded, cs.now_ms, config)
+
+
+def emigrate(cs: CoordinatorState, partition: int, *, config: CoordinatorConfig = DEFAULT_CONFIG
+             ) -> CoordinatorResult:
+    """``removeTransactionsForTxnTopicPartition``: the partition's leadership moved away; its cache goes, a load
+    under way is cancelled, and its ids are answered ``NOT_COORDINATOR`` from now on."""
+    cs = _without_partition(cs, partition, config)
+    return CoordinatorResult(replace(cs, loading=cs.loading - {partition}, not_led=cs.not_led | {partition}))
+
+
 def coordinator_failover(cs: CoordinatorState, *, config: CoordinatorConfig = DEFAULT_CONFIG) -> CoordinatorResult:
     """A new coordinator (coordinator epoch + 1) takes over the transaction log and loads it."""
     return load_from_log(cs.txn_log, cs.now_ms, cs.coordinator_epoch + 1, cs.next_producer_id, config)
@@ -978,11 +1124,10 @@ def coordinator_failover(cs: CoordinatorState, *, config: CoordinatorConfig = DE
 
 __all__ = [
     "CoordinatorConfig", "CoordinatorResult", "CoordinatorState", "IllegalTransition", "PendingCompletion",
-    "TxnMetadata", "TxnTransit",
-    "abort_timed_out_transaction", "abort_timed_out_transactions", "append_transaction_to_log",
-    "complete_transition_to", "coordinator_failover", "expire_transactional_id", "expire_transactional_ids",
-    "handle_add_offsets_to_txn",
+    "TxnMetadata", "TxnTransit", "abort_timed_out_transaction", "abort_timed_out_transactions",
+    "append_transaction_to_log", "begin_load", "complete_transition_to", "coordinator_failover", "emigrate",
+    "expire_transactional_id", "expire_transactional_ids", "finish_load", "handle_add_offsets_to_txn",
     "handle_add_partitions_to_txn", "handle_end_txn", "handle_init_producer_id",
-    "handle_write_txn_markers_response", "load_from_log", "markers_written", "prepare_transition_to",
-    "supports_epoch_bump", "timed_out_transactions",
+    "handle_write_txn_markers_response", "load_from_log", "markers_written", "ownership_error",
+    "prepare_transition_to", "supports_epoch_bump", "timed_out_transactions", "txn_log_partition",
 ]

@@ -50,6 +50,7 @@ class Errors(enum.StrEnum):
     FENCED_INSTANCE_ID = "FENCED_INSTANCE_ID"
     GROUP_ID_NOT_FOUND = "GROUP_ID_NOT_FOUND"
     STALE_MEMBER_EPOCH = "STALE_MEMBER_EPOCH"
+    FENCED_MEMBER_EPOCH = "FENCED_MEMBER_EPOCH"
     TRANSACTIONAL_ID_NOT_FOUND = "TRANSACTIONAL_ID_NOT_FOUND"
     UNSTABLE_OFFSET_COMMIT = "UNSTABLE_OFFSET_COMMIT"
 
@@ -104,6 +105,7 @@ EXCEPTION_NAMES: dict[Errors, str] = {
     Errors.FENCED_INSTANCE_ID: "FencedInstanceIdException",
     Errors.GROUP_ID_NOT_FOUND: "GroupIdNotFoundException",
     Errors.STALE_MEMBER_EPOCH: "StaleMemberEpochException",
+    Errors.FENCED_MEMBER_EPOCH: "FencedMemberEpochException",
     Errors.TRANSACTIONAL_ID_NOT_FOUND: "TransactionalIdNotFoundException",
     Errors.UNSTABLE_OFFSET_COMMIT: "UnstableOffsetCommitException",
 }

@@ -3,10 +3,13 @@ protocol takes by itself (timeouts, re-sends).
 
 System
     Faults, each at most as often as the scenario's budget allows: lose or duplicate a message, a
-    transaction timeout, a coordinator failover, a producer crash and restart, a client giving up on an
+    transaction timeout, a coordinator failover (atomic, or slow: resigned, elected, each transaction-log
+    partition loaded on its own, :func:`slow_failover_steps`), a producer crash and restart, a client giving up on an
     in-flight produce (``delivery.timeout.ms``), a consumer-group rebalance that evicts the first producer's
-    member (KIP-447: that producer becomes a zombie of the group). (A failed transaction-log append is a variant of a
-    delivery to the coordinator: :func:`txnspec.spec.system.delivery_steps`.)
+    member (KIP-447: that producer becomes a zombie of the group; under KIP-848's consumer protocol its member
+    is fenced by a session timeout or a reassignment, and the other members' heartbeats reconcile them). (A
+    failed transaction-log append is a variant of a delivery to the coordinator:
+    :func:`txnspec.spec.system.delivery_steps`.)
     Recovery, not budgeted: the coordinator aborts a transaction no live producer can end any more
     (``TransactionCoordinator.abortTimedOutTransactions``), a client re-sends a request lost with its answer
     (``NetworkClient`` request timeout) or a batch answered with a retriable error (the first in flight of its
@@ -28,15 +31,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from txnspec.spec import consumer_group as cg
 from txnspec.spec import coordinator as coord
 from txnspec.spec import group as group_mod
+from txnspec.spec import partition as partition_mod
 from txnspec.spec.actions import Action, ActionKind
 from txnspec.spec.brokers import coordinator_step, marker_envelope
 from txnspec.spec.errors import Errors
-from txnspec.spec.messages import Produce, WriteTxnMarkersResponse
+from txnspec.spec.messages import Produce, TransactionResult, WriteTxnMarkers, WriteTxnMarkersResponse
 from txnspec.spec.network import COORDINATOR, GROUP, NETWORK, Envelope, contexts, deliveries, producer_index, send
 from txnspec.spec.producer import (
     FATAL_ERROR,
+    INITIALIZING,
     READY,
     UNINITIALIZED,
     ClientConfig,
@@ -55,7 +61,7 @@ from txnspec.spec.system_state import (
     with_partition,
     with_producer,
 )
-from txnspec.spec.txn_state import ONGOING
+from txnspec.spec.txn_state import ONGOING, PREPARE_STATES
 from txnspec.spec.values import SMALL_TABLE_SIZE, intern, memoised, replace
 
 K = ActionKind
@@ -77,12 +83,12 @@ def environment_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
                        make(cs, partitions, group, producers, send(network, envelope), spend(b, "duplicate"), ghost))
     if b.timeout:
         for tid, md in cs.cache:
-            if md.state is ONGOING and md.pending_state is None:
+            if system.protocol.is_timeout_candidate(md):
                 cs2, ghost2, sent = system.memo(timeout_effect)(cs, ghost, tid)
                 yield (intern(Action(K.TIMEOUT, COORDINATOR, transactional_id=tid)),
                        make(cs2, partitions, group, producers, send(network, *sent), spend(b, "timeout"), ghost2))
     for tid, md in cs.cache:
-        if md.state is ONGOING and md.pending_state is None and _abandoned(state, tid):
+        if system.protocol.is_timeout_candidate(md) and _abandoned(state, tid):
             cs2, ghost2, sent = system.memo(timeout_effect)(cs, ghost, tid)
             yield (intern(Action(K.ABANDONED_TIMEOUT, COORDINATOR, transactional_id=tid)),
                    make(cs2, partitions, group, producers, send(network, *sent), b, ghost2))
@@ -90,9 +96,14 @@ def environment_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
         cs2, sent = system.memo(failover_effect)(cs)
         yield (intern(Action(K.FAILOVER, COORDINATOR)),
                make(cs2, partitions, group, producers, send(network, *sent), spend(b, "failover"), ghost))
+    if b.slow_failover or cs.not_led or cs.loading:
+        yield from slow_failover_steps(system, state)
     for p in producers:
         who = p.address
-        if b.crash and p.phase is not UNINITIALIZED:
+        # 2PC: no crash while initialising: the crashed instance's late InitProducerId (without keepPreparedTxn)
+        # would abort its successor's prepared transaction, a hazard of KIP-939's design (docs/kip-939.md)
+        if b.crash and p.phase is not UNINITIALIZED and not (system.client.two_phase_commit
+                                                              and p.phase is INITIALIZING):
             yield (intern(Action(K.CRASH, who)),
                    make(cs, partitions, group, with_producer(producers, restarted(p)), network, spend(b, "crash"),
                         ghost))
@@ -105,9 +116,17 @@ def environment_steps(system: System, state: SystemState) -> Iterator[tuple[Acti
                        make(cs, partitions, group, with_producer(producers, q), send(network, *sent),
                             spend(b, "expire_batch"), ghost))
     if b.rebalance:
-        yield _rebalance(system, replace(state, budget=spend(b, "rebalance")))
+        spent = replace(state, budget=spend(b, "rebalance"))
+        if system.scenario.group_protocol == "consumer":
+            yield from _fence_member(system, spent)
+        else:
+            yield _rebalance(system, spent)
+    if state.group.consumer_groups:
+        yield from heartbeat_steps(system, state)
     if b.expire_producer or b.expire_transactional_id or b.plain_commit:
         yield from expiry_steps(system, state)
+    if b.admin_abort:
+        yield from admin_abort_steps(system, state)
     yield from client_retry_steps(system, state)
     yield from marker_retry_steps(system, state)
 
@@ -156,6 +175,46 @@ def expiry_steps(system: System, state: SystemState) -> Iterator[tuple[Action, S
         yield _plain_commit(system, replace(state, budget=spend(b, "plain_commit")))
 
 
+ADMIN = "admin"  # the lifeline of an admin client (its answer ends with it: no actor waits for it)
+
+
+def admin_abort_steps(system: System, state: SystemState) -> Iterator[tuple[Action, SystemState]]:
+    """``kafka-transactions.sh abort``: an admin finds a transaction open on a partition (``describeProducers``)
+    and sends ``Admin.abortTransaction`` (``AbortTransactionHandler``): one ``WriteTxnMarkers`` ABORT to the
+    partition leader with the producer id and epoch and the coordinator epoch the partition reported
+    (``coordinatorEpoch().orElse(0)``), transaction version 0; the leader appends it as any marker
+    (``append_end_txn_marker``). The coordinator is not consulted and does not learn of it.
+
+    The admin aborts only what the tool's workflow is for: a transaction no coordinator drives any more
+    (``find-hanging``), or one its coordinator can only abort (Ongoing, nothing pending, and no live instance
+    of its id can end it: ``abandoned``). An abort of a transaction a producer may still commit breaks its
+    atomicity, which the tool leaves to its user."""
+    b, make = state.budget, SystemState._make
+    for name in system.scenario.partitions:
+        pstate = state.partition(name)
+        for pid in partition_mod.open_transactions(pstate):
+            if not _admin_may_abort(state, name, pid):
+                continue
+            entry = pstate.entry(pid)
+            marker = WriteTxnMarkers(name, pid, entry.producer_epoch, max(entry.coordinator_epoch, 0),
+                                     TransactionResult.ABORT, 0)
+            pstate2, _ = system.protocol.append_end_txn_marker(pstate, pid, marker.producer_epoch,
+                                                               marker.coordinator_epoch, marker.result,
+                                                               marker.transaction_version, limits=system.limits)
+            ghost2 = replace(state.ghost, admin_aborted=state.ghost.admin_aborted | {(name, pid)})
+            yield (intern(Action(K.ADMIN_ABORT, name, Envelope(ADMIN, name, marker), partition=name)),
+                   make(state.coordinator, with_partition(state.partitions, name, intern(pstate2)), state.group,
+                        state.producers, state.network, spend(b, "admin_abort"), intern(ghost2)))
+
+
+def _admin_may_abort(state: SystemState, partition: str, producer_id: int) -> bool:
+    for tid, md in state.coordinator.cache:
+        if (md.producer_id == producer_id or md.prev_producer_id == producer_id) \
+                and md.state in (ONGOING, *PREPARE_STATES) and partition in md.partitions:
+            return md.state is ONGOING and md.pending_state is None and _abandoned(state, tid)
+    return True  # hanging: no coordinator drives it
+
+
 def _producer_idle(state: SystemState, partition: str, producer_id: int) -> bool:
     """Nothing of ``producer_id`` is in flight to ``partition`` or waiting there for a retry."""
     if any(isinstance(e.body, Produce) and e.target == partition and e.body.producer_id == producer_id
@@ -201,6 +260,35 @@ def failover_effect(system: System, cs: coord.CoordinatorState) -> tuple[coord.C
     return intern(result.state), send((), *(marker_envelope(system, m, tid) for tid, m in result.markers))
 
 
+def slow_failover_steps(system: System, state: SystemState) -> Iterator[tuple[Action, SystemState]]:
+    """A failover with its two windows (``TransactionStateManager``): the coordinator resigns every
+    transaction-log partition (``removeTransactionsForTxnTopicPartition``: requests answered NOT_COORDINATOR,
+    markers in flight stay on their way), a new coordinator is elected for them at coordinator epoch + 1 and
+    starts loading them (``loadTransactionsForTxnTopicPartition``: COORDINATOR_LOAD_IN_PROGRESS), and each
+    partition's load then finishes on its own (its ids served, its prepared transactions completed). Only the
+    resignation is a budgeted fault; the election and each load are the protocol's own steps."""
+    b, cs, config = state.budget, state.coordinator, system.coordinator_config
+    if b.slow_failover:
+        resigned = cs
+        for index in range(config.txn_log_partitions):
+            resigned = coord.emigrate(resigned, index, config=config).state
+        yield (intern(Action(K.RESIGN, COORDINATOR)),
+               replace(state, coordinator=intern(resigned), budget=spend(b, "slow_failover")))
+    if cs.not_led and not cs.loading:
+        elected = coord.begin_load(cs, cs.not_led, config=config).state
+        yield intern(Action(K.ELECT, COORDINATOR)), replace(state, coordinator=intern(elected))
+    for index in sorted(cs.loading):
+        result = coord.finish_load(cs, index, config=config)
+        markers = [marker_envelope(system, m, tid) for tid, m in result.markers]
+        yield (intern(Action(K.LOAD_TXN_PARTITION, COORDINATOR, partition=txn_log_name(index))),
+               replace(state, coordinator=intern(result.state), network=send(state.network, *markers)))
+
+
+def txn_log_name(index: int) -> str:
+    """The name of a ``__transaction_state`` partition."""
+    return f"__transaction_state-{index}"
+
+
 def _rebalance(system: System, state: SystemState) -> tuple[Action, SystemState]:
     """KIP-447's zombie: the first producer's consumer misses a rebalance (its process stalls) and is evicted;
     the others rejoin and learn the next generation, the input partitions move to them. The stalled producer
@@ -212,6 +300,49 @@ def _rebalance(system: System, state: SystemState) -> tuple[Action, SystemState]
     assert rebalanced is not None  # complete_rebalance creates the group if it has to
     producers = intern((zombie, *(intern(replace(p, generation=rebalanced.generation_id)) for p in others)))
     return Action(K.REBALANCE, zombie.address), replace(state, group=intern(group), producers=producers)
+
+
+def _fence_member(system: System, state: SystemState) -> Iterator[tuple[Action, SystemState]]:
+    """KIP-848's zombie: the first producer's consumer is fenced while its transaction is open, in one of two
+    ways. REBALANCE: its process stalls past the session timeout and the coordinator removes its member
+    (``consumerGroupFenceMember``: group epoch bumped, the target recomputed without it). REASSIGN: the target
+    moves its partition to the next member (a new target at the next group epoch) and its background heartbeat
+    releases the partition (``CurrentAssignmentBuilder``: its member epoch moves to the group epoch, nothing
+    assigned). Either way its application goes on with its open transaction, whose offsets name the old epoch;
+    the other member takes the partition at its next heartbeat (:func:`heartbeat_steps`)."""
+    zombie, *others = state.producers
+    group = state.group.consumer_group(system.scenario.group_id)
+    assert group is not None and others  # the scenario's check: a consumer group of the producers' members
+    member = group.member(zombie.member_id)
+    if member is None:
+        return
+    removed = cg.fence_member(group, zombie.member_id)
+    yield Action(K.REBALANCE, zombie.address), replace(state, group=intern(state.group.with_consumer_group(removed)))
+    heir = others[0].member_id
+    moved = cg.new_target(group, tuple((p, heir if m == zombie.member_id else m) for p, m in group.target))
+    released = cg.reconcile(moved, member, owned=())
+    moved = state.group.with_consumer_group(cg.with_member(moved, released))
+    yield Action(K.REASSIGN, zombie.address), replace(state, group=intern(moved))
+
+
+def heartbeat_steps(system: System, state: SystemState) -> Iterator[tuple[Action, SystemState]]:
+    """A member behind its group's epoch heartbeats (``ConsumerGroupHeartbeat`` with its epoch and the partitions
+    it owns) and is reconciled; its application learns the new member epoch, which the group metadata of its
+    next ``sendOffsetsToTransaction`` carries. Not the zombie's: its process is stalled (:func:`_fence_member`)."""
+    group = state.group.consumer_group(system.scenario.group_id)
+    if group is None:
+        return
+    for p in state.producers[1:]:
+        member = group.member(p.member_id)
+        if member is None:
+            continue
+        after, result = cg.heartbeat(group, member.member_id, member.member_epoch, member.owned)
+        if after == group or result.error is not Errors.NONE:
+            continue
+        q = intern(replace(p, generation=result.member_epoch))
+        yield (Action(K.HEARTBEAT, p.address),
+               replace(state, group=intern(state.group.with_consumer_group(after)),
+                       producers=intern(with_producer(state.producers, q))))
 
 
 def _abort_timed_out(system: System, state: SystemState, tid: str) -> SystemState:

@@ -25,7 +25,7 @@ from txnspec.spec import coordinator as coord
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import EndTxn, InitProducerId, InitProducerIdResponse, TransactionResult
 from txnspec.spec.network import Envelope, Tag
-from txnspec.spec.txn_state import ONGOING, PREPARE_COMMIT, PREPARE_STATES
+from txnspec.spec.txn_state import ONGOING, PREPARE_ABORT, PREPARE_COMMIT, PREPARE_STATES
 from txnspec.spec.values import replace, value
 
 
@@ -91,14 +91,25 @@ class Ghost:
     reinitialised_after_expiry: bool = False
     plain_commits: tuple[tuple[tuple[str, str], int], ...] = ()
     plain_overtook_pending: bool = False
+    # KIP-939: the coordinator's timeout aborted a two-phase-commit transaction; the (producer id, epoch) pairs of
+    # transactions kept by an InitProducerId with keepPreparedTxn, and whether a batch was appended under one of
+    # them after it was kept: (partition, offset)
+    two_phase_timed_out: bool = False
+    kept: frozenset[tuple[int, int]] = frozenset()
+    written_under_kept: frozenset[tuple[str, int]] = frozenset()
+    # the (partition, producer id) of every open transaction an admin aborted (Admin.abortTransaction)
+    admin_aborted: frozenset[tuple[str, int]] = frozenset()
 
     def tell(self, tag: Tag, outcome: str) -> Ghost:
         return replace(self, told=in_order(self.told, (tag, outcome)))
 
     def appended(self, batch: AppendedBatch) -> Ghost:
         again = (batch.partition, batch.producer_id) in self.expired_producers
+        under_kept = self.written_under_kept
+        if (batch.producer_id, batch.producer_epoch) in self.kept:
+            under_kept = under_kept | {(batch.partition, batch.base_offset)}
         return replace(self, batches=in_order(self.batches, batch, batch_order),
-                       appended_after_expiry=self.appended_after_expiry or again)
+                       appended_after_expiry=self.appended_after_expiry or again, written_under_kept=under_kept)
 
     def offsets_accepted(self, producer_id: int, fenced: bool) -> Ghost:
         """The group took pending offsets from ``producer_id`` (``fenced``: its member was not current)."""
@@ -129,6 +140,15 @@ def get_pair(pairs: tuple[tuple[Any, Any], ...], key: Any, default: Any = None) 
     return default
 
 
+def _completes_kept(ghost: Ghost, env: Envelope, owner: tuple[int, int]) -> bool:
+    """The EndTxn is the owner's completion of a transaction it kept (KIP-939): it carries the tag of the
+    predecessor that opened the transaction, under the bumped epoch, never the kept pair itself."""
+    body = env.body
+    assert env.tag is not None and isinstance(body, EndTxn)
+    return (env.tag[:2] == (owner[0], owner[1] - 1) and (body.producer_id, body.producer_epoch) not in ghost.kept
+            and any(pid == body.producer_id for pid, _ in ghost.kept))
+
+
 def after_coordinator_step(ghost: Ghost, before: coord.CoordinatorState, result: coord.CoordinatorResult,
                            env: Envelope) -> Ghost:
     """Record which application transaction the coordinator opened or decided on ``env``."""
@@ -142,16 +162,22 @@ def after_coordinator_step(ghost: Ghost, before: coord.CoordinatorState, result:
             opened = get_pair(ghost.open_txn, tid)
             decided = TransactionResult.COMMIT if record.state is PREPARE_COMMIT else TransactionResult.ABORT
             decided_by = env.tag if isinstance(env.body, EndTxn) else None
+            if env.body is None and record.state is PREPARE_ABORT and previous is not None \
+                    and previous.txn_timeout_ms == coord.INT_MAX_TIMEOUT:  # the timeout scan (no request)
+                ghost = replace(ghost, two_phase_timed_out=True)
             decision = (tid, opened, decided, decided_by)
             ghost = replace(ghost, decisions=in_order(ghost.decisions, decision, decision_order),
                             open_txn=tuple((t, g) for t, g in ghost.open_txn if t != tid))
             if decided is TransactionResult.COMMIT and isinstance(env.body, EndTxn) and env.tag is not None:
                 owner = get_pair(ghost.owner, tid)
-                if owner is not None and owner != env.tag[:2]:
+                if owner is not None and owner != env.tag[:2] and not _completes_kept(ghost, env, owner):
                     ghost = replace(ghost, fenced_commit=True)
     if isinstance(env.body, InitProducerId) and isinstance(result.response, InitProducerIdResponse) \
             and result.response.error is Errors.NONE and env.tag is not None and env.body.transactional_id:
         ghost = replace(ghost, owner=set_pair(ghost.owner, env.body.transactional_id, env.tag[:2]))
+        if result.response.ongoing_txn_producer_id != coord.NO_PRODUCER_ID:
+            kept = (result.response.ongoing_txn_producer_id, result.response.ongoing_txn_producer_epoch)
+            ghost = replace(ghost, kept=ghost.kept | {kept})
         if env.body.transactional_id in ghost.expired_ids:
             ghost = replace(ghost, reinitialised_after_expiry=True)
     return ghost

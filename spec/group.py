@@ -22,15 +22,18 @@ Assumptions
     ``TxnOffsetCommit`` is validated by the offsets partition's producer state, as in Kafka: the caller
     appends the commit's records there first (origin COORDINATOR) and a stale epoch never reaches here.
 
+    Consumer groups (KIP-848) are :mod:`txnspec.spec.consumer_group`'s; their member checks are called by the
+    broker (``spec/brokers.py``) for a group of that protocol.
+
 Not modelled
-    Offset retention and expiry, offset deletion tombstones, the consumer protocol of KIP-848 (member epochs,
-    STALE_MEMBER_EPOCH), a DEAD group.
+    Offset retention and expiry, offset deletion tombstones, a DEAD group.
 """
 
 from __future__ import annotations
 
 from types import MappingProxyType
 
+from txnspec.spec.consumer_group import ConsumerGroup
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import ErrorResponse, TxnOffsetCommit
 from txnspec.spec.partition import add_partitions_manager_error
@@ -72,13 +75,24 @@ class ClassicGroup:
 class GroupState:
     committed: tuple[tuple[tuple[str, str], OffsetRecord], ...] = ()  # ((group, partition), record), sorted
     pending: tuple[PendingOffsets, ...] = ()  # one per (producer id, group), sorted
-    groups: tuple[ClassicGroup, ...] = ()  # the groups that exist, sorted by id
+    groups: tuple[ClassicGroup, ...] = ()  # the classic groups that exist, sorted by id
+    consumer_groups: tuple[ConsumerGroup, ...] = ()  # KIP-848's groups (spec/consumer_group.py), sorted by id
 
     def committed_offset(self, group_id: str, partition: str) -> int | None:
         for (group, p), record in self.committed:
             if group == group_id and p == partition:
                 return record.offset
         return None
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        for g in self.consumer_groups:
+            if g.group_id == group_id:
+                return g
+        return None
+
+    def with_consumer_group(self, group: ConsumerGroup) -> GroupState:
+        kept = [g for g in self.consumer_groups if g.group_id != group.group_id]
+        return replace(self, consumer_groups=tuple(sorted((*kept, group), key=lambda g: g.group_id)))
 
     def group(self, group_id: str) -> ClassicGroup | None:
         for g in self.groups:
@@ -149,8 +163,11 @@ def validate_offset_commit(state: GroupState, group_id: str, member_id: str, gro
 
 
 def _ensure_group(state: GroupState, group_id: str) -> GroupState:
-    """``getOrMaybeCreateClassicGroup(groupId, true)``: a commit to an unknown group creates it, Empty."""
-    return state if state.group(group_id) is not None else _with_group(state, ClassicGroup(group_id))
+    """``getOrMaybeCreateClassicGroup(groupId, true)``: a commit to an unknown group creates it, Empty (a
+    consumer group of that id is the group: nothing is created)."""
+    if state.group(group_id) is not None or state.consumer_group(group_id) is not None:
+        return state
+    return _with_group(state, ClassicGroup(group_id))
 
 
 def handle_offset_commit(state: GroupState, group_id: str, offsets: tuple[tuple[str, int], ...], *,

@@ -38,13 +38,16 @@ class IsolationLevel(enum.StrEnum):
 class InitProducerId:
     """``InitProducerIdRequest``; ``transactional_id`` None for an idempotent-only producer.
 
-    ``producer_id``/``producer_epoch`` are -1/-1 unless the client asks for an epoch bump (KIP-360).
+    ``producer_id``/``producer_epoch`` are -1/-1 unless the client asks for an epoch bump (KIP-360);
+    ``enable_two_pc``/``keep_prepared_txn`` are version 6's ``Enable2Pc``/``KeepPreparedTxn`` (KIP-939).
     """
 
     transactional_id: str | None
     txn_timeout_ms: int
     producer_id: int = -1
     producer_epoch: int = -1
+    enable_two_pc: bool = False
+    keep_prepared_txn: bool = False
 
 
 @value
@@ -143,9 +146,14 @@ class FindCoordinator:
 
 @value
 class InitProducerIdResponse:
+    """Version 6 adds the (producer id, epoch) of the transaction kept by ``KeepPreparedTxn`` (KIP-939), -1/-1
+    when none was kept."""
+
     error: Errors
     producer_id: int = -1
     producer_epoch: int = -1
+    ongoing_txn_producer_id: int = -1
+    ongoing_txn_producer_epoch: int = -1
 
 
 @value

@@ -1,7 +1,8 @@
 """The network of the system model: addresses, messages in flight, and the bag they fly in.
 
 System
-    Every actor has an address: ``producer-k`` for the k-th producer instance, ``coordinator`` for the
+    Every actor has an address: a :class:`ProducerAddress` for the k-th producer instance (shown
+    ``producer-k``; its index is a field, never read back from the text), ``coordinator`` for the
     transaction coordinator, ``group`` for the group coordinator, and a partition's name for its leader.
     A message in flight is an :class:`Envelope`: source, destination, the request or response
     (:mod:`txnspec.spec.messages`), a correlation and the ghost tag of the transaction it belongs to.
@@ -48,23 +49,48 @@ from txnspec.spec.values import SMALL_TABLE_SIZE, intern, memoised, value
 
 COORDINATOR, GROUP = "coordinator", "group"
 NETWORK = "network"  # the actor of a loss
-PRODUCER_PREFIX = "producer-"
+PRODUCER_PREFIX = "producer-"  # how a producer's address is shown (and written in a trace file)
 
 Tag = tuple[int, int, int]  # (producer index, incarnation, transaction number): ghost, see spec/ghost.py
 
 
-@functools.lru_cache(maxsize=1024)  # a handful of addresses, asked about at every step
-def producer_address(index: int) -> str:
+@value
+class ProducerAddress:
+    """The address of the ``index``-th producer instance, shown ``producer-k``. The servers' addresses are
+    their names (``coordinator``, ``group``, a partition's); only a producer's carries a number the model reads."""
+
+    index: int
+
+    def __str__(self) -> str:
+        return self.text
+
+    @property
+    def text(self) -> str:
+        """The address as reports, trace files and the state's orders show it (``producer-k``)."""
+        return f"{PRODUCER_PREFIX}{self.index}"
+
+
+Address = ProducerAddress | str
+
+
+@functools.lru_cache(maxsize=1024)  # a handful of addresses, asked about at every step: one value each
+def producer_address(index: int) -> ProducerAddress:
     """The address of the ``index``-th producer instance."""
-    return f"{PRODUCER_PREFIX}{index}"
+    return intern(ProducerAddress(index))
 
 
-@functools.lru_cache(maxsize=1024)
-def producer_index(address: str) -> int | None:
+def producer_index(address: Address) -> int | None:
     """The producer instance behind ``address``, or None for a server."""
-    if address.startswith(PRODUCER_PREFIX):
-        return int(address[len(PRODUCER_PREFIX):])
-    return None
+    return address.index if type(address) is ProducerAddress else None
+
+
+def parse_address(text: str) -> Address:
+    """The address a trace file writes as text (``producer-k``, else a server's name): the trace format's
+    decoder (:mod:`txnspec.conformance.action_codec`) is its only reader."""
+    index = text.removeprefix(PRODUCER_PREFIX)
+    if index != text and index.isascii() and index.isdigit():
+        return producer_address(int(index))
+    return text
 
 
 @value
@@ -73,8 +99,8 @@ class Envelope:
     batch ``(partition, producer id, epoch, base sequence)`` for a produce and its answer,
     ``(transactional id, coordinator epoch, partition)`` for a marker and its answer."""
 
-    source: str
-    target: str
+    source: Address
+    target: Address
     body: Any
     context: Any = None
     tag: Tag | None = None
@@ -87,7 +113,9 @@ def describe(body: Any) -> str:
     """A message as reports show it (report text only: nothing parses it)."""
     name = type(body).__name__
     if isinstance(body, InitProducerId):
-        return f"InitProducerId({body.transactional_id}, pid={body.producer_id}, epoch={body.producer_epoch})"
+        flags = "".join((", enable2Pc" if body.enable_two_pc else "", ", keepPreparedTxn" if body.keep_prepared_txn
+                         else ""))
+        return f"InitProducerId({body.transactional_id}, pid={body.producer_id}, epoch={body.producer_epoch}{flags})"
     if isinstance(body, AddPartitionsToTxn):
         return f"AddPartitionsToTxn({','.join(sorted(body.partitions))}, pid={body.producer_id}, " \
                f"epoch={body.producer_epoch})"
@@ -127,6 +155,8 @@ def stable_repr(x: Any) -> str:
     """``repr(x)`` with every set's elements in sorted order. A frozenset's own ``repr`` follows the process's
     string-hash salt (``PYTHONHASHSEED``), and the bag's order must not: processes with different salts (a
     Spark driver and its executors) must keep one state as one tuple."""
+    if type(x) is ProducerAddress:  # ordered as its text, as when addresses were strings: bags keep their order
+        return repr(x.text)
     if isinstance(x, frozenset | set):
         elements = ", ".join(sorted(stable_repr(e) for e in x))
         return f"{type(x).__name__}({{{elements}}})" if x else f"{type(x).__name__}()"
@@ -178,6 +208,6 @@ def deliveries(network: Network) -> tuple[tuple[Envelope, Network], ...]:
 
 
 @memoised(SMALL_TABLE_SIZE)
-def contexts(network: Network, address: str) -> frozenset[Any]:
+def contexts(network: Network, address: Address) -> frozenset[Any]:
     """The contexts of the messages in flight from or to ``address`` (correlation ids, batches)."""
     return frozenset(e.context for e in network if e.source == address or e.target == address)

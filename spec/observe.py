@@ -36,6 +36,7 @@ from typing import Literal
 from txnspec.checker.model import Projection
 from txnspec.spec.actions import APPLICATION_CALLS, Action
 from txnspec.spec.messages import EndTxn, IsolationLevel
+from txnspec.spec.network import producer_index
 from txnspec.spec.system import System, SystemState, Tag
 
 Level = Literal["application", "wire"]
@@ -105,8 +106,8 @@ def action_label(action: Action, level: Level = "application") -> Hashable | Non
     """The observable label of a system-model action, or None when a client cannot see it."""
     if action.kind in APPLICATION_KINDS:
         return str(action)
-    if level == "wire" and action.is_delivery and (action.source.startswith("producer-")
-                                                   or action.target.startswith("producer-")):
+    if level == "wire" and action.is_delivery and (producer_index(action.source) is not None
+                                                   or producer_index(action.target) is not None):
         return f"{action.source}->{action.target}: {wire_name(action)}"
     return None
 

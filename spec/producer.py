@@ -66,7 +66,7 @@ from txnspec.spec.messages import (
     TransactionResult,
     TxnOffsetCommit,
 )
-from txnspec.spec.network import COORDINATOR, GROUP, Envelope, Tag, producer_address
+from txnspec.spec.network import COORDINATOR, GROUP, Envelope, ProducerAddress, Tag, producer_address
 from txnspec.spec.values import replace, value
 
 TXN_TIMEOUT_MS = 60_000
@@ -79,6 +79,7 @@ class Phase(enum.Enum):
     INITIALIZING = "INITIALIZING"
     READY = "READY"
     IN_TRANSACTION = "IN_TRANSACTION"
+    PREPARED_TRANSACTION = "PREPARED_TRANSACTION"  # KIP-939: prepareTransaction, or a transaction kept at init
     COMMITTING_TRANSACTION = "COMMITTING_TRANSACTION"
     ABORTING_TRANSACTION = "ABORTING_TRANSACTION"
     ABORTABLE_ERROR = "ABORTABLE_ERROR"
@@ -88,6 +89,7 @@ class Phase(enum.Enum):
 UNINITIALIZED, INITIALIZING, READY = Phase.UNINITIALIZED, Phase.INITIALIZING, Phase.READY
 IN_TRANSACTION, COMMITTING, ABORTING = Phase.IN_TRANSACTION, Phase.COMMITTING_TRANSACTION, Phase.ABORTING_TRANSACTION
 ABORTABLE_ERROR, FATAL_ERROR = Phase.ABORTABLE_ERROR, Phase.FATAL_ERROR
+PREPARED = Phase.PREPARED_TRANSACTION
 
 
 class OffsetsStage(enum.Enum):
@@ -126,6 +128,10 @@ class ClientConfig:
     # a batch may expire (delivery.timeout.ms): only then is a batch in retry told from one that is not (nothing
     # else reads ProducerBatch.inRetry), so only then does the producer keep which batches were retried
     expires_batches: bool = False
+    two_phase_commit: bool = False  # transaction.two.phase.commit.enable: InitProducerId asks for Enable2Pc
+    complete_compares_prepared_state: bool = True  # the protocol's switches (spec/protocol.py)
+    kept_transaction_started: bool = False
+    sends_two_phase_fields: bool = True
 
     def earlier(self, first: Batch, second: Batch) -> bool:
         """``first`` was sent before ``second`` on the same partition with the same producer id and epoch
@@ -183,6 +189,15 @@ class Producer:
     # the generation of the group metadata handed to sendOffsetsToTransaction: its TxnOffsetCommit carries it,
     # however late it is sent
     offsets_generation: int = -1
+    # KIP-939: initTransactions(keepPreparedTxn) asked to keep a prepared transaction; the PreparedTxnState the
+    # client holds (prepareTransaction's, or the kept transaction's from InitProducerId); whether it is a kept one
+    keep_prepared: bool = False
+    prepared: tuple[int, int] = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+    kept: bool = False
+    # the external coordinator's durable record, which survives a crash: its decision for the transaction (with
+    # the transaction's tag) and the PreparedTxnState it stored when it decided to commit
+    decision: tuple[Tag, TransactionResult] | None = None
+    recorded: tuple[int, int] = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
 
     def next_sequence(self, partition: str) -> int:
         for p, seq in self.sequences:
@@ -197,10 +212,11 @@ class Producer:
 
     @property
     def tag(self) -> Tag:
-        return (self.index, self.incarnation, self.txn_no)
+        # a kept transaction is the previous incarnation's (one crash at most: the 2PC scenarios)
+        return (self.index, self.incarnation - 1 if self.kept else self.incarnation, self.txn_no)
 
     @property
-    def address(self) -> str:
+    def address(self) -> ProducerAddress:
         return producer_address(self.index)
 
 
@@ -262,8 +278,9 @@ def dispatch(config: ClientConfig, p: Producer, used: frozenset[object] = frozen
             bump = p.producer_id != NO_PRODUCER_ID
             p = _next_correlation(p, InitProducerId, used)
             out.append(Envelope(src, COORDINATOR, InitProducerId(
-                tid, TXN_TIMEOUT_MS, p.producer_id if bump else -1, p.producer_epoch if bump else -1),
-                _awaited(p), p.tag))
+                tid, TXN_TIMEOUT_MS, p.producer_id if bump else -1, p.producer_epoch if bump else -1,
+                config.two_phase_commit and config.sends_two_phase_fields,
+                p.keep_prepared and config.sends_two_phase_fields), _awaited(p), p.tag))
         elif p.phase in (IN_TRANSACTION, COMMITTING) and (p.queued or p.to_add):
             # nextRequest: new partitions become an AddPartitionsToTxn queued behind the handlers already
             # waiting (equal priority, first come first served); the oldest is sent
@@ -350,7 +367,8 @@ def transaction_completed(config: ClientConfig, p: Producer, result: Transaction
     phase = INITIALIZING if p.bump_required and not config.tv2 else READY
     return replace(p, phase=phase, added=frozenset(), to_add=frozenset(), queued=(), unsent=(),
                    offsets=OffsetsStage.NONE, offsets_generation=-1, started=False, end_result=None,
-                   bump_required=False if phase is READY else p.bump_required, records_sent=0)
+                   bump_required=False if phase is READY else p.bump_required, records_sent=0,
+                   prepared=(NO_PRODUCER_ID, NO_PRODUCER_EPOCH), kept=False)
 
 
 # --- responses ----------------------------------------------------------------------------------------
@@ -394,9 +412,16 @@ def receive(config: ClientConfig, p: Producer, body: Any, context: Any
         return abortable(p), None
     told = None
     if request is InitProducerId:
+        keep = p.keep_prepared and config.sends_two_phase_fields  # builder.data.keepPreparedTxn()
         p = replace(p, phase=READY, producer_id=body.producer_id,
                     producer_epoch=body.producer_epoch, sequences=(), bump_required=False,
-                    bump_queued=False)
+                    bump_queued=False, keep_prepared=False)
+        if keep and body.ongoing_txn_producer_id != NO_PRODUCER_ID:
+            # InitProducerIdHandler: keepPreparedTxn and an ongoing transaction -> PREPARED_TRANSACTION, the
+            # preparedTxnState the ongoing pair. 4.4 leaves transactionStarted false: completeTransaction's EndTxn
+            # is then completed locally, without an RPC (the protocol's switch)
+            p = replace(p, phase=PREPARED, prepared=(body.ongoing_txn_producer_id, body.ongoing_txn_producer_epoch),
+                        kept=True, started=config.kept_transaction_started)
     elif request is AddPartitionsToTxn:
         p = replace(p, added=p.added | adding, to_add=p.to_add - adding, started=True)
     elif request is AddOffsetsToTxn:
@@ -474,4 +499,4 @@ def request_timed_out(p: Producer) -> Producer:
 def restarted(p: Producer) -> Producer:
     """The process crashed and a new instance with the same transactional id starts (ghost: next incarnation)."""
     return Producer(index=p.index, transactional_id=p.transactional_id, incarnation=p.incarnation + 1,
-                    txn_no=p.txn_no, generation=p.generation)
+                    txn_no=p.txn_no, generation=p.generation, decision=p.decision, recorded=p.recorded)

@@ -60,7 +60,7 @@ from txnspec.spec.messages import (
     TransactionResult,
     TxnOffsetCommit,
 )
-from txnspec.spec.network import producer_index
+from txnspec.spec.network import Address, producer_index
 from txnspec.spec.producer import OffsetsStage, Phase, Producer, Queued
 
 K = ActionKind
@@ -436,7 +436,7 @@ def agreement(system: Any, limit: int | None = None) -> Agreement:
     return found
 
 
-def _new_requests(state: Any, nxt: Any, address: str) -> Iterator[object]:
+def _new_requests(state: Any, nxt: Any, address: Address) -> Iterator[object]:
     """The messages ``address`` sent in the step from ``state`` to ``nxt`` (the network is a bag)."""
     before = list(state.network)
     for envelope in nxt.network:

@@ -25,9 +25,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from txnspec.checker.model import Property
+from txnspec.spec import coordinator as coord_mod
 from txnspec.spec import partition as partition_mod
+from txnspec.spec.errors import Errors
 from txnspec.spec.messages import IsolationLevel, TransactionResult
-from txnspec.spec.system import FATAL_ERROR, INITIALIZING, READY, System, SystemState, Tag
+from txnspec.spec.system import FATAL_ERROR, INITIALIZING, PREPARED, READY, System, SystemState, Tag
 from txnspec.spec.system_state import UNREAD, projection
 from txnspec.spec.txn_state import ONGOING, PREPARE_STATES
 from txnspec.spec.values import memoised
@@ -187,15 +189,43 @@ def offsets_only_with_committed_output(state: SystemState) -> bool:
 
 
 def no_hanging_transaction(state: SystemState) -> bool:
-    """Every transaction open on a partition is one the coordinator is still driving (KIP-890)."""
+    """Every transaction open on a partition is one the coordinator is still driving (KIP-890): in its cache, or,
+    while the id's transaction-log partition is not loaded (a slow failover), in the transaction log it will load."""
     cs = state.coordinator
+    driving = [md for _, md in cs.cache]
+    if cs.not_led or cs.loading:
+        cached = {tid for tid, _ in cs.cache}
+        driving += [t for tid, t in cs.txn_log if tid not in cached]
     for partition, pstate in state.partitions:
         for producer_id in partition_mod.open_transactions(pstate):
             if not any((md.producer_id == producer_id or md.prev_producer_id == producer_id)
                        and md.state in (ONGOING, *PREPARE_STATES) and partition in md.partitions
-                       for _, md in cs.cache):
+                       for md in driving):
                 return False
     return True
+
+
+def nothing_cached_while_unloaded(config: Any) -> Callable[[SystemState], bool]:
+    """The coordinator holds no metadata of a transactional id whose transaction-log partition it does not lead
+    or has not loaded yet: it answers NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS instead of creating or
+    changing a state that the load would then overwrite (``getAndMaybeAddTransactionState``)."""
+    def holds(state: SystemState) -> bool:
+        cs = state.coordinator
+        if not cs.not_led and not cs.loading:
+            return True
+        return all(coord_mod.ownership_error(cs, tid, config) is Errors.NONE for tid, _ in cs.cache)
+    holds.__doc__ = nothing_cached_while_unloaded.__doc__
+    return holds
+
+
+def answered_while_loading(state: SystemState) -> bool:
+    """A client got COORDINATOR_LOAD_IN_PROGRESS from the coordinator."""
+    return any(getattr(e.body, "error", None) is Errors.COORDINATOR_LOAD_IN_PROGRESS for e in state.network)
+
+
+def answered_not_coordinator(state: SystemState) -> bool:
+    """A client got NOT_COORDINATOR from the coordinator."""
+    return any(getattr(e.body, "error", None) is Errors.NOT_COORDINATOR for e in state.network)
 
 
 def no_duplicate_after_producer_expiry(state: SystemState) -> bool:
@@ -232,6 +262,50 @@ def plain_commit_survives_marker(state: SystemState) -> bool:
 
 # --- sometimes -----------------------------------------------------------------------------------------
 
+def prepared_never_timed_out(state: SystemState) -> bool:
+    """A two-phase-commit transaction is never aborted by the coordinator's timeout (KIP-939: only the external
+    coordinator completes it; ``timedOutTransactions`` skips ``isDistributedTwoPhaseCommitTxn``)."""
+    return not state.ghost.two_phase_timed_out
+
+
+def prepared_outcome_follows_external_decision(state: SystemState) -> bool:
+    """A prepared transaction ends as its external coordinator decided: ``completeTransaction`` commits exactly
+    when the ``PreparedTxnState`` it is handed matches the client's (KIP-939), and nothing else ends it."""
+    for p in state.producers:
+        if p.decision is not None:
+            tag, decided = p.decision
+            if any(result is not decided for _, opened, result, _ in state.ghost.decisions if opened == tag):
+                return False
+    return True
+
+
+def no_write_under_kept_epoch(state: SystemState) -> bool:
+    """No batch appended under the (producer id, epoch) of a transaction kept by ``keepPreparedTxn`` after it was
+    kept ever commits (KIP-939: the recovering instance may only complete; a late produce of the crashed instance
+    can still reach a partition, which learns of the bumped epoch only from the marker, so it must be aborted)."""
+    for partition, offset in state.ghost.written_under_kept:
+        for b in state.ghost.batches:
+            if (b.partition, b.base_offset) == (partition, offset) and partition_mod.transaction_result_at(
+                    state.partition(partition), b.producer_id, offset) is COMMIT:
+                return False
+    return True
+
+
+def prepared_transaction_open(state: SystemState) -> bool:
+    return any(p.phase is PREPARED and p.prepared[0] != -1 and any(
+        md.state is ONGOING and md.producer_id == p.prepared[0] for _, md in state.coordinator.cache)
+        for p in state.producers)
+
+
+def prepared_transaction_committed(state: SystemState) -> bool:
+    return any(p.decision is not None and p.decision[1] is COMMIT and "committed" in told(state, p.decision[0])
+               for p in state.producers)
+
+
+def prepared_transaction_kept(state: SystemState) -> bool:
+    return bool(state.ghost.kept)
+
+
 def transaction_committed(state: SystemState) -> bool:
     return any(outcome == "committed" for _, outcome in state.ghost.told)
 
@@ -253,8 +327,9 @@ def offsets_committed(state: SystemState) -> bool:
 
 
 def no_fenced_member_offsets_commit(state: SystemState) -> bool:
-    """No offsets the group took from a member fenced by a rebalance (evicted, or of an older generation)
-    are ever committed (KIP-447: the zombie's input position never overrides the new owner's)."""
+    """No offsets the group took from a member fenced by a rebalance (evicted, of an older generation, or of a
+    member epoch at which it did not hold the partition) are ever committed (KIP-447, KIP-848: the zombie's
+    input position never overrides the new owner's)."""
     return not state.ghost.fenced_offsets_committed
 
 
@@ -272,6 +347,10 @@ def appended_after_producer_expiry(state: SystemState) -> bool:
 
 def expired_id_reinitialised(state: SystemState) -> bool:
     return state.ghost.reinitialised_after_expiry
+
+
+def admin_aborted_a_transaction(state: SystemState) -> bool:
+    return bool(state.ghost.admin_aborted)
 
 
 def plain_commit_overtakes_pending_offsets(state: SystemState) -> bool:
@@ -429,6 +508,10 @@ def properties(system: System) -> tuple[Property[Any], ...]:
                                      description=(expired_id_never_resurrects_epoch.__doc__ or "").splitlines()[0]))
         props.append(Property.sometimes("expired_id_reinitialised", expired_id_reinitialised,
                                         description="An expired transactional id was initialised again."))
+    if s.budget("admin_abort"):
+        props.append(Property.sometimes("admin_aborted_a_transaction", admin_aborted_a_transaction,
+                                        description="An admin aborted a transaction open on a partition "
+                                                    "(Admin.abortTransaction)."))
     if s.budget("plain_commit"):
         props.append(Property.always("plain_commit_survives_marker", on(plain_commit_survives_marker, "group", "ghost"),
                                      partner="plain_commit_overtakes_pending_offsets",
@@ -437,6 +520,37 @@ def properties(system: System) -> tuple[Property[Any], ...]:
                                         plain_commit_overtakes_pending_offsets,
                                         description="A plain commit landed while an older transactional offset of the "
                                                     "same partition was pending."))
+    if s.budget("slow_failover"):
+        props.append(Property.always("nothing_cached_while_unloaded",
+                                     on(nothing_cached_while_unloaded(system.coordinator_config), "coordinator"),
+                                     partner="answered_while_loading",
+                                     description=(nothing_cached_while_unloaded.__doc__ or "").splitlines()[0]))
+        props.append(Property.sometimes("answered_while_loading", answered_while_loading,
+                                        description=answered_while_loading.__doc__ or ""))
+        props.append(Property.sometimes("answered_not_coordinator", answered_not_coordinator,
+                                        description=answered_not_coordinator.__doc__ or ""))
+    if s.two_phase_commit:
+        props.append(Property.always("prepared_never_timed_out", on(prepared_never_timed_out, "ghost"),
+                                     partner="prepared_transaction_open",
+                                     description=(prepared_never_timed_out.__doc__ or "").splitlines()[0]))
+        props.append(Property.sometimes("prepared_transaction_open", prepared_transaction_open,
+                                        description="A transaction the client prepared is Ongoing at the "
+                                                    "coordinator (where a timeout could abort it)."))
+        props.append(Property.always("prepared_outcome_follows_external_decision",
+                                     on(prepared_outcome_follows_external_decision, "producers", "ghost"),
+                                     partner="prepared_transaction_committed",
+                                     description=(prepared_outcome_follows_external_decision.__doc__
+                                                  or "").splitlines()[0]))
+        props.append(Property.sometimes("prepared_transaction_committed", prepared_transaction_committed,
+                                        description="A prepared transaction the external coordinator decided to "
+                                                    "commit was committed."))
+    if s.two_phase_commit and s.budget("crash"):
+        props.append(Property.always("no_write_under_kept_epoch", on(no_write_under_kept_epoch, *gp),
+                                     partner="prepared_transaction_kept",
+                                     description=(no_write_under_kept_epoch.__doc__ or "").splitlines()[0]))
+        props.append(Property.sometimes("prepared_transaction_kept", prepared_transaction_kept,
+                                        description="A restarted instance kept its predecessor's transaction "
+                                                    "(InitProducerId with keepPreparedTxn)."))
     if s.has_zombies:
         props.append(Property.sometimes("producer_fenced", producer_fenced,
                                         description="A zombie producer instance was fenced (fatal error)."))

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from txnspec.spec import consumer_group
 from txnspec.spec import coordinator as coord
 from txnspec.spec import group as group_mod
 from txnspec.spec import partition as partition_mod
@@ -37,6 +38,7 @@ class Protocol:
     abort_timed_out_transaction: Handler = coord.abort_timed_out_transaction
     coordinator_failover: Handler = coord.coordinator_failover
     expire_transactional_id: Handler = coord.expire_transactional_id
+    is_timeout_candidate: Handler = coord.is_timeout_candidate  # which transactions the timeout scan may abort
     coordinator_config: coord.CoordinatorConfig = field(default_factory=coord.CoordinatorConfig)
     # partition leader
     append_data: Handler = partition_mod.append_data
@@ -45,12 +47,21 @@ class Protocol:
     expire_producer_ids: Handler = partition_mod.expire_producer_ids
     # group coordinator
     validate_offset_commit: Handler = group_mod.validate_offset_commit
+    validate_consumer_offset_commit: Handler = consumer_group.validate_offset_commit  # KIP-848's groups
     handle_offset_commit: Handler = group_mod.handle_offset_commit
     handle_txn_offset_commit: Handler = group_mod.handle_txn_offset_commit
     complete_pending_txn_offset_commit: Handler = group_mod.complete_pending_txn_offset_commit
     # client behaviour the system model's producers follow
     client_waits_for_produce_before_end_txn: bool = True
     client_bumps_epoch_after_abortable_error: bool = True  # KIP-360 (TV < 2)
+    # KafkaProducer.completeTransaction commits only when the PreparedTxnState handed in matches (KIP-939)
+    client_complete_compares_prepared_state: bool = True
+    # InitProducerIdHandler on a kept transaction: 4.4 leaves transactionStarted false, so the EndTxn of
+    # completeTransaction is completed locally without an RPC (docs/kip-939.md)
+    client_kept_transaction_started: bool = False
+    # the 4.4 sources' TransactionManager puts Enable2Pc and KeepPreparedTxn in InitProducerId; the 4.4.0 release's
+    # does not (its request leaves both false: docs/kip-939.md), the variant kafka-4.4.0-client
+    client_sends_two_phase_fields: bool = True
 
     def but(self, name: str, description: str, **overrides: Any) -> Protocol:
         """This protocol with some handlers or switches replaced, under a new name."""

@@ -58,8 +58,9 @@ from txnspec.spec.txn_state import ONGOING
 
 Step = tuple[Action, SystemState]
 NOT_LOCAL = frozenset({ActionKind.DUPLICATE, ActionKind.REBALANCE})  # faults named after a producer
-# faults whose budget producers share, that write all of them, or (expire_producer) whose guard reads a producer
-SHARED_BUDGETS = ("crash", "expire_batch", "rebalance", "expire_producer")
+# faults whose budget producers share, that write all of them, or (expire_producer, admin_abort) whose guard reads
+# a producer
+SHARED_BUDGETS = ("crash", "expire_batch", "rebalance", "expire_producer", "admin_abort")
 
 
 def ample_steps(state: SystemState, steps: list[Step]) -> list[Step]:

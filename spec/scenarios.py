@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+GROUP_PROTOCOLS = ("classic", "consumer")  # ConsumerConfig group.protocol
 MAX_IN_FLIGHT = 5  # ProducerConfig: idempotence requires max.in.flight.requests.per.connection <= 5
 FAULTS = ("loss", "duplicate", "append_failure", "timeout", "failover", "crash", "expire_batch", "rebalance",
-          "expire_producer", "expire_transactional_id", "plain_commit")
+          "expire_producer", "expire_transactional_id", "plain_commit", "admin_abort", "slow_failover")
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,17 @@ class Scenario:
     # the producers' applications are the members of a classic consumer group, generation 1 at the start, and
     # commit offsets naming their member (KIP-447); the fault "rebalance" evicts the first producer's member
     group_members: bool = False
+    # partitions of __transaction_state (transaction.state.log.num.partitions); an id lives in abs(hashCode) % n
+    txn_log_partitions: int = 1
+    # the group's protocol (group.protocol): "classic" (JoinGroup/SyncGroup, generations, KIP-447) or "consumer"
+    # (KIP-848: ConsumerGroupHeartbeat, member epochs; producer i's consumer owns input-i). Under "consumer" the
+    # fault "rebalance" fences the first producer's member: its session times out (it is removed) or the
+    # target moves its partition to the next member (its epoch is bumped once the partition is released)
+    group_protocol: str = "classic"
+    # KIP-939: the producers enable two-phase commit (transaction.two.phase.commit.enable on client and broker);
+    # an external coordinator prepares each transaction, records its decision durably and completes it, and an
+    # instance restarted after a crash initialises with keepPreparedTxn
+    two_phase_commit: bool = False
     faults: dict[str, int] = field(default_factory=dict)  # fault -> how many times it may happen
     expected_states: int | None = None
 
@@ -63,6 +75,8 @@ class Scenario:
                             f"{len(self.transactional_ids)} transactional ids")
         if self.transaction_version not in (0, 1, 2):
             problems.append(f"transaction_version must be 0, 1 or 2, not {self.transaction_version}")
+        if self.txn_log_partitions < 1:
+            problems.append(f"txn_log_partitions must be >= 1, not {self.txn_log_partitions}")
         if self.max_epoch < 2:
             problems.append("max_epoch must be >= 2")
         if self.max_sequence < 1:
@@ -82,11 +96,18 @@ class Scenario:
             problems.append("records_per_transaction must be >= 1, or 0 when the transactions commit offsets")
         if self.group_members and not self.commit_offsets:
             problems.append("group_members needs commit_offsets")
+        if self.group_protocol not in GROUP_PROTOCOLS:
+            problems.append(f"group_protocol must be one of {', '.join(GROUP_PROTOCOLS)}, not {self.group_protocol!r}")
+        elif self.group_protocol == "consumer" and not self.group_members:
+            problems.append("group_protocol 'consumer' needs group_members")
         if self.budget("rebalance") and not self.group_members:
             problems.append("the fault 'rebalance' needs group_members")
         if self.budget("plain_commit") and (not self.commit_offsets or self.group_members):
             problems.append("the fault 'plain_commit' needs commit_offsets and no group_members (an admin's commit "
                             "from outside group management)")
+        if self.two_phase_commit and (self.commit_offsets or self.has_zombies or self.transactions_per_producer != 1):
+            problems.append("two_phase_commit is modelled for one transaction per producer instance, without "
+                            "offsets or zombies")
         if problems:
             raise ValueError(f"scenario {self.name!r}: " + "; ".join(problems))
 
@@ -194,6 +215,13 @@ FAULTS_COMBINED = scenario(Scenario(
     transactions_per_producer=2, max_epoch=6, max_sequence=3,
     faults={"loss": 1, "append_failure": 1, "crash": 1}))
 
+ADMIN_ABORT = scenario(Scenario(
+    "admin-abort", "one producer, two transactions on one partition; the producer may crash, leaving its "
+    "transaction open, and an admin abort it at the partition (kafka-transactions.sh abort: WriteTxnMarkers from "
+    "the admin, the coordinator not consulted) before the coordinator or a new instance does",
+    transactions_per_producer=2, max_epoch=6, max_sequence=3, faults={"crash": 1, "admin_abort": 1},
+    expected_states=2_401))
+
 
 REBALANCE = scenario(Scenario(
     "rebalance", "KIP-447: two consume-transform-produce instances in one consumer group, one transaction each "
@@ -201,6 +229,16 @@ REBALANCE = scenario(Scenario(
     "first one's member while its transaction is open, a zombie from then on",
     transactional_ids=("t1", "t2"), records_per_transaction=0, commit_offsets=True, group_members=True,
     max_epoch=4, max_sequence=3, faults={"rebalance": 1}))
+
+
+CONSUMER_REBALANCE = scenario(Scenario(
+    "consumer-rebalance", "KIP-848: the rebalance scenario under the consumer group protocol: two instances, "
+    "members of a consumer group at epoch 1, each owning its input partition and committing its position in one "
+    "transaction; the first one's member may be fenced while its transaction is open (its session times out, "
+    "or the target moves its partition to the other member), and the other member's heartbeat then takes the "
+    "partition at the next epoch",
+    transactional_ids=("t1", "t2"), records_per_transaction=0, commit_offsets=True, group_members=True,
+    group_protocol="consumer", max_epoch=4, max_sequence=3, faults={"rebalance": 1}))
 
 
 # issue 31: the paths the behaviour cases alone covered, model-checked. Time is abstract: an expiry may come
@@ -220,6 +258,36 @@ PLAIN_COMMIT = scenario(Scenario(
     "commit the group's input offset with a plain OffsetCommit at any time (KIP-447: the newer of a plain and a "
     "transactional commit wins when the marker lands)",
     commit_offsets=True, max_epoch=4, max_sequence=3, faults={"plain_commit": 1}))
+
+FAILOVER_TWICE = scenario(Scenario(
+    "failover-twice", "one producer, two transactions on one partition; the coordinator may fail over twice (a second "
+    "new coordinator loads what the first one wrote, markers of two older coordinator epochs in flight)",
+    transactions_per_producer=2, max_epoch=4, max_sequence=3, faults={"failover": 2}, expected_states=5_018))
+
+TXN_LOG_LOADING = scenario(Scenario(
+    "txn-log-loading", "one producer, two transactions on one partition; __transaction_state has two partitions (t1 "
+    "lives in the second) and the coordinator may fail over slowly: it resigns both (NOT_COORDINATOR), a new one is "
+    "elected and loads them (COORDINATOR_LOAD_IN_PROGRESS), each partition's load finishing on its own",
+    transactions_per_producer=2, txn_log_partitions=2, max_epoch=4, max_sequence=3, faults={"slow_failover": 1},
+    expected_states=2_873))
+
+
+# KIP-939 (docs/kip-939.md): the external coordinator's prepare, decision and completeTransaction; a
+# transaction timeout may come (the coordinator must pass 2PC transactions over), a message may be lost. Not a
+# duplicate: a late copy of InitProducerId (without keepPreparedTxn) aborts the prepared transaction, in 4.4 and
+# in the KIP's design alike (tests/spec/test_two_phase.py pins it)
+TWO_PHASE_COMMIT = scenario(Scenario(
+    "two-phase-commit", "KIP-939: one producer with two-phase commit; the external coordinator prepares the "
+    "transaction, decides commit or abort and completes it with the prepared state it recorded; a transaction "
+    "timeout and the loss of a message may come",
+    two_phase_commit=True, max_epoch=4, max_sequence=3, faults={"timeout": 1, "loss": 1}))
+
+TWO_PHASE_RECOVERY = scenario(Scenario(
+    "two-phase-recovery", "KIP-939: two-phase commit whose producer may crash at any point; the restarted "
+    "instance initialises with keepPreparedTxn and completes the kept transaction as the external coordinator "
+    "decided (presumed abort without a recorded decision). Kafka 4.4 answers keepPreparedTxn with "
+    "UNSUPPORTED_VERSION: check it with --variant kip-939-keep-prepared for the KIP's design",
+    two_phase_commit=True, records_per_transaction=2, max_epoch=4, max_sequence=3, faults={"crash": 1, "timeout": 1}))
 
 
 IN_FLIGHT_2 = scenario(Scenario(

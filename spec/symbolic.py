@@ -459,10 +459,6 @@ def build(n_partitions: int = 2, *, buggy: str | None = None) -> SymbolicModel:
     return SymbolicModel(_variables(n), _init(n), transitions, decode, _domain)
 
 
-def partitions_of(model: SymbolicModel) -> int:
-    return sum(1 for v in model.variables if v.startswith("part["))
-
-
 # --- invariants and their strengthening -------------------------------------------------------------
 
 def _all(n: int, f: Callable[[int], Any]) -> Any:

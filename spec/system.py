@@ -103,6 +103,7 @@ from txnspec.spec.producer import (
     FATAL_ERROR,
     IN_TRANSACTION,
     INITIALIZING,
+    PREPARED,
     READY,
     UNINITIALIZED,
     ClientConfig,
@@ -128,9 +129,9 @@ K = ActionKind
 
 __all__ = [
     "ABORTABLE_ERROR", "ABORTING", "ACTION_KINDS", "COMMITTING", "COORDINATOR", "FATAL_ERROR", "GROUP",
-    "INITIALIZING", "IN_TRANSACTION", "READY", "UNINITIALIZED", "Action", "ActionKind", "AppendedBatch", "Budget",
-    "Envelope", "Ghost", "Phase", "Producer", "System", "SystemState", "Tag", "application_steps", "delivery_steps",
-    "describe", "initial_state", "next_steps", "producer_address",
+    "INITIALIZING", "IN_TRANSACTION", "PREPARED", "READY", "UNINITIALIZED", "Action", "ActionKind", "AppendedBatch",
+    "Budget", "Envelope", "Ghost", "Phase", "Producer", "System", "SystemState", "Tag", "application_steps",
+    "delivery_steps", "describe", "initial_state", "next_steps", "producer_address",
 ]
 
 
@@ -164,7 +165,9 @@ def _calls(c: ClientConfig, p: Producer) -> Iterator[tuple[Action, Producer, boo
     tv2 = c.tv2
     who = p.address
     if p.phase is UNINITIALIZED and p.awaiting is None:
-        yield Action(K.INIT_TRANSACTIONS, who), replace(p, phase=INITIALIZING), True
+        # KIP-939: an instance restarted after a crash keeps the prepared transaction (initTransactions(true))
+        keep = c.two_phase_commit and p.incarnation > 0
+        yield Action(K.INIT_TRANSACTIONS, who), replace(p, phase=INITIALIZING, keep_prepared=keep), True
     elif p.phase is READY and p.txn_no < c.transactions_per_producer:
         q = replace(p, phase=IN_TRANSACTION, txn_no=p.txn_no + 1, records_sent=0)
         yield Action(K.BEGIN_TRANSACTION, who), q, False
@@ -183,14 +186,18 @@ def _calls(c: ClientConfig, p: Producer) -> Iterator[tuple[Action, Producer, boo
                         queued=(*p.queued, Queued.OFFSETS), started=p.started or tv2,
                         offsets_generation=p.generation)
             yield Action(K.SEND_OFFSETS_TO_TRANSACTION, who), q, True
-        if p.records_sent == c.records_per_transaction and (not c.commit_offsets
-                                                            or p.offsets is not OffsetsStage.NONE):
+        if c.two_phase_commit and p.records_sent == c.records_per_transaction:
+            yield from _prepare(p)
+        elif p.records_sent == c.records_per_transaction and (not c.commit_offsets
+                                                              or p.offsets is not OffsetsStage.NONE):
             # beginCompletingTransaction queues the AddPartitionsToTxn of new partitions at once
             queued = (*p.queued, Queued.PARTITIONS) if p.to_add and Queued.PARTITIONS not in p.queued \
                 else p.queued
             q = replace(p, phase=COMMITTING, end_result=TransactionResult.COMMIT, queued=queued,
                         bump_queued=p.bump_required and not tv2)
             yield Action(K.COMMIT_TRANSACTION, who), q, True
+    if p.phase is PREPARED:
+        yield from _complete(c, p)
     # commitTransaction blocks until its EndTxn handler completes, and a handler queued in an error state fails
     # only once no batch is incomplete (TransactionManager.nextRequest, maybeTerminateRequestWithError): an
     # abort after a failed commit waits for the batches in flight
@@ -202,6 +209,32 @@ def _calls(c: ClientConfig, p: Producer) -> Iterator[tuple[Action, Producer, boo
         q = replace(p, phase=ABORTING, end_result=TransactionResult.ABORT, to_add=frozenset(), unsent=(),
                     bump_queued=p.bump_required and not tv2, offsets=offsets, queued=())
         yield Action(K.ABORT_TRANSACTION, who), q, True
+
+
+def _prepare(p: Producer) -> Iterator[tuple[Action, Producer, bool]]:
+    """``KafkaProducer.prepareTransaction`` (KIP-939): it flushes first, so it returns once every record is
+    acknowledged; the client remembers its (producer id, epoch) as the ``PreparedTxnState``."""
+    if not (p.unsent or p.in_flight or p.to_add or p.adding or p.queued) and p.awaiting is None:
+        q = replace(p, phase=PREPARED, prepared=(p.producer_id, p.producer_epoch))
+        yield Action(K.PREPARE_TRANSACTION, p.address), q, False
+
+
+def _complete(c: ClientConfig, p: Producer) -> Iterator[tuple[Action, Producer, bool]]:
+    """The external coordinator of a prepared transaction: it decides once, durably (commit only for a
+    transaction this instance prepared; a kept one without a decision is presumed aborted), storing the
+    ``PreparedTxnState`` with a commit; then ``completeTransaction(stored)`` commits exactly when the stored state
+    equals the client's (``KafkaProducer.completeTransaction``)."""
+    who = p.address
+    if p.decision is None:
+        if not p.kept:
+            q = replace(p, decision=(p.tag, TransactionResult.COMMIT), recorded=p.prepared)
+            yield Action(K.DECIDE_COMMIT, who), q, False
+        yield Action(K.DECIDE_ABORT, who), replace(p, decision=(p.tag, TransactionResult.ABORT)), False
+        return
+    matches = p.recorded == p.prepared or not c.complete_compares_prepared_state
+    result = TransactionResult.COMMIT if matches else TransactionResult.ABORT
+    q = replace(p, phase=COMMITTING if matches else ABORTING, end_result=result)
+    yield Action(K.COMPLETE_TRANSACTION, who), q, True
 
 
 # --- delivery ---------------------------------------------------------------------------------------
@@ -256,7 +289,7 @@ def delivery_steps(system: System, state: SystemState) -> Iterator[tuple[Action,
                     p, told, sent = received
                     yield label, make(cs, partitions, group, with_producer(producers, p), send(rest, *sent), budget,
                                       ghost if told is None else _told(ghost, *told))
-            else:
+            elif isinstance(target, str):  # a partition's leader (every server's address is its name)
                 appended = system.memo(partition_effect)(state.partition(target), cs, ghost, envelope)
                 if appended is not None:
                     pstate, cs2, ghost2, sent = appended

@@ -23,10 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from txnspec.spec import consumer_group as cg
 from txnspec.spec import coordinator as coord
 from txnspec.spec import group as group_mod
 from txnspec.spec import partition as partition_mod
-from txnspec.spec.constants import group_offsets_partition
+from txnspec.spec.constants import INPUT_PARTITION, group_offsets_partition
 from txnspec.spec.ghost import Ghost
 from txnspec.spec.network import Envelope, contexts, producer_address, send
 from txnspec.spec.producer import ClientConfig, Producer, dispatch
@@ -50,6 +51,8 @@ class Budget:
     expire_producer: int = 0
     expire_transactional_id: int = 0
     plain_commit: int = 0
+    slow_failover: int = 0
+    admin_abort: int = 0
 
 
 @value
@@ -88,7 +91,9 @@ class System:
 
     def __post_init__(self) -> None:
         s, proto = self.scenario, self.protocol
-        config = replace(proto.coordinator_config, max_epoch=s.max_epoch, transaction_version=s.transaction_version)
+        config = replace(proto.coordinator_config, max_epoch=s.max_epoch, transaction_version=s.transaction_version,
+                         txn_log_partitions=s.txn_log_partitions,
+                         transaction_two_phase_commit_enable=s.two_phase_commit)
         object.__setattr__(self, "coordinator_config", config)
         object.__setattr__(self, "limits", partition_mod.PartitionLimits(max_sequence=s.max_sequence,
                                                                          max_epoch=s.max_epoch))
@@ -99,7 +104,11 @@ class System:
             group_id=s.group_id, transaction_version=s.transaction_version, max_sequence=s.max_sequence,
             waits_for_produce_before_end_txn=proto.client_waits_for_produce_before_end_txn,
             bumps_epoch_after_abortable_error=proto.client_bumps_epoch_after_abortable_error,
-            max_in_flight=s.max_in_flight, expires_batches=s.budget("expire_batch") > 0))
+            max_in_flight=s.max_in_flight, expires_batches=s.budget("expire_batch") > 0,
+            two_phase_commit=s.two_phase_commit,
+            complete_compares_prepared_state=proto.client_complete_compares_prepared_state,
+            kept_transaction_started=proto.client_kept_transaction_started,
+            sends_two_phase_fields=proto.client_sends_two_phase_fields))
 
     @property
     def tv2(self) -> bool:
@@ -141,6 +150,15 @@ def initial_group(system: System, producers: tuple[Producer, ...]) -> Any:
     s = system.scenario
     if not s.commit_offsets:
         return group_mod.GroupState()
+    if s.group_protocol == "consumer":  # KIP-848: every member at epoch 1, the input partition the first one's
+        ids = tuple(sorted(p.member_id for p in producers))
+        target = cg.spread((INPUT_PARTITION,), ids)
+        owner = dict(target)
+        members = tuple(cg.ConsumerMember(m, s.initial_generation, previous_member_epoch=0,
+                                          assigned=tuple((q, s.initial_generation) for q, o in owner.items() if o == m))
+                        for m in ids)
+        return group_mod.GroupState(consumer_groups=(cg.ConsumerGroup(
+            s.group_id, s.initial_generation, members, target, (INPUT_PARTITION,)),))
     members = tuple(sorted((p.member_id, None) for p in producers)) if s.group_members else ()
     return group_mod.GroupState(groups=(group_mod.ClassicGroup(s.group_id, s.initial_generation, members),))
 

@@ -10,9 +10,14 @@ why, where Java or Maven is missing.
 
 from __future__ import annotations
 
+import json
+import os
+import resource
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from pathlib import Path
 
 import pytest
 
@@ -36,3 +41,68 @@ def real_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[i
             return started[transaction_version]
 
         yield get
+
+
+# --- the order modules run in: the longest first ---------------------------------------------------------
+#
+# `bash run.sh test` runs modules whole on each worker (`--dist loadfile`) and hands them out in collection order
+# (`--no-loadscope-reorder`; xdist's default order is by number of tests, which puts a few long tests last).
+# Ordered by their measured cost, longest first, the workers finish together (the longest-processing-time-first
+# rule: the slowest worker ends at most a third above the best schedule). MODULE_COSTS.json holds each
+# module's seconds as last measured: TXNSPEC_RECORD_COSTS=FILE records every test's seconds (JSON lines, one per
+# test and worker) and `python tests/module_costs.py FILE` writes the table. A module the table lacks is
+# estimated: a second a test, and JVM_SECONDS more if it starts a JVM (a test marked kafka or spark: the broker
+# or the Spark session takes that long to start, and such modules hold few tests, so xdist's own order, by
+# number of tests, hands them out last, where one of them alone keeps a worker busy while the other idles).
+
+COSTS_FILE = Path(__file__).with_name("MODULE_COSTS.json")
+JVM_SECONDS = 60.0
+
+
+def _module_costs() -> dict[str, float]:
+    try:
+        table = json.loads(COSTS_FILE.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): float(v) for k, v in table.get("seconds", {}).items()}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    costs = _module_costs()
+    by_module: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        by_module.setdefault(_module_of(item), []).append(item)
+
+    def estimate(module: str) -> float:
+        tests = by_module[module]
+        jvm = any(t.get_closest_marker("kafka") or t.get_closest_marker("spark") for t in tests)
+        return float(len(tests)) + (JVM_SECONDS if jvm else 0.0)
+
+    order = sorted(by_module, key=lambda m: -costs.get(m, estimate(m)))
+    items[:] = [item for module in order for item in by_module[module]]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """With TXNSPEC_RECORD_COSTS set: each test's wall and CPU seconds (its process and the children it waited
+    for), setup and teardown included, appended as one JSON line."""
+    path = os.environ.get("TXNSPEC_RECORD_COSTS")
+    if not path:
+        yield
+        return
+    cpu, wall = _cpu_seconds(), time.monotonic()
+    yield
+    row = {"test": item.nodeid, "module": _module_of(item), "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+           "wall": round(time.monotonic() - wall, 3), "cpu": round(_cpu_seconds() - cpu, 3)}
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+def _module_of(item: pytest.Item) -> str:
+    """The test's module as xdist's loadfile scope names it: its path from the root directory."""
+    return item.path.relative_to(item.config.rootpath).as_posix()
+
+
+def _cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime

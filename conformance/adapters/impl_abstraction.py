@@ -5,12 +5,13 @@ What it maps (:class:`txnspec.conformance.abstraction.AbstractState`, component 
     last record of each transactional id in the ``__transaction_state`` partitions (``TransactionLog``'s value,
     decoded as Kafka's ``readTxnRecordValue`` does), ``partitions`` from each partition leader's log, producer
     state (``ProducerStateManager``), transaction index and verification entries, ``group`` from the group
-    coordinator's committed and pending offsets and the membership's generations, ``producers`` from each
+    coordinator's committed and pending offsets, the membership's generations and the consumer groups (KIP-848:
+    group epoch, each member's epoch and partitions with their assignment epochs), ``producers`` from each
     spec producer's live client (``TransactionManager`` and the Sender's produce requests in flight).
 
 Names
     The spec's names throughout: ``p0`` for the broker's ``p0-0`` (:class:`~.impl_messages.Names`), the spec's
-    producer addresses, generations less the offset of the adapter's group formation.
+    producer addresses, generations and consumer-group epochs less the offset of the adapter's group formation.
 
 Differences from the spec's abstraction (:data:`DIFFERENCES`: path pattern -> reason)
     Each is something the implementation does not hold in the spec's form; everything else is compared.
@@ -113,7 +114,10 @@ def _group(cluster: Any, generation_offset: int, group_ids: tuple[str, ...]) -> 
     membership = cluster.broker.membership
     for group_id, group in sorted(membership.groups.items()):
         groups[group_id] = {"generation": group.generation_id - generation_offset, "members": len(group.members)}
-    return {"committed": committed, "pending": pending, "groups": groups}
+    consumer_groups = {group_id: ab.consumer_group_view(group.group_epoch, (
+        (m.member_id, m.member_epoch, m.assigned, m.revoking) for m in group.members.values()), generation_offset)
+        for group_id, group in sorted(cluster.broker.consumer_groups.groups.items())}
+    return {"committed": committed, "pending": pending, "groups": groups, "consumer_groups": consumer_groups}
 
 
 def _client(producer: Any, names: Names, txn: int) -> ab.ClientView:
@@ -131,8 +135,8 @@ def _client(producer: Any, names: Names, txn: int) -> ab.ClientView:
             "in_flight": in_flight, "added": added}
 
 
-def of_cluster(cluster: Any, names: Names, producers: Mapping[str, Any], partitions: Mapping[str, str],
-               txn_no: Mapping[str, int] | None = None, generation_offset: int = 0,
+def of_cluster(cluster: Any, names: Names, producers: Mapping[Any, Any], partitions: Mapping[str, str],
+               txn_no: Mapping[Any, int] | None = None, generation_offset: int = 0,
                group_ids: tuple[str, ...] = ()) -> ab.AbstractState:
     """The abstract state of ``cluster``: ``producers`` maps each spec producer address to its live client
     (:class:`txnspec.impl.client.Producer`), ``partitions`` each spec partition name to the broker's,
@@ -141,4 +145,4 @@ def of_cluster(cluster: Any, names: Names, producers: Mapping[str, Any], partiti
     views = {spec_name: _partition(broker.partition(impl_name)) for spec_name, impl_name in partitions.items()}
     return {"coordinator": _coordinator(cluster, names), "txn_log": _txn_log(cluster, names), "partitions": views,
             "group": _group(cluster, generation_offset, group_ids),
-            "producers": {who: _client(p, names, (txn_no or {}).get(who, 0)) for who, p in producers.items()}}
+            "producers": {str(who): _client(p, names, (txn_no or {}).get(who, 0)) for who, p in producers.items()}}

@@ -12,7 +12,10 @@ How steps map onto :class:`txnspec.impl.cluster.Cluster`
     * ``FindCoordinator``, which the spec abstracts away, is delivered as soon as it is queued;
     * faults: ``duplicate`` re-sends the request, ``timeout`` (and ``abandoned timeout``) advances the clock
       past the transaction timeout and aborts the named id's transaction only (without running the network),
-      ``failover`` crashes and restarts the coordinators (markers already sent stay in flight), ``expire batch``
+      ``failover`` crashes and restarts the coordinators (markers already sent stay in flight), a slow failover's
+      ``resign``, ``elect`` and ``load transaction-log partition`` are ``TransactionCoordinator.emigrate`` of every
+      transaction-log partition, ``begin_load`` of them at the next coordinator epoch and ``finish_load`` of one,
+      ``expire batch``
       expires the in-flight batch (``Producer.expire_batch``); an action names what it does by its fields
       (:class:`txnspec.spec.actions.Action`), so no step can say one thing and be read as another;
     * ``lose`` takes the message off the implementation's network (``Network.lose``) and nobody is told:
@@ -41,10 +44,14 @@ import contextlib
 import json
 from typing import Any
 
+import txnspec.conformance.adapters.impl_consumer_group as consumer_group
 from txnspec.conformance.abstraction import AbstractState
 from txnspec.conformance.adapters.impl_abstraction import DIFFERENCES, differences, of_cluster
+from txnspec.conformance.adapters.impl_classic_group import GroupMembers
+from txnspec.conformance.adapters.impl_faults import FaultSteps
 from txnspec.conformance.adapters.impl_messages import Names, marker_answer
 from txnspec.conformance.adapters.impl_messages import envelope as spec_envelope
+from txnspec.conformance.adapters.impl_reads import VisibleReads
 from txnspec.conformance.adapters.spec_adapter import StepNotEnabledError
 from txnspec.conformance.envelope_diff import compared_json, describe_mismatch, key, plain, same
 from txnspec.impl import messages as implm
@@ -52,7 +59,7 @@ from txnspec.impl.coordinator import GROUP_METADATA_TOPIC, TxnMarker
 from txnspec.impl.topic_partition import TopicPartition
 from txnspec.spec import messages as spec
 from txnspec.spec.actions import APPLICATION_CALLS, ActionKind
-from txnspec.spec.network import Envelope, producer_address
+from txnspec.spec.network import Envelope, producer_address, producer_index
 
 # the implementation's request type of each spec request, and the requests each spec response answers
 IMPL_REQUEST: dict[type, type] = {
@@ -69,44 +76,41 @@ K = ActionKind
 # the scenario's fault budget (spec/scenarios.py FAULTS) each fault step spends: the trace's environment
 FAULT_BUDGET: dict[ActionKind, str] = {
     K.LOSE: "loss", K.DUPLICATE: "duplicate", K.APPEND_FAILS: "append_failure", K.TIMEOUT: "timeout",
-    K.FAILOVER: "failover", K.CRASH: "crash", K.EXPIRE_BATCH: "expire_batch", K.REBALANCE: "rebalance"}
+    K.FAILOVER: "failover", K.CRASH: "crash", K.EXPIRE_BATCH: "expire_batch", K.REBALANCE: "rebalance",
+    K.REASSIGN: "rebalance", K.ADMIN_ABORT: "admin_abort", K.RESIGN: "slow_failover"}
 BLOCKING_CALLS = frozenset({K.INIT_TRANSACTIONS, K.SEND_OFFSETS_TO_TRANSACTION, K.COMMIT_TRANSACTION,
-                            K.ABORT_TRANSACTION})
+                            K.ABORT_TRANSACTION, K.COMPLETE_TRANSACTION})
 
 
 # the consumed input partition whose offsets the producers commit (the spec's offsets are of one input)
 INPUT = TopicPartition("input", 0)
 
 
-_PROTOCOLS = (("range", b""),)
-_SESSION_TIMEOUT_MS = 10**9  # no session expires: only the spec's rebalance changes the group
-_REBALANCE_TIMEOUT_MS = 1_000
 
 _CLIENT_CALLS = ("initTransactions", "beginTransaction", "sendOffsetsToTransaction", "commitTransaction",
                  "abortTransaction")
 
 
-class ImplAdapter:
+class ImplAdapter(FaultSteps):
     observes = ("visible", "offsets", "errors", "sent")
 
     def __init__(self, rules: Any = None) -> None:
         self.rules = rules  # the implementation's rules (txnspec.impl.policy.Rules); None: Kafka's
         self.cluster: Any = None
-        self.producers: dict[str, tuple[str, Any]] = {}
+        self.producers: dict[Any, tuple[str, Any]] = {}  # by the spec producer's address
         self.partitions: tuple[str, ...] = ()
         self.group = "g"
-        self.txn_no: dict[str, int] = {}
+        self.txn_no: dict[Any, int] = {}
         self.results: list[Any] = []  # the clients' pending TransactionalRequestResults
         self.marker_answers: list[tuple[Any, Any]] = []  # (marker, error) appended, answer not yet delivered
-        self.handles: dict[str, Any] = {}  # spec producer -> the live instance's ProducerHandle
-        self.transactional_ids: dict[str, str] = {}
-        self.instances: dict[str, list[str]] = {}  # spec producer -> client name of each incarnation
+        self.handles: dict[Any, Any] = {}  # spec producer -> the live instance's ProducerHandle
+        self.transactional_ids: dict[Any, str] = {}
+        self.instances: dict[Any, list[str]] = {}  # spec producer -> client name of each incarnation
         self.lost: list[Any] = []  # messages of producers lost and not yet timed out
         self.lost_markers: list[Any] = []  # markers lost, or whose answer was lost, not yet re-sent
-        self.members: dict[str, Any] = {}  # producer -> its consumer's MemberIdentity (KIP-447 scenarios)
-        self.group_clock = 0  # the membership's own clock: only the rebalance moves it
+        self.group_members: GroupMembers | None = None  # the producers' consumers (KIP-447 scenarios)
         self.budget: dict[str, int] = {}  # faults left in the scenario's budget
-        self.visible_cache: dict[tuple[str, str], tuple[Any, tuple[int, ...]]] = {}
+        self.reads: VisibleReads | None = None  # what consumers read, cached while a partition is unchanged
         self.offsets_partition = ""
         self.spec_partitions: tuple[str, ...] = ()
         # the broker's partition of each spec partition: a spec topic's only partition (``p0`` -> ``p0-0``), the
@@ -114,6 +118,10 @@ class ImplAdapter:
         self.broker_partition: dict[str, TopicPartition] = {}
         self.group_ids: tuple[str, ...] = ()
         self.generation_offset = 0  # see impl_messages.Names
+        # KIP-939: the producers enable 2PC; each producer's external coordinator's durable record (the
+        # PreparedTxnState stored with a commit decision, None for an abort), which survives a crash
+        self.two_phase_commit = False
+        self.recorded: dict[str, tuple[int, int] | None] = {}
 
     def reset(self, scenario: str, variant: str = "current") -> None:
         from txnspec.impl.broker import BrokerConfig
@@ -126,8 +134,12 @@ class ImplAdapter:
         s = system.scenario
         # the scenario's epoch bound stands for Short.MAX_VALUE in the spec: the broker gets the same bound, so
         # epoch exhaustion (and the producer-id rotation after it) comes at the same step in both
+        self.two_phase_commit, self.recorded = s.two_phase_commit, {}
         self.cluster = Cluster(transaction_version=s.transaction_version,
-                               config=BrokerConfig(max_producer_epoch=s.max_epoch), rules=self.rules or KAFKA)
+                               config=BrokerConfig(max_producer_epoch=s.max_epoch,
+                                                   num_txn_log_partitions=s.txn_log_partitions,
+                                                   transaction_two_phase_commit_enable=s.two_phase_commit),
+                               rules=self.rules or KAFKA)
         self.partitions, self.group = s.partitions, s.group_id
         self.offsets_partition = system.offsets_partition
         self.abstraction_differences = {**type(self).abstraction_differences, **differences(s.transaction_version)}
@@ -141,60 +153,32 @@ class ImplAdapter:
         self.handles, self.instances, self.lost, self.lost_markers = {}, {}, [], []
         self.max_in_flight = s.max_in_flight
         self.budget = {fault: s.budget(fault) for fault in FAULT_BUDGET.values()}
-        self.visible_cache = {}
+        self.reads = VisibleReads(self.cluster)
         for p in initial_state(system).producers:
             self._start_producer(producer_address(p.index), p.transactional_id)
             self.txn_no[producer_address(p.index)] = 0
-        self.members, self.group_clock, self.generation_offset = {}, 0, 0
-        if s.group_members:
-            self._form_group()
+        self.generation_offset = 0
+        self.group_members = GroupMembers(self.cluster.broker.membership, s.group_id)
+        if s.group_protocol == "consumer":
+            members = {producer_address(p.index): p.member_id for p in initial_state(system).producers}
+            self.generation_offset = consumer_group.form(self, members) - s.initial_generation
+        elif s.group_members:
+            self.group_members.form(list(self.producers))
             self.generation_offset = self.cluster.broker.membership.groups[self.group].generation_id \
                 - s.initial_generation
 
-    # --- consumer-group membership (KIP-447) ---
+    @property
+    def members(self) -> dict[Any, Any]:
+        """Each spec producer's consumer's MemberIdentity in the group (empty outside KIP-447 scenarios)."""
+        return self.group_members.members if self.group_members is not None else {}
 
-    def _join(self, who: str, member_id: str) -> str:
-        result = self.cluster.broker.membership.join(self.group, member_id, None, "consumer", _PROTOCOLS,
-                                                     _SESSION_TIMEOUT_MS, _REBALANCE_TIMEOUT_MS, self.group_clock)
-        return str(result.member_id)
+    def members_of_group(self) -> GroupMembers:
+        if self.group_members is None:
+            raise RuntimeError("reset() the adapter before applying steps")
+        return self.group_members
 
-    def _sync(self, member_ids: dict[str, str]) -> None:
-        """Every member syncs (the leader first, handing out the assignment); each learns the generation."""
-        from txnspec.impl.membership import MemberIdentity
-
-        membership = self.cluster.broker.membership
-        group = membership.groups[self.group]
-        ordered = sorted(member_ids.items(), key=lambda kv: kv[1] != group.leader_id)
-        for who, member_id in ordered:
-            synced = membership.sync(self.group, member_id, group.generation_id, None,
-                                     dict.fromkeys(member_ids.values(), b"") if member_id == group.leader_id else {},
-                                     self.group_clock)
-            if synced is None or synced.error.name != "NONE":
-                raise RuntimeError(f"{who}'s SyncGroup failed: {synced}")
-            self.members[who] = MemberIdentity(member_id, None, group.generation_id)
-
-    def _form_group(self) -> None:
-        """The producers' consumers join the group one by one through JoinGroup (each newcomer makes the
-        earlier members rejoin), then SyncGroup: the group is Stable with all of them, as the spec starts it."""
-        ids: dict[str, str] = {}
-        for who in self.producers:
-            ids[who] = self._join(who, "")
-            for earlier in list(ids)[:-1]:
-                self._join(earlier, ids[earlier])
-        self._sync(ids)
-
-    def _rebalance(self, zombie: str) -> None:
-        """The spec's rebalance through the membership's own protocol: every member but ``zombie`` rejoins, the
-        rebalance timeout passes, the coordinator completes the generation without it, the others sync."""
-        others = {who: m.member_id for who, m in self.members.items() if who != zombie}
-        for who, member_id in others.items():
-            self._join(who, member_id)
-        self.group_clock += _REBALANCE_TIMEOUT_MS
-        self.cluster.broker.membership.tick(self.group_clock)
-        self._sync(others)
-
-    def _start_producer(self, who: str, transactional_id: str) -> None:
-        handle = self.cluster.producer(transactional_id)
+    def _start_producer(self, who: Any, transactional_id: str) -> None:
+        handle = self.cluster.producer(transactional_id, enable_two_pc=self.two_phase_commit)
         # the spec's producer sends each record in its own Produce, up to the scenario's max_in_flight per
         # partition (spec/producer.py): batch.size of one record and max.in.flight.requests.per.connection
         handle.producer.batch_records = 1
@@ -205,7 +189,7 @@ class ImplAdapter:
         self.transactional_ids[who] = transactional_id
         self.instances.setdefault(who, []).append(handle.name)
 
-    def _clients(self, who: str, tag: Any) -> set[str]:
+    def _clients(self, who: Any, tag: Any) -> set[str]:
         """The implementation's client names of spec producer ``who``: the instance of the message's tag
         (producer, incarnation, transaction), or every instance for a message without one."""
         names = self.instances[who]
@@ -241,7 +225,7 @@ class ImplAdapter:
     def names(self) -> Names:
         """How the spec names the implementation's clients, partitions and members (the message mapping's)."""
         instance_of = {name: who for who, names in self.instances.items() for name in names}
-        members = {m.member_id: f"member-{who.removeprefix('producer-')}" for who, m in self.members.items()}
+        members = {m.member_id: f"member-{who.index}" for who, m in self.members.items()}
         return Names(instance_of.get, {self.broker_partition[p]: p for p in self.partitions}, members,
                      self.offsets_partition, self.generation_offset)
 
@@ -300,7 +284,7 @@ class ImplAdapter:
         answers_before = len(self.marker_answers)
         action = step.action
         kind = action.kind
-        if action.actor.startswith("producer-") and action.actor not in self.producers:
+        if producer_index(action.actor) is not None and action.actor not in self.producers:
             raise self._not_enabled(step, f"the scenario has no {action.actor}")
         fault = FAULT_BUDGET.get(kind)
         if fault is not None:
@@ -319,7 +303,17 @@ class ImplAdapter:
             result = None
             try:
                 if kind is K.INIT_TRANSACTIONS:
-                    result = p.init_transactions()
+                    # a 2PC instance restarted after a crash keeps the prepared transaction (as the spec's)
+                    result = p.init_transactions(keep_prepared_txn=self.two_phase_commit
+                                                 and len(self.instances[who]) > 1)
+                elif kind is K.PREPARE_TRANSACTION:
+                    p.prepare_transaction()
+                elif kind is K.DECIDE_COMMIT:  # the external coordinator stores the client's PreparedTxnState
+                    self.recorded[who] = p.tm.prepared_txn_state
+                elif kind is K.DECIDE_ABORT:
+                    self.recorded[who] = None
+                elif kind is K.COMPLETE_TRANSACTION:
+                    result = p.complete_transaction(self.recorded.get(who) or (-1, -1))
                 elif kind is K.BEGIN_TRANSACTION:
                     p.begin_transaction()
                     self.txn_no[who] += 1
@@ -385,6 +379,17 @@ class ImplAdapter:
             self.cluster.crash_coordinator()
             self.cluster.restart_coordinator()
             self.cluster.network.messages[:0] = sent
+        elif kind is K.RESIGN:  # the coordinator loses every transaction-log partition; its markers stay in flight
+            tc = self.cluster.broker.txn_coordinator
+            for index in range(len(tc.txn_manager.log_partitions)):
+                tc.emigrate(index)
+        elif kind is K.ELECT:  # a new coordinator epoch leads the partitions nobody leads and starts loading them
+            tc = self.cluster.broker.txn_coordinator
+            tc.begin_load(set(tc.txn_manager.not_led), tc.coordinator_epoch + 1)
+        elif kind is K.LOAD_TXN_PARTITION:  # one partition's load finishes: its prepared transactions' markers go
+            index = int((action.partition or "").rsplit("-", 1)[1])
+            self.cluster.broker.txn_coordinator.finish_load(index, self.cluster.now_ms)
+            self.cluster._queue_markers()
         elif kind is K.LOSE:
             self._lose(step)
         elif kind is K.RETRY:
@@ -395,11 +400,19 @@ class ImplAdapter:
             self._append_fails(step)
         elif kind is K.CRASH:
             self._crash(action.actor)
+        elif kind is K.REBALANCE and self.cluster.broker.consumer_groups.groups:
+            consumer_group.fence(self, action.actor)
         elif kind is K.REBALANCE:
-            self._rebalance(action.actor)
+            self.members_of_group().rebalance(action.actor)
+        elif kind is K.REASSIGN:
+            consumer_group.reassign(self, action.actor)
+        elif kind is K.HEARTBEAT:
+            consumer_group.heartbeat(self, action.actor)
         elif kind is K.EXPIRE_PRODUCERS:  # producer.id.expiration.ms passes for the partition's idle producers
             partition = self.cluster.broker.partition(self.broker_partition[action.partition])
             partition.remove_expired_producers(self.cluster.now_ms + partition.producer_state.producer_id_expiration_ms)
+        elif kind is K.ADMIN_ABORT:  # Admin.abortTransaction: the admin's WriteTxnMarkers, straight to the leader
+            self._admin_abort(action.body)
         elif kind is K.EXPIRE_TRANSACTIONAL_ID:  # transactional.id.expiration.ms passes for the idle ids
             self.cluster.broker.txn_coordinator.expire_transactional_ids(self.cluster.now_ms, 0)
         elif kind is K.OFFSET_COMMIT:  # an admin's plain commit of the input offset, outside group management
@@ -445,100 +458,12 @@ class ImplAdapter:
         self.marker_answers.remove(answered)
         return answered
 
-    def _lose(self, step: Any) -> None:
-        if isinstance(step.action.body, spec.WriteTxnMarkersResponse):
-            marker, _ = self._take_marker_answer(step)
-            self.lost_markers.append(marker)
-            return
-        m = self._match(step)
-        self.cluster.network.lose(m)
-        if isinstance(m.request, TxnMarker):
-            self.lost_markers.append(m.request)
-        else:
-            self.lost.append(m)
-
-    def _retry(self, step: Any) -> None:
-        """The client's request timeout fires for a lost transactional request (or one whose answer was lost); a
-        produce's retry is handled with the retry backoff in :meth:`apply`."""
-        action = step.action
-        name, producer = self.producers[action.actor]
-        awaited = producer.in_flight_txn[0] if producer.in_flight_txn is not None else None
-        lost = [m for m in self.lost if m.client == name and m.request is awaited]
-        if not lost:
-            raise self._not_enabled(step, "the implementation's client lost nothing it waits for")
-        self.lost.remove(lost[-1])
-        self.cluster.time_out(lost[-1])
-
-    def _resend_marker(self, step: Any) -> None:
-        from txnspec.impl.errors import Errors
-
-        partition = step.action.body.partition
-        lost = [mk for mk in self.lost_markers if self._same_partition(mk.partition, partition)]
-        if not lost:
-            raise self._not_enabled(step, "no marker to that partition was lost")
-        self.lost_markers.remove(lost[-1])
-        self.cluster.broker.txn_coordinator.on_marker_response(lost[-1], Errors.REQUEST_TIMED_OUT, self.cluster.now_ms)
-        self.cluster._dispatch()
-
-    def _append_fails(self, step: Any) -> None:
-        """Deliver the request with the coordinator's transaction-log partition refusing its next append."""
-        from txnspec.impl.errors import Errors
-
-        m = self._match(step)
-        log = self.cluster.broker.txn_coordinator.txn_manager.partition_for(m.request.transactional_id)
-        log.refuse_next_append(Errors.NOT_ENOUGH_REPLICAS)
-        try:
-            self.cluster.deliver(m)
-        finally:
-            log.refused_appends.clear()  # a request that wrote nothing had nothing refused (as in the spec)
-
-    def _crash(self, who: str) -> None:
-        name, _ = self.producers[who]
-        in_flight = list(self.cluster.network.messages)
-        self.cluster.crash_producer(self.handles[who])
-        # what the dead instance sent stays on its way (the spec keeps it); answers to it are dropped on delivery
-        self.cluster.network.messages = in_flight
-        self.lost = [m for m in self.lost if m.client != name]
-        self._start_producer(who, self.transactional_ids[who])
-
     # --- observation ---
 
-    def _visible(self, partition: str, isolation: str) -> list[int]:
-        """The offsets a consumer reads from 0; fetched again only when the partition changed (an append-only log:
-        its end, high watermark, last stable offset and aborted index say whether it did)."""
-        p = self.cluster.broker.partition(partition)
-        key = (p.log_start_offset, p.log_end_offset, p.high_watermark, p.last_stable_offset, len(p.txn_index.entries))
-        cached = self.visible_cache.get((partition, isolation))
-        if cached is not None and cached[0] == key:
-            return list(cached[1])
-        offsets = self._fetch_all(partition, isolation)
-        self.visible_cache[(partition, isolation)] = (key, tuple(offsets))
-        return offsets
-
-    def _fetch_all(self, partition: str, isolation: str) -> list[int]:
-        from txnspec.impl.consumer import Consumer
-        from txnspec.impl.messages import Fetch
-        from txnspec.impl.partition import IsolationLevel
-
-        consumer = Consumer(IsolationLevel(isolation), None, rules=self.cluster.rules)
-        consumer.assign([partition])
-        offsets: list[int] = []
-        for _ in range(1000):
-            got = []
-            for name, offset, level in consumer.fetch_requests():
-                response = self.cluster.broker.handle(Fetch(name, offset, level, None), self.cluster.now_ms)
-                fetched = response.extra.get("fetch")
-                if fetched is not None:
-                    got.extend(consumer.on_fetch(name, fetched))
-            if not got:
-                break
-            offsets.extend(r.offset for r in got)
-        return offsets
-
     def observe(self) -> dict[str, Any]:
-        broker_name = self.broker_partition
-        visible = {p: {"read_committed": self._visible(broker_name[p], "READ_COMMITTED"),
-                       "read_uncommitted": self._visible(broker_name[p], "READ_UNCOMMITTED")}
+        assert self.reads is not None, "reset() the adapter first"
+        visible = {p: {"read_committed": self.reads.offsets(self.broker_partition[p], "READ_COMMITTED"),
+                       "read_uncommitted": self.reads.offsets(self.broker_partition[p], "READ_UNCOMMITTED")}
                    for p in self.spec_partitions}
         _, committed = self.cluster.broker.group_coordinator.fetch_offsets(self.group, [INPUT])
         return {"visible": visible, "offsets": {f"{self.group}/{tp}": off for tp, off in committed.items()}}

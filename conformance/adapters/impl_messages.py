@@ -77,7 +77,8 @@ def _target(request: Any) -> str:
 
 
 def _init(r: implm.InitProducerId, names: Names) -> spec.InitProducerId:
-    return spec.InitProducerId(r.transactional_id, r.transaction_timeout_ms, r.producer_id, r.producer_epoch)
+    return spec.InitProducerId(r.transactional_id, r.transaction_timeout_ms, r.producer_id, r.producer_epoch,
+                               r.enable_two_pc, r.keep_prepared_txn)
 
 
 def _add_partitions(r: implm.AddPartitionsToTxn, names: Names) -> spec.AddPartitionsToTxn:
@@ -129,7 +130,9 @@ def _produce_response(r: implm.Produce, response: implm.Response) -> spec.Produc
 
 # the implementation's request type -> the spec's answer to it
 RESPONSES: dict[type, Callable[[Any, implm.Response], Any]] = {
-    implm.InitProducerId: lambda r, a: spec.InitProducerIdResponse(_error(a.error), a.producer_id, a.producer_epoch),
+    implm.InitProducerId: lambda r, a: spec.InitProducerIdResponse(_error(a.error), a.producer_id, a.producer_epoch,
+                                                                   a.ongoing_txn_producer_id,
+                                                                   a.ongoing_txn_producer_epoch),
     implm.EndTxn: lambda r, a: spec.EndTxnResponse(_error(a.error), a.producer_id, a.producer_epoch),
     implm.Produce: _produce_response,
     implm.AddPartitionsToTxn: lambda r, a: spec.ErrorResponse(_error(a.error)),

@@ -25,7 +25,7 @@ def variant_named(name: str) -> Variant:
 
 
 def _load() -> None:
-    from txnspec.spec.variants import bugs, versions  # noqa: F401  (registers the variants)
+    from txnspec.spec.variants import bugs, two_phase, versions  # noqa: F401  (registers the variants)
 
 
 register(Variant("current", "Kafka trunk (4.x) with the scenario's transaction version", "apache/kafka trunk"))

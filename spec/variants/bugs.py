@@ -18,6 +18,9 @@ check the shortest counterexample and that the same scenario holds under the cur
 7. ``zombie-offsets-not-fenced`` (KIP-447 motivation): a group coordinator that does not check the member and
    generation of a ``TxnOffsetCommit``: a consumer evicted by a rebalance commits its input position over the
    new owner's.
+8. ``member-epoch-not-checked`` (KIP-848): a group coordinator that checks a consumer group's member but not
+   the member epoch of a ``TxnOffsetCommit`` (no STALE_MEMBER_EPOCH): a member whose partition was reassigned
+   while its transaction was open commits the position it no longer owns.
 """
 
 from __future__ import annotations
@@ -121,4 +124,24 @@ register(Variant(
     "KIP-447 (motivation)",
     change_protocol=lambda p: p.but("zombie-offsets-not-fenced", "TxnOffsetCommit without the generation check",
                                     validate_offset_commit=_offset_commit_without_member_check),
+    expected_violation="no_fenced_member_offsets_commit"))
+
+
+def _offset_commit_without_member_epoch_check(group: Any, member_id: str, group_instance_id: str | None,
+                                              member_epoch: int, transactional: bool, partitions: tuple[str, ...],
+                                              version: int) -> Errors:
+    """``ConsumerGroup.validateOffsetCommit`` without ``validateMemberEpoch`` and the assignment-epoch validator:
+    the member must exist, any epoch is accepted."""
+    if member_epoch < 0 and not group.members:
+        return Errors.NONE
+    if transactional and member_epoch == -1 and member_id == "" and group_instance_id is None:
+        return Errors.NONE
+    return Errors.NONE if group.member(member_id) is not None else Errors.UNKNOWN_MEMBER_ID
+
+
+register(Variant(
+    "member-epoch-not-checked", "the group coordinator checks a consumer group's member but not its member epoch",
+    "KIP-848 (member epochs)",
+    change_protocol=lambda p: p.but("member-epoch-not-checked", "TxnOffsetCommit without the member-epoch check",
+                                    validate_consumer_offset_commit=_offset_commit_without_member_epoch_check),
     expected_violation="no_fenced_member_offsets_commit"))

@@ -127,6 +127,7 @@ def test_every_audit_rule_holds_on_real_kafka(transaction_version: int, real_kaf
     assert rules["txn.traces"]["checked"] == 54
     assert rules["txn.timeout_abort"]["outcome"] == "held"
     assert rules["workload.completed"]["checked"] > 8 and rules["history.fenced_write_accepted"]["outcome"] == "held"
+    assert rules["group.member_epoch_fencing"]["outcome"] == "held"  # KIP-848 (audit/member_epoch.py)
     if transaction_version == 1:
         assert rules["txn.AddPartitionsToTxn"]["checked"] > 0  # TV1 clients add partitions themselves
     assert {r["outcome"] for r in rules.values()} <= {"held", "not checked"}

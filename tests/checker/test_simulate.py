@@ -65,6 +65,22 @@ def test_deadlocks_and_unanswered_leads_to_triggers_are_found() -> None:
     assert simulate(toys.spinner(), seed=0, max_walks=100).ok
 
 
+def test_a_leads_to_property_violated_by_a_fair_loop_is_found_as_a_lasso() -> None:
+    """A walk that returns to one of its states through a loop that answers nothing and takes every fairness class
+    enabled all along it violates the property, as the exact engine's fair cycle does; a loop that leaves a
+    weakly fair step enabled throughout (the spinner's finish) does not."""
+    for model in (toys.traffic_light(), toys.spinner(fair=False)):
+        name = model.properties[0].name
+        cex = simulate(model, seed=0, max_walks=100).verdict(name).counterexample
+        exact = check(model).verdict(name).counterexample
+        assert cex is not None and exact is not None
+        assert_behaviour(model, cex)
+        assert (cex.actions, cex.loop_start, cex.stutter) == (exact.actions, exact.loop_start, False)
+        assert cex.steps[-1][1] == cex.steps[cex.loop_start][1]
+    assert cex.actions == ("spin", "spin") and "back to step 0, forever" in cex.render()
+    assert simulate(toys.spinner(), seed=0, max_walks=200).ok
+
+
 @pytest.mark.parametrize("workers", [1, 2, 3])
 def test_the_walks_of_a_seed_are_the_same_for_any_number_of_workers(workers: int) -> None:
     model = toys.two_phase_commit(3, broken=True)

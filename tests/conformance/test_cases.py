@@ -15,6 +15,7 @@ pytestmark = pytest.mark.quick  # the whole module is in the quick tier
 PUBLIC = Path(__file__).resolve().parents[2] / "conformance" / "data" / "public.jsonl"
 FOUND = PUBLIC.with_name("found.jsonl")  # answers real Kafka gave the audit, pinned as cases
 GROUP_PUBLIC = PUBLIC.with_name("group_public.jsonl")  # the public sample of the group component
+ADMIN = PUBLIC.with_name("admin.jsonl")  # ours: issue 32, the admin's abort of a transaction at its partition
 GROUP = PUBLIC.with_name("group.jsonl")  # ours: issue 15's rules 1, 2 and 6, each from a Kafka test or source line
 
 
@@ -37,6 +38,16 @@ def test_both_targets_pass_the_cases_real_kafka_forced(target: str) -> None:
     report = run_cases(FOUND, target_named(target))
     assert [(r.case_id, r.error, [str(m) for m in r.mismatches]) for r in report.results if not r.passed] == []
     assert report.passed == len(FOUND.read_text().splitlines()) >= 5
+
+
+@pytest.mark.parametrize("target", ["spec", "impl"])
+def test_both_targets_pass_the_admin_abort_cases(target: str) -> None:
+    """Admin.abortTransaction's marker (transaction version 0, the coordinator epoch the admin names): it closes
+    the open transaction; an older coordinator epoch is fenced, an older producer epoch refused; at the
+    producer's own epoch it is taken where a TV2 marker would not be."""
+    report = run_cases(ADMIN, target_named(target))
+    assert [(r.case_id, r.error, [str(m) for m in r.mismatches]) for r in report.results if not r.passed] == []
+    assert report.passed == len(ADMIN.read_text().splitlines()) == 4
 
 
 @pytest.mark.parametrize("target", ["spec", "impl"])
@@ -127,9 +138,10 @@ def test_both_targets_read_a_case_with_the_one_parser(component: str, given: dic
 
 
 # every case file of conformance/data and the cases it holds (a case added or lost must be pinned here)
-CASE_FILES = {"public.jsonl": 63, "found.jsonl": 10, "group_public.jsonl": 2, "group.jsonl": 18,
-              "kafka_tests_coordinator.jsonl": 97, "kafka_tests_partition.jsonl": 53,
-              "kafka_tests_group.jsonl": 10, "kafka_tests_client.jsonl": 54}
+CASE_FILES = {"public.jsonl": 63, "found.jsonl": 10, "group_public.jsonl": 2, "group.jsonl": 18, "admin.jsonl": 4,
+              "kafka_tests_coordinator.jsonl": 153, "kafka_tests_partition.jsonl": 68,
+              "kafka_tests_group.jsonl": 19, "kafka_tests_client.jsonl": 71, "kip848.jsonl": 17,
+              "two_phase.jsonl": 25}  # KIP-939: Kafka's 2PC test methods and 4.4's source lines
 
 
 def test_the_case_files_are_the_pinned_ones() -> None:

@@ -13,6 +13,7 @@ from txnspec.conformance.adapters.spec_adapter import SpecAdapter
 from txnspec.conformance.generate import random_walk
 from txnspec.conformance.replay import replay
 from txnspec.spec.actions import Action, ActionKind
+from txnspec.spec.network import producer_address
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +105,7 @@ def test_malformed_lines_are_reported_and_the_others_load(sample: list[tr.Trace]
 def test_a_step_that_is_not_enabled_names_trace_and_step(sample: list[tr.Trace]) -> None:
     trace = sample[0]
     steps = list(trace.steps)
-    steps[2] = tr.Step(Action(ActionKind.COMMIT_TRANSACTION, "producer-0"), observation={})
+    steps[2] = tr.Step(Action(ActionKind.COMMIT_TRANSACTION, producer_address(0)), observation={})
     verdict = replay(trace.with_steps(steps), SpecAdapter())
     assert not verdict.ok and verdict.divergence_step == 2
     assert trace.id in verdict.detail and "step 2" in verdict.detail and "not enabled" in verdict.detail
@@ -112,7 +113,8 @@ def test_a_step_that_is_not_enabled_names_trace_and_step(sample: list[tr.Trace])
 
 def test_every_kind_of_action_round_trips_through_json() -> None:
     """Every action of a small scenario with every fault (and of TV1 with offsets, of a rebalance, the fault
-    that needs group members, and of a plain commit, which needs offsets) comes back equal."""
+    that needs group members, of a plain commit, which needs offsets, of KIP-939's two-phase commit and of
+    KIP-848's fences and heartbeats) comes back equal."""
     from collections import deque
 
     from txnspec.spec import system as sysm
@@ -123,7 +125,8 @@ def test_every_kind_of_action_round_trips_through_json() -> None:
     every_fault = dict.fromkeys((f for f in FAULTS if f not in ("rebalance", "plain_commit")), 1)
     for scenario, variant in ((SCENARIOS["tiny"].with_(faults=every_fault), "current"),
                               (SCENARIOS["offsets"], "tv1"), (SCENARIOS["rebalance"], "current"),
-                              (SCENARIOS["plain-commit"], "current")):
+                              (SCENARIOS["plain-commit"], "current"), (SCENARIOS["two-phase-commit"], "current"),
+                              (SCENARIOS["consumer-rebalance"], "current")):
         system = build_system(scenario, variant)
         seen = {sysm.initial_state(system)}
         queue = deque(seen)

@@ -67,11 +67,39 @@ def still_serves(server: ServerThread) -> None:
 def test_api_versions_advertises_exactly_the_table_and_the_transaction_version(server: ServerThread) -> None:
     conn = BrokerConnection(server.config.host, server.config.port, timeout=WAIT)
     try:
-        assert conn.versions == {api.key: (api.min_version, api.max_version) for api in APIS.values()}
+        # the unstable latest versions (InitProducerId v6, KIP-939) only with unstable.api.versions.enable
+        assert conn.versions == {api.key: (api.min_version, api.highest(False)) for api in APIS.values()}
+        assert conn.versions[22] == (0, 5)
         assert conn.features == {"transaction.version": 2}
     finally:
         conn.close()
     assert {api.name for api in APIS.values()} == set(HANDLERS)
+
+
+def test_init_producer_id_v6_needs_unstable_api_versions() -> None:
+    """Kafka 4.4's InitProducerId v6 is ``latestVersionUnstable``: advertised with unstable.api.versions.enable,
+    and a v6 request without it closes the connection (docs/kip-939.md)."""
+    from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+
+    from txnspec.audit.connection import WireError
+
+    with ServerThread(unstable_api_versions_enable=True, transaction_two_phase_commit_enable=True) as unstable:
+        conn = BrokerConnection(unstable.config.host, unstable.config.port, timeout=WAIT)
+        try:
+            assert conn.versions[22] == (0, 6)
+            r = conn.call(InitProducerIdRequest, InitProducerIdResponse, 6, transactional_id="t", producer_id=-1,
+                          producer_epoch=-1, transaction_timeout_ms=10**9, enable2_pc=True)
+            assert (int(r.error_code), int(r.producer_epoch), int(r.ongoing_txn_producer_id)) == (0, 0, -1)
+        finally:
+            conn.close()
+    with ServerThread() as stable:
+        conn = BrokerConnection(stable.config.host, stable.config.port, timeout=WAIT)
+        try:
+            with pytest.raises((WireError, OSError)):
+                conn.call(InitProducerIdRequest, InitProducerIdResponse, 6, transactional_id="t", producer_id=-1,
+                          producer_epoch=-1, transaction_timeout_ms=1000, enable2_pc=True)
+        finally:
+            conn.close()
 
 
 def test_metadata_names_the_internal_topics_as_internal_and_never_creates_them(server: ServerThread) -> None:
@@ -127,7 +155,7 @@ def test_api_versions_of_an_unknown_version_is_answered_at_v0_and_the_connection
         again = ApiVersionsResponse.decode(read_answer(sock), version=3, header=True)
     assert (again.header.correlation_id, again.error_code) == (43, 0)
     assert {k.api_key: (k.min_version, k.max_version) for k in again.api_keys} == {
-        api.key: (api.min_version, api.max_version) for api in APIS.values()}
+        api.key: (api.min_version, api.highest(False)) for api in APIS.values()}
 
 
 def test_api_versions_with_an_invalid_client_software_name_is_invalid_request(server: ServerThread) -> None:

@@ -303,3 +303,69 @@ def test_kafkajs_and_sarama_run_the_matrix_workload_as_on_kafka(real_kafka: Any,
         pytest.skip(f"{client} unavailable: {exc}")
     assert on_kafka["ok"] and on_kafka["output"] == [f"V{i}" for i in range(10)], on_kafka
     assert on_serve == on_kafka
+
+
+def admin_abort_answers(bootstrap: str) -> dict[str, int]:
+    """A transaction left open after a committed one (whose marker set the partition's coordinator epoch): the
+    admin's WriteTxnMarkers ABORT with an older producer epoch, then a coordinator epoch below the partition's,
+    then the partition's own: each answer, and the last stable offset after."""
+    from confluent_kafka import Producer
+    from kafka.protocol.admin.transactions import DescribeProducersRequest, DescribeProducersResponse
+    from kafka.protocol.producer.transaction import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+
+    topic = f"admin-{uuid.uuid4().hex[:6]}"
+    for _ in range(2):  # a second instance: the producer's epoch is at least 1, so an older one exists
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": topic, **QUIET})
+        producer.init_transactions(TIMEOUT)
+    for value, commit in ((b"committed", True), (b"open", False)):
+        producer.begin_transaction()
+        producer.produce(topic, value)
+        if commit:
+            producer.commit_transaction(TIMEOUT)
+    assert producer.flush(TIMEOUT) == 0
+    conn = connect(bootstrap)
+    try:
+        described = conn.call(DescribeProducersRequest, DescribeProducersResponse, 0, topics=[
+            DescribeProducersRequest.TopicRequest(name=topic, partition_indexes=[0])])
+        (state,) = described.topics[0].partitions[0].active_producers
+        M = WriteTxnMarkersRequest.WritableTxnMarker
+
+        def abort(producer_epoch: int, coordinator_epoch: int) -> int:
+            r = conn.call(WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, markers=[M(
+                producer_id=state.producer_id, producer_epoch=producer_epoch, transaction_result=False,
+                topics=[M.WritableTxnMarkerTopic(name=topic, partition_indexes=[0])],
+                coordinator_epoch=coordinator_epoch)])
+            return int(r.markers[0].topics[0].partitions[0].error_code)
+
+        out = {"start_offset": int(state.current_txn_start_offset),
+               "older_producer_epoch": abort(state.producer_epoch - 1, max(state.coordinator_epoch, 0)),
+               "older_coordinator_epoch": abort(state.producer_epoch, state.coordinator_epoch - 1),
+               "own": abort(state.producer_epoch, max(state.coordinator_epoch, 0))}
+        T = ListOffsetsRequest.ListOffsetsTopic
+        lso = conn.call(ListOffsetsRequest, ListOffsetsResponse, 7, replica_id=-1, isolation_level=1, topics=[
+            T(name=topic, partitions=[T.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
+                                                              timestamp=-1)])])
+        out["lso_after"] = int(lso.topics[0].partitions[0].offset)
+        return out
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("tv", [1, 2])
+def test_the_admin_abort_answers_as_on_kafka(real_kafka: Any, tv: int) -> None:
+    """Admin.abortTransaction's marker at the partition: an older producer epoch INVALID_PRODUCER_EPOCH (47), a
+    coordinator epoch below the partition's TRANSACTION_COORDINATOR_FENCED (52), the partition's own aborts."""
+    on_kafka, on_serve = both(real_kafka, tv, admin_abort_answers)
+    assert on_serve == on_kafka
+    assert (on_kafka["older_producer_epoch"], on_kafka["older_coordinator_epoch"], on_kafka["own"]) == (47, 52, 0)
+
+
+@pytest.mark.parametrize("tv", [2, 1])
+def test_the_java_admin_workflow_answers_as_on_kafka(real_kafka: Any, tv: int) -> None:
+    """kafka-transactions.sh's workflow through the Java Admin client (TxnAdmin.java: list, describe, find the
+    open transaction's start offset at its partition, abort it): the same RESULT from Kafka and serve."""
+    from txnspec.serve.java_harness import run_harness
+
+    on_kafka, on_serve = both(real_kafka, tv, lambda bootstrap: run_harness(bootstrap, main="TxnAdmin"))
+    assert on_kafka["ok"], on_kafka
+    assert on_serve == on_kafka

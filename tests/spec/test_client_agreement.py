@@ -42,6 +42,9 @@ FAST: dict[tuple[str, int], tuple[int, int, dict[pj.Difference, int]]] = {
     ("in-flight-2", 2): (3_684, 6_478, {OOO_RETRY: 46}), ("in-flight-2", 1): (7_320, 11_242, {OOO_RETRY: 15}),
     ("crash", 2): (7_104, 8_296, {}), ("crash", 1): (9_785, 11_469, {}),
     ("loss", 2): (4_352, 3_259, {}), ("loss", 1): (5_625, 4_795, {}),
+    # issue 31: NOT_COORDINATOR and COORDINATOR_LOAD_IN_PROGRESS answered to the client, two failovers
+    ("failover-twice", 2): (5_018, 3_466, {}), ("failover-twice", 1): (4_750, 3_632, {}),
+    ("txn-log-loading", 2): (2_873, 2_651, {}), ("txn-log-loading", 1): (2_657, 2_529, {}),
 }
 SLOW: dict[tuple[str, int], tuple[int, int, dict[pj.Difference, int]]] = {
     ("append-failure", 2): (4_977, 5_157, {}), ("append-failure", 1): (6_935, 7_737, {}),

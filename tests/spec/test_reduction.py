@@ -13,6 +13,7 @@ import pytest
 from txnspec.checker import check
 from txnspec.checker.levels import check_levels
 from txnspec.checker.model import Model
+from txnspec.checker.report import CheckResult
 from txnspec.cli import main
 from txnspec.spec.model import build_model
 from txnspec.spec.network import producer_index
@@ -53,11 +54,16 @@ def _safety(model: Model[Any]) -> list[str]:
     return [p.name for p in model.properties if p.expectation.value != "leads_to"]
 
 
-def _verdicts(name: str, variant: str, *, reduced: bool, symmetry: bool = False) -> dict[str, str]:
+@functools.cache  # one search per (scenario, variant, reduction, symmetry): several tests compare the same ones
+def _search(name: str, variant: str, *, reduced: bool, symmetry: bool = False) -> CheckResult:
     model = _model(name, variant)
-    names = _safety(model)
-    result = check(model.partial_order() if reduced else model, properties=names, symmetry=symmetry)
+    result = check(model.partial_order() if reduced else model, properties=_safety(model), symmetry=symmetry)
     assert result.complete, result.render()
+    return result
+
+
+def _verdicts(name: str, variant: str, *, reduced: bool, symmetry: bool = False) -> dict[str, str]:
+    result = _search(name, variant, reduced=reduced, symmetry=symmetry)
     return {v.name: v.status for v in result.verdicts} | {"deadlock": str(result.deadlock is not None)}
 
 
@@ -185,9 +191,8 @@ def test_some_variant_is_caught_under_the_reduction() -> None:
 
 @pytest.mark.parametrize("name", sorted(PINNED_REDUCED))
 def test_reduced_counts_are_pinned(name: str) -> None:
-    model = _model(name)
-    full = check(model, properties=_safety(model), symmetry=False)
-    result = check(model.partial_order(), symmetry=False)
+    full = _search(name, "current", reduced=False)
+    result = _search(name, "current", reduced=True)
     assert result.complete and result.ok, result.render()
     assert result.states == PINNED_REDUCED[name] < full.states
 

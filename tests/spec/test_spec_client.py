@@ -88,7 +88,9 @@ def test_the_transition_table_is_kafkas() -> None:
 CALLS = {
     "initTransactions": (cl.init_transactions, S.INITIALIZING),
     "beginTransaction": (cl.begin_transaction, S.IN_TRANSACTION),
-    "prepareTransaction": (cl.prepare_transaction, S.PREPARED_TRANSACTION),
+    # KafkaProducer.prepareTransaction needs transaction.two.phase.commit.enable (else InvalidTxnStateException)
+    "prepareTransaction": (lambda c: cl.prepare_transaction(c, cl.ClientConfig(enable_two_pc=True)),
+                           S.PREPARED_TRANSACTION),
     "commitTransaction": (cl.commit_transaction, S.COMMITTING_TRANSACTION),
     "abortTransaction": (cl.abort_transaction, S.ABORTING_TRANSACTION),
 }

@@ -71,6 +71,11 @@ def _reachable(name: str, variant: str = "current") -> tuple[Model[Any], dict[An
     return model, successors
 
 
+@functools.cache  # one search per (scenario, variant, properties, symmetry): the orbit counts, the verdict
+def _search(name: str, variant: str, properties: tuple[str, ...], symmetry: bool) -> CheckResult:  # comparisons
+    return check(_model(name, variant), properties=list(properties), symmetry=symmetry)
+
+
 def _group(model: Model[Any]) -> sym.Group:
     group = model.metadata["symmetry_group"]
     assert group is not None and model.symmetry is not None
@@ -139,10 +144,10 @@ def test_the_reduced_search_keeps_one_state_per_orbit(name: str) -> None:
     model, successors = _reachable(name)
     renamings = _group(model).renamings()
     orbits = {frozenset({state, *(r(state) for r in renamings)}) for state in successors}
-    reduced = check(model, properties=_safety(model))
+    reduced = _search(name, "current", tuple(_safety(model)), True)
     assert reduced.symmetry and reduced.complete
     assert reduced.states == len(orbits) == PINNED_REDUCED[name]
-    assert check(model, properties=_safety(model), symmetry=False).states == len(successors)
+    assert _search(name, "current", tuple(_safety(model)), False).states == len(successors)
     for orbit in list(orbits)[:500]:  # the representative is a member, the same for every member, its own
         representatives = {model.symmetry(state) for state in orbit}  # type: ignore[misc]
         assert len(representatives) == 1 and representatives <= orbit
@@ -180,9 +185,9 @@ def _replays(model: Model[Any], steps: Iterable[tuple[Any, Any]]) -> bool:
 
 def _agree(name: str, variant: str, properties: list[str] | None = None) -> CheckResult:
     model = _model(name, variant)
-    names = properties or _safety(model)
-    full = check(model, properties=names, symmetry=False)
-    reduced = check(model, properties=names)
+    names = tuple(properties or _safety(model))
+    full = _search(name, variant, names, False)
+    reduced = _search(name, variant, names, True)
     assert reduced.symmetry and not full.symmetry
     assert _outcome(reduced) == _outcome(full)
     for verdict in reduced.verdicts:  # a lasso's steps past its prefix follow the quotient graph (up to renaming)

@@ -8,7 +8,7 @@ from txnspec.spec import system as sysm
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import EndTxn, EndTxnResponse, InitProducerId, Produce, WriteTxnMarkers
 from txnspec.spec.model import build_system
-from txnspec.spec.network import Envelope, send
+from txnspec.spec.network import Envelope, producer_address, send
 from txnspec.spec.scenarios import SCENARIOS
 from txnspec.spec.txn_state import COMPLETE_COMMIT, ONGOING, PREPARE_COMMIT
 
@@ -123,7 +123,7 @@ def test_the_coordinator_resends_a_marker_only_once_it_and_its_answer_are_gone()
 
 def test_a_stale_answer_is_ignored_by_the_producer() -> None:
     state = committed_once()
-    stale = Envelope("coordinator", "producer-0", EndTxnResponse(Errors.NONE, 0, 1), 99)
+    stale = Envelope("coordinator", producer_address(0), EndTxnResponse(Errors.NONE, 0, 1), 99)
     with_stale = replace(state, network=send(state.network, stale))
     after = steps(TINY, with_stale)[f"deliver {stale}"]
     assert after.producers == state.producers

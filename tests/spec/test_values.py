@@ -24,13 +24,24 @@ from txnspec.spec.brokers import (
 )
 from txnspec.spec.coordinator import markers_for
 from txnspec.spec.errors import Errors
-from txnspec.spec.faults import _abandoned, _abort_timed_out, _rebalance, expiry_steps
+from txnspec.spec.faults import _abandoned, _abort_timed_out, _fence_member, _rebalance, expiry_steps, heartbeat_steps
 from txnspec.spec.messages import EndTxnResponse, ErrorResponse, InitProducerIdResponse, Produce, ProduceResponse
 from txnspec.spec.model import build_system
-from txnspec.spec.network import COORDINATOR, GROUP, NETWORK, Envelope, contexts, deliveries, remove_one, send
+from txnspec.spec.network import (
+    COORDINATOR,
+    GROUP,
+    NETWORK,
+    Envelope,
+    ProducerAddress,
+    contexts,
+    deliveries,
+    producer_address,
+    remove_one,
+    send,
+    stable_repr,
+)
 from txnspec.spec.producer import dispatch, expire_batch, first_in_flight, receive, request_timed_out, restarted
 from txnspec.spec.system_state import UNREAD, Budget, projection
-from txnspec.spec.txn_state import ONGOING
 from txnspec.spec.values import Interner, cache_stats, clear_caches, intern, memoised, replace, value
 
 K = ActionKind
@@ -105,7 +116,7 @@ def _envelopes() -> list[Envelope]:
     bodies = [ErrorResponse(Errors.NONE), ProduceResponse(Errors.NONE, 0, 0), EndTxnResponse(Errors.NONE),
               InitProducerIdResponse(Errors.NONE, 1, 0), Produce("p0", 1, 0, 0, 1, True, "t1")]
     return [Envelope(s, t, b, c) for s, t, b, c in itertools.product(
-        ("producer-0", "coordinator", "p0"), ("producer-1", "group"), bodies, (0, 1))]
+        (producer_address(0), "coordinator", "p0"), (producer_address(1), "group"), bodies, (0, 1))]
 
 
 def test_send_and_remove_keep_the_bag_sorted_as_sorting_it_does() -> None:
@@ -117,13 +128,14 @@ def test_send_and_remove_keep_the_bag_sorted_as_sorting_it_does() -> None:
         for _ in range(rng.randrange(1, 6)):
             added = rng.sample(pool, rng.randrange(1, 3)) + rng.sample(content, min(len(content), 1))
             bag, content = send(bag, *added), content + added
-            assert bag == tuple(sorted(content, key=repr))
+            assert bag == tuple(sorted(content, key=stable_repr))
         gone = rng.choice(content)
         content.remove(gone)
-        assert remove_one(bag, gone) == tuple(sorted(content, key=repr))
+        assert remove_one(bag, gone) == tuple(sorted(content, key=stable_repr))
         assert [e for e, _ in deliveries(bag)] == list(dict.fromkeys(bag))
         assert all(rest == remove_one(bag, e) for e, rest in deliveries(bag))
-        assert contexts(bag, "producer-0") == frozenset(e.context for e in bag if "producer-0" in (e.source, e.target))
+        producer = producer_address(0)
+        assert contexts(bag, producer) == frozenset(e.context for e in bag if producer in (e.source, e.target))
 
 
 def test_the_bag_is_interned() -> None:
@@ -197,8 +209,8 @@ def reference_steps(system: sysm.System, state: sysm.SystemState) -> Iterator[tu
             after = group_receives(system, rest, env)
             if after is not rest:
                 yield label, after
-        elif env.target.startswith("producer-"):
-            p = state.producers[int(env.target.removeprefix("producer-"))]
+        elif isinstance(env.target, ProducerAddress):
+            p = state.producers[env.target.index]
             received = receive(c, p, env.body, env.context)
             if received is None:
                 yield label, rest
@@ -218,16 +230,16 @@ def reference_steps(system: sysm.System, state: sysm.SystemState) -> Iterator[tu
         seen.add(env)
         if b.loss:
             yield Action(K.LOSE, NETWORK, env), _spent(replace(state, network=remove_one(state.network, env)), "loss")
-        if b.duplicate and env.source.startswith("producer-") \
+        if b.duplicate and isinstance(env.source, ProducerAddress) \
                 and len(state.network) < system.scenario.max_messages_in_flight:
             yield Action(K.DUPLICATE, env.source, env), _spent(replace(state, network=_bag(*state.network, env)),
                                                                "duplicate")
     for tid, md in state.coordinator.cache:
-        if b.timeout and md.state is ONGOING and md.pending_state is None:
+        if b.timeout and system.protocol.is_timeout_candidate(md):
             yield (Action(K.TIMEOUT, COORDINATOR, transactional_id=tid),
                    _abort_timed_out(system, _spent(state, "timeout"), tid))
     for tid, md in state.coordinator.cache:
-        if md.state is ONGOING and md.pending_state is None and _abandoned(state, tid):
+        if system.protocol.is_timeout_candidate(md) and _abandoned(state, tid):
             yield Action(K.ABANDONED_TIMEOUT, COORDINATOR, transactional_id=tid), _abort_timed_out(system, state, tid)
     if b.failover:
         result = system.protocol.coordinator_failover(state.coordinator, config=system.coordinator_config)
@@ -235,7 +247,8 @@ def reference_steps(system: sysm.System, state: sysm.SystemState) -> Iterator[tu
         yield Action(K.FAILOVER, COORDINATOR), _spent(replace(state, coordinator=result.state,
                                                               network=_bag(*state.network, *markers)), "failover")
     for p in state.producers:
-        if b.crash and p.phase is not sysm.UNINITIALIZED:
+        if b.crash and p.phase is not sysm.UNINITIALIZED and not (c.two_phase_commit
+                                                                  and p.phase is sysm.INITIALIZING):
             yield Action(K.CRASH, p.address), _spent(replace(state, producers=tuple(
                 restarted(p) if q.index == p.index else q for q in state.producers)), "crash")
         transit = {e.context for e in state.network if p.address in (e.source, e.target)}
@@ -243,8 +256,12 @@ def reference_steps(system: sysm.System, state: sysm.SystemState) -> Iterator[tu
             gave_up = expire_batch(c, p, batch, waiting=batch not in transit)
             yield (Action(K.EXPIRE_BATCH, p.address, partition=batch[0], batch=batch),
                    _with_dispatch(system, _spent(state, "expire_batch"), gave_up))
-    if b.rebalance:
+    if b.rebalance and system.scenario.group_protocol == "consumer":
+        yield from _fence_member(system, _spent(state, "rebalance"))  # unmemoised already
+    elif b.rebalance:
         yield _rebalance(system, _spent(state, "rebalance"))
+    if state.group.consumer_groups:
+        yield from heartbeat_steps(system, state)  # unmemoised already
     yield from expiry_steps(system, state)  # unmemoised already: the same function on the whole state
     for p in state.producers:  # the client's retries
         mine = [e for e in state.network if p.address in (e.source, e.target)]
@@ -276,7 +293,8 @@ SCENARIOS = [("offsets", "current"), ("zombie", "current"), ("loss", "current"),
              ("crash", "current"), ("failover", "current"), ("delayed-produce", "current"),
              ("rebalance", "current"), ("in-flight-2", "current"), ("epoch-exhaustion", "current"),
              ("offsets", "tv1"), ("delayed-produce", "tv1"), ("zombie", "kafka-3.9"), ("plain-commit", "current"),
-             ("id-expiry", "current"), ("producer-expiry", "current")]
+             ("id-expiry", "current"), ("producer-expiry", "current"), ("two-phase-commit", "current"),
+             ("two-phase-recovery", "kip-939-keep-prepared"), ("consumer-rebalance", "current")]
 
 
 @pytest.mark.parametrize(("scenario", "variant"), SCENARIOS)

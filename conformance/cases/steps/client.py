@@ -10,12 +10,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from txnspec.conformance.cases.format import CaseInputError
-from txnspec.conformance.cases.values import Observation, error_name, get_choice, get_int, get_str, named_choice
+from txnspec.conformance.cases.values import (
+    Observation,
+    error_name,
+    get_bool,
+    get_choice,
+    get_int,
+    get_str,
+    named_choice,
+)
 
 CLIENT_STATES = ("UNINITIALIZED", "INITIALIZING", "READY", "IN_TRANSACTION", "PREPARED_TRANSACTION",
                  "COMMITTING_TRANSACTION", "ABORTING_TRANSACTION", "ABORTABLE_ERROR", "FATAL_ERROR")
 CALLS = ("initTransactions", "beginTransaction", "commitTransaction", "abortTransaction", "send",
-         "sendOffsetsToTransaction")
+         "sendOffsetsToTransaction", "prepareTransaction", "completeTransaction")
 RESPONSES = ("FindCoordinator", "InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit",
              "EndTxn", "Produce")
 
@@ -27,6 +35,7 @@ class ClientGiven:
     producer_id: int
     producer_epoch: int
     transaction_version: int
+    enable_two_pc: bool = False  # transaction.two.phase.commit.enable (KIP-939)
 
     @staticmethod
     def parse(given: Mapping[str, Any]) -> ClientGiven:
@@ -37,18 +46,21 @@ class ClientGiven:
         if tv not in (0, 1, 2):
             raise CaseInputError(f"transaction_version must be 0, 1 or 2, got {tv}")
         return ClientGiven(get_str(given, "transactional_id"), str(state), get_int(given, "producer_id", -1),
-                           get_int(given, "producer_epoch", -1), tv)
+                           get_int(given, "producer_epoch", -1), tv, get_bool(given, "enable_two_pc", False))
 
 
 @dataclass(frozen=True)
 class CallStep:
     """The application calls ``call`` (``partition`` for ``send``; ``group_id`` and ``offsets`` for
-    ``sendOffsetsToTransaction``)."""
+    ``sendOffsetsToTransaction``; ``keep_prepared_txn`` for ``initTransactions``; the ``PreparedTxnState``
+    ``prepared_producer_id``/``prepared_producer_epoch`` for ``completeTransaction``, KIP-939)."""
 
     call: str
     partition: str | None = None
     group_id: str | None = None
     offsets: tuple[tuple[str, int], ...] = ()
+    keep_prepared_txn: bool = False
+    prepared: tuple[int, int] = (-1, -1)
 
 
 @dataclass(frozen=True)
@@ -61,6 +73,7 @@ class ResponseStep:
     producer_id: int = -1
     producer_epoch: int = -1
     key_type: str | None = None
+    ongoing_txn: tuple[int, int] = (-1, -1)  # InitProducerId v6's OngoingTxnProducerId/Epoch (KIP-939)
 
 
 ClientStep = CallStep | ResponseStep
@@ -77,12 +90,19 @@ def parse_client_step(when: Mapping[str, Any]) -> ClientStep:
                     isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in offsets.items()):
                 raise CaseInputError("'offsets' must be an object of partition -> offset")
             return CallStep(call, group_id=get_str(when, "group_id"), offsets=tuple(offsets.items()))
+        if call == "initTransactions":
+            return CallStep(call, keep_prepared_txn=get_bool(when, "keep_prepared_txn", False))
+        if call == "completeTransaction":
+            return CallStep(call, prepared=(get_int(when, "prepared_producer_id"),
+                                            get_int(when, "prepared_producer_epoch")))
         return CallStep(call)
     if "response" in when:
         name = named_choice(when, "response", RESPONSES, "response to")
         key_type = get_choice(when, "key_type", ("TRANSACTION", "GROUP")) if "key_type" in when else None
         return ResponseStep(name, error_name(when), get_int(when, "producer_id", -1),
-                            get_int(when, "producer_epoch", -1), key_type)
+                            get_int(when, "producer_epoch", -1), key_type,
+                            (get_int(when, "ongoing_txn_producer_id", -1),
+                             get_int(when, "ongoing_txn_producer_epoch", -1)))
     raise CaseInputError(f"a client step needs 'call' or 'response': {dict(when)!r}")
 
 
@@ -93,9 +113,11 @@ class ClientObservation(Observation):
     sends: str | None  # the first request dispatched during the step
     producer_id: int
     producer_epoch: int
+    prepared: tuple[int, int] = (-1, -1)  # the PreparedTxnState the client holds (KIP-939)
 
     def as_json(self) -> dict[str, Any]:
         return {"state": self.state, "throws": self.throws, "fatal": self.state == "FATAL_ERROR",
-                "sends": self.sends, "producer_id": self.producer_id, "producer_epoch": self.producer_epoch}
+                "sends": self.sends, "producer_id": self.producer_id, "producer_epoch": self.producer_epoch,
+                "prepared_producer_id": self.prepared[0], "prepared_producer_epoch": self.prepared[1]}
 
 

@@ -15,6 +15,7 @@ from txnspec.conformance.cases.values import (
     RESULTS,
     Observation,
     error_name,
+    get_bool,
     get_choice,
     get_int,
     get_str,
@@ -84,6 +85,7 @@ class CoordinatorGiven:
     next_producer_id: int
     txn_max_timeout_ms: int
     metadata: TxnMetadataCase | None
+    transaction_two_phase_commit_enable: bool = False  # the broker config (KIP-939)
 
     @staticmethod
     def parse(given: Mapping[str, Any]) -> CoordinatorGiven:
@@ -91,7 +93,8 @@ class CoordinatorGiven:
         return CoordinatorGiven(get_str(given, "transactional_id"), get_int(given, "now_ms", minimum=0),
                                 get_int(given, "next_producer_id", 0, minimum=0),
                                 get_int(given, "txn_max_timeout_ms", 900_000, minimum=1),
-                                None if md is None else TxnMetadataCase.parse(md))
+                                None if md is None else TxnMetadataCase.parse(md),
+                                get_bool(given, "transaction_two_phase_commit_enable", False))
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,8 @@ class InitProducerIdStep:
     txn_timeout_ms: int
     producer_id: int = -1
     producer_epoch: int = -1
+    enable_two_pc: bool = False  # v6 (KIP-939)
+    keep_prepared_txn: bool = False
 
 
 @dataclass(frozen=True)
@@ -150,6 +155,16 @@ class CoordinatorLoadStep:
 
 
 @dataclass(frozen=True)
+class OwnershipStep:
+    """The case's transaction-log partition changes hands (``TransactionStateManager``): ``CoordinatorLoading``
+    (``loadTransactionsForTxnTopicPartition`` starts, at a new coordinator epoch), ``CoordinatorLoaded`` (its read
+    is done: the ids enter the cache unless the load was cancelled) or ``CoordinatorEmigration``
+    (``removeTransactionsForTxnTopicPartition``)."""
+
+    event: str
+
+
+@dataclass(frozen=True)
 class LogAppendFailsStep:
     """The next step's (first) transaction-log append fails with ``error``."""
 
@@ -158,10 +173,11 @@ class LogAppendFailsStep:
 
 CoordinatorStep = (InitProducerIdStep | AddPartitionsToTxnStep | AddOffsetsToTxnStep | EndTxnStep
                    | AbortTimedOutTransactionsStep | ExpireTransactionalIdsStep | MarkersWrittenStep
-                   | CoordinatorLoadStep | LogAppendFailsStep)
+                   | CoordinatorLoadStep | OwnershipStep | LogAppendFailsStep)
 COORDINATOR_REQUESTS = ("InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn")
+OWNERSHIP_EVENTS = ("CoordinatorLoading", "CoordinatorLoaded", "CoordinatorEmigration")
 COORDINATOR_EVENTS = ("AbortTimedOutTransactions", "ExpireTransactionalIds", "MarkersWritten", "CoordinatorLoad",
-                      "LogAppendFails")
+                      "LogAppendFails", *OWNERSHIP_EVENTS)
 
 
 def parse_coordinator_step(when: Mapping[str, Any]) -> CoordinatorStep:
@@ -170,7 +186,8 @@ def parse_coordinator_step(when: Mapping[str, Any]) -> CoordinatorStep:
         tid = get_str(when, "transactional_id", nullable=True)
         if name == "InitProducerId":
             return InitProducerIdStep(tid, get_int(when, "txn_timeout_ms"), get_int(when, "producer_id", -1),
-                                      get_int(when, "producer_epoch", -1))
+                                      get_int(when, "producer_epoch", -1), get_bool(when, "enable_two_pc", False),
+                                      get_bool(when, "keep_prepared_txn", False))
         pid, epoch = get_int(when, "producer_id"), get_int(when, "producer_epoch")
         if name == "AddPartitionsToTxn":
             return AddPartitionsToTxnStep(tid, pid, epoch, tuple(get_str_list(when, "partitions")),
@@ -187,6 +204,8 @@ def parse_coordinator_step(when: Mapping[str, Any]) -> CoordinatorStep:
                                               get_int(when, "expiration_ms", minimum=0))
         if name == "LogAppendFails":
             return LogAppendFailsStep(error_name(when))
+        if name in OWNERSHIP_EVENTS:
+            return OwnershipStep(name)
         now = get_int(when, "now_ms", minimum=0) if "now_ms" in when else None
         return MarkersWrittenStep(now) if name == "MarkersWritten" else CoordinatorLoadStep(now)
     raise CaseInputError(f"a coordinator step needs 'request' or 'event': {dict(when)!r}")

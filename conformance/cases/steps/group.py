@@ -1,5 +1,5 @@
-"""Behaviour cases of the group coordinator's (``OffsetMetadataManager``, classic groups): offset commits, transactional
-offset commits, markers, rebalances and offset fetches.
+"""Behaviour cases of the group coordinator's (``OffsetMetadataManager``, classic groups, KIP-848's consumer groups):
+offset commits, transactional offset commits, markers, rebalances, consumer-group heartbeats and offset fetches.
 
 The rules every component's cases share are in :mod:`txnspec.conformance.cases.steps`.
 """
@@ -81,6 +81,7 @@ class OffsetCommitStep:
     member_id: str = ""
     generation_id: int = -1
     group_instance_id: str | None = None
+    version: int | None = None  # the OffsetCommit version (None: the newest, 10)
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ class TxnOffsetCommitStep:
     generation_id: int = -1
     group_instance_id: str | None = None
     verification: CommitVerification | None = None
+    version: int | None = None  # the TxnOffsetCommit version for a consumer group's checks (None: the newest, 6)
 
 
 def _commit_verification(when: Mapping[str, Any]) -> CommitVerification | None:
@@ -140,30 +142,69 @@ class OffsetFetchStep:
     require_stable: bool
 
 
-GroupStep = OffsetCommitStep | TxnOffsetCommitStep | GroupMarkerStep | RebalanceStep | OffsetFetchStep
+@dataclass(frozen=True)
+class HeartbeatStep:
+    """A ``ConsumerGroupHeartbeat`` (KIP-848; one topic's partitions): ``partitions`` the partitions of the
+    member's subscription as the metadata has them (None: unchanged), ``owned`` the partitions it still owns
+    (None: not sent)."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    partitions: tuple[str, ...] | None
+    owned: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
+class FenceMemberStep:
+    """A consumer group's member fenced by the coordinator (its session timed out: ``consumerGroupFenceMember``)."""
+
+    group_id: str
+    member_id: str
+
+
+GroupStep = (OffsetCommitStep | TxnOffsetCommitStep | GroupMarkerStep | RebalanceStep | OffsetFetchStep
+             | HeartbeatStep | FenceMemberStep)
+
+
+def _optional_list(when: Mapping[str, Any], key: str) -> tuple[str, ...] | None:
+    return None if when.get(key) is None else tuple(get_str_list(when, key))
+
+
+def _version(when: Mapping[str, Any]) -> int | None:
+    return None if when.get("version") is None else get_int(when, "version", minimum=0)
 
 
 def parse_group_step(when: Mapping[str, Any]) -> GroupStep:
     if "request" in when:
-        request = named_choice(when, "request", ("OffsetCommit", "TxnOffsetCommit"), "group request")
+        request = named_choice(when, "request", ("OffsetCommit", "TxnOffsetCommit", "ConsumerGroupHeartbeat"),
+                               "group request")
         group_id = get_str(when, "group_id")
         if not group_id:
             raise CaseInputError("'group_id' must not be empty")
+        if request == "ConsumerGroupHeartbeat":
+            member_id = get_str(when, "member_id")
+            if not member_id:
+                raise CaseInputError("a ConsumerGroupHeartbeat needs a 'member_id' (KIP-1082: the client's)")
+            return HeartbeatStep(group_id, member_id, get_int(when, "member_epoch", minimum=-2),
+                                 _optional_list(when, "partitions"), _optional_list(when, "owned"))
         if request == "OffsetCommit":
             return OffsetCommitStep(group_id, _offsets(when, "offsets"), get_str(when, "member_id", ""),
                                     get_int(when, "generation_id", -1, minimum=-1),
-                                    get_str(when, "group_instance_id", None, nullable=True))
+                                    get_str(when, "group_instance_id", None, nullable=True), _version(when))
         return TxnOffsetCommitStep(group_id, get_int(when, "producer_id", minimum=0),
                                    get_int(when, "producer_epoch", minimum=0), _offsets(when, "offsets"),
                                    get_str(when, "member_id", ""), get_int(when, "generation_id", -1, minimum=-1),
                                    get_str(when, "group_instance_id", None, nullable=True),
-                                   _commit_verification(when))
+                                   _commit_verification(when), _version(when))
     if "append" in when:
         get_choice(when, "append", ("marker",))
         return GroupMarkerStep(get_int(when, "producer_id", minimum=0), get_int(when, "producer_epoch", minimum=0),
                                get_choice(when, "result", RESULTS))
     if "event" in when:
-        named_choice(when, "event", ("Rebalance",), "group event")
+        event = named_choice(when, "event", ("Rebalance", "FenceMember"), "group event")
+        if event == "FenceMember":
+            return FenceMemberStep(get_str(when, "group_id"), get_str(when, "member_id"))
         return RebalanceStep(get_str(when, "group_id"), _members(when, "members"))
     if "read" in when:
         named_choice(when, "read", ("OffsetFetch",), "group read")
@@ -178,6 +219,8 @@ class GroupObservation(Observation):
 
     error: str | None = None
     partitions: dict[str, dict[str, Any]] | None = None  # partition -> {"offset", "error"}
+    member_epoch: int | None = None  # a heartbeat's answer
+    assignment: list[str] | None = None  # a heartbeat's: the partitions assigned to the member after it
 
 
 def fetched_partition(error: str, offset: int | None) -> dict[str, Any]:

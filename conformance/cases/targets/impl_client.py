@@ -28,7 +28,8 @@ class ClientSession:
         state = State(g.state)
         try:
             # TransactionManagerTest's Sender guarantees message order: one Produce in flight per partition.
-            self.producer = Producer(g.transactional_id, transaction_version=g.transaction_version, max_in_flight=1)
+            self.producer = Producer(g.transactional_id, transaction_version=g.transaction_version, max_in_flight=1,
+                                     enable_two_pc=g.enable_two_pc)
         except InvalidRequestError as exc:
             raise CaseInputError(str(exc)) from None
         tm = self.producer.tm
@@ -61,13 +62,17 @@ class ClientSession:
         if tm.pending_transition is not None and tm.pending_transition[0].completed:
             tm.pending_transition[0].acked = True
         return steps.ClientObservation(tm.state.value, throws, request_name(sent[0]) if sent else None,
-                                       tm.producer_id, tm.producer_epoch).as_json()
+                                       tm.producer_id, tm.producer_epoch, tm.prepared_txn_state).as_json()
 
     def _call(self, step: steps.CallStep) -> None:
         p = self.producer
         call = step.call
         if call == "initTransactions":
-            p.init_transactions()
+            p.init_transactions(step.keep_prepared_txn)
+        elif call == "prepareTransaction":
+            p.prepare_transaction()
+        elif call == "completeTransaction":
+            p.complete_transaction(step.prepared)
         elif call == "beginTransaction":
             p.begin_transaction()
         elif call == "commitTransaction":
@@ -86,7 +91,8 @@ class ClientSession:
     def _respond(self, step: steps.ResponseStep) -> None:
         p = self.producer
         name = step.response
-        response = Response(Errors.named(step.error), step.producer_id, step.producer_epoch, base_offset=0)
+        response = Response(Errors.named(step.error), step.producer_id, step.producer_epoch, base_offset=0,
+                            ongoing_txn_producer_id=step.ongoing_txn[0], ongoing_txn_producer_epoch=step.ongoing_txn[1])
         if name == "Produce":
             produces = [r for r in p.in_flight_requests() if isinstance(r, Produce)]
             if not produces:

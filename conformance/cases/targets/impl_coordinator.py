@@ -59,13 +59,16 @@ class CoordinatorSession:
         md = None if g.metadata is None else metadata_from_case(self.tid, g.metadata)
         self.config = CoordinatorConfig(txn_max_timeout_ms=g.txn_max_timeout_ms,
                                         transaction_version=md.client_transaction_version if md else TV_2,
-                                        manual_marker_completion=True)
+                                        manual_marker_completion=True,
+                                        transaction_two_phase_commit_enable=g.transaction_two_phase_commit_enable)
         self.log = Partition("__transaction_state-0")
         self.coordinator = TransactionCoordinator([self.log], ProducerIdManager(g.next_producer_id), self.config,
                                                   load=False)
         if md is not None:
-            # What Kafka would have on disk: the record of the current state (a pending one was not written).
-            self.log.append_records(-1, -1, -1, [Record(self.tid, value_to_json(md.prepare_no_transit(), 1))])
+            # What Kafka would have on disk: the record of the current state (a pending one was not written), as a
+            # value of the cluster's transaction version (version 0 at TV 0: no tagged fields).
+            value = value_to_json(md.prepare_no_transit(), self.config.transaction_version)
+            self.log.append_records(-1, -1, -1, [Record(self.tid, value)])
             self.coordinator.txn_manager.cache[self.tid] = md
         self.appends: list[tuple[str, TxnTransitMetadata | None]] = []
         self.coordinator.txn_manager.append_listener = lambda tid, t: self.appends.append((tid, t))
@@ -92,7 +95,8 @@ class CoordinatorSession:
         c = self.coordinator
         if isinstance(step, steps.InitProducerIdStep):
             r = c.handle_init_producer_id(step.transactional_id, step.txn_timeout_ms, step.producer_id,
-                                          step.producer_epoch, now_ms=self.now_ms)
+                                          step.producer_epoch, now_ms=self.now_ms, enable_two_pc=step.enable_two_pc,
+                                          keep_prepared_txn=step.keep_prepared_txn)
             return r.error.name, r.producer_id, r.producer_epoch
         if isinstance(step, steps.AddPartitionsToTxnStep):
             err = c.handle_add_partitions_to_txn(step.transactional_id, step.producer_id, step.producer_epoch,
@@ -108,6 +112,14 @@ class CoordinatorSession:
             return end.error.name, end.producer_id, end.producer_epoch
         if isinstance(step, steps.LogAppendFailsStep):
             self.inject = Errors.named(step.error)
+            return None, None, None
+        if isinstance(step, steps.OwnershipStep):  # the case's id lives in the one partition, index 0
+            if step.event == "CoordinatorLoading":
+                c.begin_load({0}, c.coordinator_epoch + 1)
+            elif step.event == "CoordinatorLoaded":
+                c.finish_load(0, self.now_ms)
+            else:
+                c.emigrate(0)
             return None, None, None
         if step.now_ms is not None:
             self.now_ms = step.now_ms

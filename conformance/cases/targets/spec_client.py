@@ -34,6 +34,7 @@ from txnspec.spec.messages import (
 def client_from_case(given: Mapping[str, Any] | steps.ClientGiven,
                      config: cl.ClientConfig = cl.DEFAULT_CONFIG) -> cl.ClientState:
     g = given if isinstance(given, steps.ClientGiven) else steps.ClientGiven.parse(given)
+    config = replace(config, enable_two_pc=g.enable_two_pc)
     state = cl.State(g.state)
     tid = g.transactional_id
     client = cl.ClientState(
@@ -41,7 +42,8 @@ def client_from_case(given: Mapping[str, Any] | steps.ClientGiven,
         last_error=cl.KAFKA_EXCEPTION if state in (cl.ABORTABLE_ERROR, cl.FATAL_ERROR) else None,
         txn_coordinator_known=state not in (cl.UNINITIALIZED, cl.INITIALIZING))
     if state is cl.INITIALIZING:
-        init = cl.TxnRequestHandler(InitProducerId(tid, config.txn_timeout_ms), cl.Priority.INIT_PRODUCER_ID,
+        init = cl.TxnRequestHandler(InitProducerId(tid, config.txn_timeout_ms, -1, -1, config.enable_two_pc),
+                                    cl.Priority.INIT_PRODUCER_ID,
                                     is_retry=True, completes_call=True)
         lookup = cl.TxnRequestHandler(FindCoordinator(CoordinatorType.TRANSACTION, tid), cl.Priority.FIND_COORDINATOR)
         client = replace(client, in_flight=lookup, pending_requests=(init,),
@@ -52,7 +54,7 @@ def client_from_case(given: Mapping[str, Any] | steps.ClientGiven,
 def _response(step: steps.ResponseStep) -> cl.Response:
     error = Errors.named(step.error)
     if step.response == "InitProducerId":
-        return InitProducerIdResponse(error, step.producer_id, step.producer_epoch)
+        return InitProducerIdResponse(error, step.producer_id, step.producer_epoch, *step.ongoing_txn)
     if step.response == "EndTxn":
         return EndTxnResponse(error, step.producer_id, step.producer_epoch)
     if step.response == "Produce":
@@ -62,7 +64,7 @@ def _response(step: steps.ResponseStep) -> cl.Response:
 
 class ClientSession:
     def __init__(self, given: Mapping[str, Any], config: cl.ClientConfig = cl.DEFAULT_CONFIG) -> None:
-        self.config = config
+        self.config = replace(config, enable_two_pc=steps.ClientGiven.parse(given).enable_two_pc)
         self.client = client_from_case(given, config)
 
     def apply(self, when: Mapping[str, Any]) -> dict[str, Any]:
@@ -71,13 +73,17 @@ class ClientSession:
         self.client = c
         return steps.ClientObservation(c.state.value, outcome.throws,
                                        outcome.send_names[0] if outcome.sends else None, c.producer_id,
-                                       c.producer_epoch).as_json()
+                                       c.producer_epoch, c.prepared_txn_state).as_json()
 
     def _call(self, step: steps.CallStep) -> tuple[cl.ClientState, cl.ClientOutcome]:
         c, config = self.client, self.config
         call = step.call
         if call == "initTransactions":
-            return cl.init_transactions(c, config)
+            return cl.init_transactions(c, config, step.keep_prepared_txn)
+        if call == "prepareTransaction":
+            return cl.prepare_transaction(c, config)
+        if call == "completeTransaction":
+            return cl.complete_transaction(c, step.prepared, config)
         if call == "beginTransaction":
             return cl.begin_transaction(c, config)
         if call == "commitTransaction":

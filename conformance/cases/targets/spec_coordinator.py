@@ -66,7 +66,8 @@ class CoordinatorSession:
         md = None if g.metadata is None else metadata_from_case(self.tid, g.metadata)
         server_tv = md.transaction_version if md is not None else coord.TV_2
         self.config = coord.CoordinatorConfig(txn_max_timeout_ms=g.txn_max_timeout_ms, transaction_version=server_tv,
-                                              complete_without_markers=False)
+                                              complete_without_markers=False,
+                                              transaction_two_phase_commit_enable=g.transaction_two_phase_commit_enable)
         self.state = coord.CoordinatorState(
             now_ms=g.now_ms, next_producer_id=g.next_producer_id,
             cache=((self.tid, md),) if md is not None else (),
@@ -93,7 +94,8 @@ class CoordinatorSession:
     def _step(self, step: steps.CoordinatorStep, append_error: Errors) -> coord.CoordinatorResult | None:
         config, cs = self.config, self.state
         if isinstance(step, steps.InitProducerIdStep):
-            request = InitProducerId(step.transactional_id, step.txn_timeout_ms, step.producer_id, step.producer_epoch)
+            request = InitProducerId(step.transactional_id, step.txn_timeout_ms, step.producer_id, step.producer_epoch,
+                                     step.enable_two_pc, step.keep_prepared_txn)
             return coord.handle_init_producer_id(cs, request, config=config, append_error=append_error)
         if isinstance(step, steps.AddPartitionsToTxnStep):
             add = AddPartitionsToTxn(step.transactional_id or "", step.producer_id, step.producer_epoch,
@@ -116,6 +118,13 @@ class CoordinatorSession:
             return coord.markers_written(cs, self.tid, config=config, append_error=append_error)
         if isinstance(step, steps.CoordinatorLoadStep):
             return coord.coordinator_failover(cs, config=config)
+        if isinstance(step, steps.OwnershipStep):
+            partition = coord.txn_log_partition(self.tid, config)
+            if step.event == "CoordinatorLoading":
+                return coord.begin_load(cs, frozenset({partition}), config=config)
+            if step.event == "CoordinatorLoaded":
+                return coord.finish_load(cs, partition, config=config)
+            return coord.emigrate(cs, partition, config=config)
         self.next_append_error = Errors.named(step.error)
         return None
 

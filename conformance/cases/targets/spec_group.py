@@ -14,10 +14,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from txnspec.conformance.cases.steps import group as steps
+from txnspec.spec import consumer_group as cg
 from txnspec.spec import group as group_mod
 from txnspec.spec import partition as part
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import TransactionResult, TxnOffsetCommit
+
+LATEST_TXN_OFFSET_COMMIT, LATEST_OFFSET_COMMIT = 6, 10  # Kafka 4.4's newest versions
 
 
 class GroupSession:
@@ -43,9 +46,10 @@ class GroupSession:
 
     def apply(self, when: Mapping[str, Any]) -> dict[str, Any]:
         step = steps.parse_group_step(when)
+        if isinstance(step, steps.HeartbeatStep | steps.FenceMemberStep):
+            return self._consumer_group(step)
         if isinstance(step, steps.OffsetCommitStep):
-            error = group_mod.validate_offset_commit(self.state, step.group_id, step.member_id, step.group_instance_id,
-                                                     step.generation_id, transactional=False)
+            error = self._validate(step, transactional=False)
             if error is Errors.NONE and step.offsets:
                 first = self._append(-1, -1, len(step.offsets))
                 self.state, response = group_mod.handle_offset_commit(self.state, step.group_id, step.offsets,
@@ -56,8 +60,7 @@ class GroupSession:
             refused = self._verification_refusal(step)
             if refused is not None:
                 return steps.GroupObservation(error=refused.value).as_json()
-            error = group_mod.validate_offset_commit(self.state, step.group_id, step.member_id,
-                                                     step.group_instance_id, step.generation_id, transactional=True)
+            error = self._validate(step, transactional=True)
             if error is Errors.NONE and step.offsets:
                 first = self._append(step.producer_id, step.producer_epoch, len(step.offsets))
                 error = self.error
@@ -85,6 +88,36 @@ class GroupSession:
             partitions[partition] = steps.fetched_partition(error.value, offset)
         return steps.GroupObservation(error=Errors.NONE.value, partitions=partitions).as_json()
 
+
+    def _validate(self, step: steps.OffsetCommitStep | steps.TxnOffsetCommitStep, transactional: bool) -> Errors:
+        """The member check of the group's protocol: a consumer group's (KIP-848) at the step's version (the
+        newest by default), else a classic group's."""
+        consumer = self.state.consumer_group(step.group_id)
+        if consumer is not None:
+            version = step.version if step.version is not None else (LATEST_TXN_OFFSET_COMMIT if transactional
+                                                                     else LATEST_OFFSET_COMMIT)
+            return cg.validate_offset_commit(consumer, step.member_id, step.group_instance_id, step.generation_id,
+                                             transactional, tuple(p for p, _ in step.offsets), version)
+        return group_mod.validate_offset_commit(self.state, step.group_id, step.member_id, step.group_instance_id,
+                                                step.generation_id, transactional=transactional)
+
+    def _consumer_group(self, step: steps.HeartbeatStep | steps.FenceMemberStep) -> dict[str, Any]:
+        """A heartbeat (creating the consumer group at a join) or a fence."""
+        group = self.state.consumer_group(step.group_id)
+        if isinstance(step, steps.FenceMemberStep):
+            if group is not None and group.member(step.member_id) is not None:
+                self.state = self.state.with_consumer_group(cg.fence_member(group, step.member_id))
+            return steps.GroupObservation().as_json()
+        if group is None:
+            group = cg.ConsumerGroup(step.group_id)
+        group, result = cg.heartbeat(group, step.member_id, step.member_epoch, step.owned, step.partitions)
+        if result.error is not Errors.NONE:
+            return steps.GroupObservation(error=result.error.value).as_json()
+        self.state = self.state.with_consumer_group(group)
+        member = group.member(step.member_id)
+        assigned = sorted(p for p, _ in member.assigned) if member is not None else []
+        return steps.GroupObservation(error=Errors.NONE.value, member_epoch=result.member_epoch,
+                                      assignment=assigned).as_json()
 
     def _verification_refusal(self, step: steps.TxnOffsetCommitStep) -> Errors | None:
         """A verified commit (the ``verification`` extension): the coordinator's answer as the group coordinator
