@@ -387,8 +387,10 @@ class ImplAdapter(FaultSteps):
             tc = self.cluster.broker.txn_coordinator
             tc.begin_load(set(tc.txn_manager.not_led), tc.coordinator_epoch + 1)
         elif kind is K.LOAD_TXN_PARTITION:  # one partition's load finishes: its prepared transactions' markers go
-            index = int((action.partition or "").rsplit("-", 1)[1])
-            self.cluster.broker.txn_coordinator.finish_load(index, self.cluster.now_ms)
+            loaded = TopicPartition.parse(action.partition)  # a trace names it: __transaction_state-N
+            if loaded is None:
+                raise StepNotEnabledError(action, [])  # a trace naming no transaction-log partition
+            self.cluster.broker.txn_coordinator.finish_load(loaded.partition, self.cluster.now_ms)
             self.cluster._queue_markers()
         elif kind is K.LOSE:
             self._lose(step)

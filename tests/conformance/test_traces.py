@@ -126,7 +126,7 @@ def test_every_kind_of_action_round_trips_through_json() -> None:
     for scenario, variant in ((SCENARIOS["tiny"].with_(faults=every_fault), "current"),
                               (SCENARIOS["offsets"], "tv1"), (SCENARIOS["rebalance"], "current"),
                               (SCENARIOS["plain-commit"], "current"), (SCENARIOS["two-phase-commit"], "current"),
-                              (SCENARIOS["consumer-rebalance"], "current")):
+                              (SCENARIOS["consumer-rebalance"], "current"), (SCENARIOS["producer-expiry"], "current")):
         system = build_system(scenario, variant)
         seen = {sysm.initial_state(system)}
         queue = deque(seen)

@@ -24,7 +24,16 @@ from txnspec.spec.brokers import (
 )
 from txnspec.spec.coordinator import markers_for
 from txnspec.spec.errors import Errors
-from txnspec.spec.faults import _abandoned, _abort_timed_out, _fence_member, _rebalance, expiry_steps, heartbeat_steps
+from txnspec.spec.faults import (
+    _abandoned,
+    _abort_timed_out,
+    _fence_member,
+    _rebalance,
+    admin_abort_steps,
+    expiry_steps,
+    heartbeat_steps,
+    slow_failover_steps,
+)
 from txnspec.spec.messages import EndTxnResponse, ErrorResponse, InitProducerIdResponse, Produce, ProduceResponse
 from txnspec.spec.model import build_system
 from txnspec.spec.network import (
@@ -246,6 +255,8 @@ def reference_steps(system: sysm.System, state: sysm.SystemState) -> Iterator[tu
         markers = [marker_envelope(system, m, tid) for tid, m in result.markers]
         yield Action(K.FAILOVER, COORDINATOR), _spent(replace(state, coordinator=result.state,
                                                               network=_bag(*state.network, *markers)), "failover")
+    if b.slow_failover or state.coordinator.not_led or state.coordinator.loading:
+        yield from slow_failover_steps(system, state)  # unmemoised already
     for p in state.producers:
         if b.crash and p.phase is not sysm.UNINITIALIZED and not (c.two_phase_commit
                                                                   and p.phase is sysm.INITIALIZING):
@@ -263,6 +274,8 @@ def reference_steps(system: sysm.System, state: sysm.SystemState) -> Iterator[tu
     if state.group.consumer_groups:
         yield from heartbeat_steps(system, state)  # unmemoised already
     yield from expiry_steps(system, state)  # unmemoised already: the same function on the whole state
+    if b.admin_abort:
+        yield from admin_abort_steps(system, state)  # unmemoised already
     for p in state.producers:  # the client's retries
         mine = [e for e in state.network if p.address in (e.source, e.target)]
         if p.awaiting is not None and not any(e.context == p.awaiting[1] for e in mine):
@@ -294,7 +307,8 @@ SCENARIOS = [("offsets", "current"), ("zombie", "current"), ("loss", "current"),
              ("rebalance", "current"), ("in-flight-2", "current"), ("epoch-exhaustion", "current"),
              ("offsets", "tv1"), ("delayed-produce", "tv1"), ("zombie", "kafka-3.9"), ("plain-commit", "current"),
              ("id-expiry", "current"), ("producer-expiry", "current"), ("two-phase-commit", "current"),
-             ("two-phase-recovery", "kip-939-keep-prepared"), ("consumer-rebalance", "current")]
+             ("two-phase-recovery", "kip-939-keep-prepared"), ("consumer-rebalance", "current"),
+             ("admin-abort", "current"), ("txn-log-loading", "current")]
 
 
 @pytest.mark.parametrize(("scenario", "variant"), SCENARIOS)
