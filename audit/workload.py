@@ -129,11 +129,12 @@ def _write(rec: Recorder, producer: Any, process: str, topic: str, partition: in
 
 
 def _transaction(rec: Recorder, producer: Any, process: str, tid: str, writes: list[tuple[str, int, str]],
-                 end: str, offsets: dict[str, int] | None = None, consumer: Any = None, group: str = "") -> bool:
+                 end: str, offsets: dict[tuple[str, int], int] | None = None, consumer: Any = None,
+                 group: str = "") -> bool:
     """One transaction; True when its end returned ok."""
     value: dict[str, Any] = {"transactional_id": tid, "writes": [list(w) for w in writes], "end": end}
     if offsets:
-        value.update(offsets=offsets, group=group)
+        value.update(offsets={f"{t}/{p}": o for (t, p), o in offsets.items()}, group=group)  # the history's text
     before = len(rec.ops)
     with rec.op(process, "txn", value):
         try:
@@ -144,7 +145,7 @@ def _transaction(rec: Recorder, producer: Any, process: str, tid: str, writes: l
             if offsets and consumer is not None:
                 from confluent_kafka import TopicPartition
 
-                tps = [TopicPartition(k.rsplit("/", 1)[0], int(k.rsplit("/", 1)[1]), o) for k, o in offsets.items()]
+                tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
                 producer.send_offsets_to_transaction(tps, consumer.consumer_group_metadata(), TIMEOUT)
         except Exception as exc:
             with contextlib.suppress(Exception):
@@ -255,7 +256,7 @@ def run_workload(bootstrap: str, ops: int, seed: int) -> tuple[list[hist.Op], di
             end = rng.choice(["commit", "commit", "abort"])
             writes = [(out, rng.randrange(2), f"t-{_text(m)}-{done}") for m in records]
             next_position = int(records[-1].offset() or 0) + 1
-            ok = _transaction(rec, ctp, "ctp#0", tid_c, writes, end, {f"{inp}/0": next_position}, consumer, group)
+            ok = _transaction(rec, ctp, "ctp#0", tid_c, writes, end, {(inp, 0): next_position}, consumer, group)
             done += 1
             if ok and end == "commit":
                 committed_position = next_position

@@ -258,13 +258,16 @@ def run_job(config: JobConfig, *, master: str = "local[*]", out: Path = Path("ou
             counts[r["verdict"]] = counts.get(r["verdict"], 0) + int(r["n"])
             by_strategy[r["strategy"]] = by_strategy.get(r["strategy"], 0) + int(r["n"])
             steps += int(r["steps"] or 0)
-        tagged = F.concat(F.transform("kinds", lambda x: F.concat(F.lit("k:"), x)),
-                          F.transform("transitions", lambda x: F.concat(F.lit("t:"), x)),
-                          F.transform("errors", lambda x: F.concat(F.lit("e:"), x)))
-        union = sorted(str(r["v"]) for r in written.select(F.explode(tagged).alias("v")).distinct().collect())
-        kinds = [v[2:] for v in union if v.startswith("k:")]
-        transitions = [v[2:] for v in union if v.startswith("t:")]
-        errors = [v[2:] for v in union if v.startswith("e:")]
+        # each covered item as a (column, value) struct: one distinct over the three columns, read back by field
+        def item_of(column: str) -> Any:  # one argument: a two-argument function gets the index as its second
+            return lambda x: F.struct(F.lit(column).alias("column"), x.alias("value"))
+
+        tagged = F.concat(*(F.transform(c, item_of(c)) for c in ("kinds", "transitions", "errors")))
+        covered = written.select(F.explode(tagged).alias("item")).select("item.column", "item.value").distinct()
+        union: dict[str, list[str]] = {"kinds": [], "transitions": [], "errors": []}
+        for r in covered.collect():
+            union[r["column"]].append(str(r["value"]))
+        kinds, transitions, errors = (sorted(union[c]) for c in ("kinds", "transitions", "errors"))
         first = (written.where(F.col("verdict") != "pass").orderBy("trace_id")
                  .select("trace_id", "divergence_step", "detail", "shrunk_length", "shrunk_trace").limit(5).collect())
     finally:

@@ -60,6 +60,7 @@ from txnspec.impl.messages import (
 )
 from txnspec.impl.partition import Partition
 from txnspec.impl.policy import KAFKA, Rules
+from txnspec.impl.request_checks import validate_request
 from txnspec.impl.topic_partition import TopicPartition
 from txnspec.impl.txn_metadata import TV_2, TransactionState
 
@@ -397,94 +398,6 @@ class Broker(BrokerStorage):
         self.close()
 
 
-_INT16 = (-(1 << 15), (1 << 15) - 1)
-_INT32 = (-(1 << 31), (1 << 31) - 1)
-_INT64 = (-(1 << 63), (1 << 63) - 1)
-
-
-def _int(value: object, name: str, lo: int, hi: int) -> str:
-    if isinstance(value, bool) or not isinstance(value, int):
-        return f"{name} must be an integer, got {type(value).__name__}"
-    if not lo <= value <= hi:
-        return f"{name} must be in [{lo}, {hi}], got {value}"
-    return ""
-
-
-def _partition_name(value: object, name: str = "partition") -> str:
-    if TopicPartition.parse(value) is None:
-        return f"{name} must be a string 'topic-N', got {value!r}"
-    return ""
-
-
-def validate_request(request: object) -> str:
-    """Why a request is malformed (the wire protocol's and KafkaApis' checks), or ``""``.
-
-    Ids are int64 >= -1, epochs int16 >= -1, timeouts and sequences int32, transactional ids strings,
-    partitions ``topic-N``; records are :class:`~txnspec.impl.log.Record` values of bytes/str/None.
-    """
-    from txnspec.impl.log import Record
-    from txnspec.impl.partition import IsolationLevel
-    checks: list[str] = []
-    if not isinstance(request, FindCoordinator | InitProducerId | AddPartitionsToTxn | AddOffsetsToTxn | EndTxn
-                      | TxnOffsetCommit | Produce | Fetch | OffsetFetch):
-        return f"unknown request type {type(request).__name__}"
-    tid = getattr(request, "transactional_id", "")
-    if tid is not None and not isinstance(tid, str):
-        checks.append(f"transactional_id must be a string or null, got {type(tid).__name__}")
-    if hasattr(request, "producer_id"):
-        checks.append(_int(request.producer_id, "producer_id", -1, _INT64[1]))
-    if hasattr(request, "producer_epoch"):
-        checks.append(_int(request.producer_epoch, "producer_epoch", -1, _INT16[1]))
-    if isinstance(request, InitProducerId):
-        checks.append(_int(request.transaction_timeout_ms, "transaction_timeout_ms", *_INT32))
-    if isinstance(request, AddPartitionsToTxn):
-        if not isinstance(request.partitions, tuple | list | frozenset | set):
-            checks.append("partitions must be a collection")
-        else:
-            checks.extend(_partition_name(p) for p in request.partitions)
-    if isinstance(request, AddOffsetsToTxn | TxnOffsetCommit | OffsetFetch) and (
-            not isinstance(request.group_id, str) or not request.group_id):
-        checks.append("group_id must be a non-empty string")
-    if isinstance(request, TxnOffsetCommit):
-        if not isinstance(request.offsets, tuple) or not all(
-                isinstance(o, tuple) and len(o) == 2 for o in request.offsets):
-            checks.append("offsets must be a tuple of (partition, offset) pairs")
-        else:
-            for tp, off in request.offsets:
-                checks.extend((_partition_name(tp), _int(off, "offset", 0, _INT64[1])))
-    if isinstance(request, EndTxn):
-        if not isinstance(request.result, ControlType):
-            checks.append("result must be COMMIT or ABORT")
-        checks.append(_int(request.transaction_version, "transaction_version", 0, 2))
-    if isinstance(request, Produce):
-        checks.append(_partition_name(request.partition))
-        checks.append(_int(request.base_sequence, "base_sequence", -1, _INT32[1]))
-        checks.append(_int(request.transaction_version, "transaction_version", 0, 2))
-        if not isinstance(request.is_transactional, bool):
-            checks.append("is_transactional must be a bool")
-        if not isinstance(request.records, tuple | list) or not request.records or not all(
-                isinstance(r, Record) and all(v is None or isinstance(v, str | bytes) for v in (r.key, r.value))
-                and isinstance(r.timestamp, int) for r in request.records):
-            checks.append("records must be a non-empty sequence of Record(key, value) of bytes/str/None")
-    if isinstance(request, Fetch):
-        checks.append(_partition_name(request.partition))
-        checks.append(_int(request.offset, "offset", 0, _INT64[1]))
-        if not isinstance(request.isolation, IsolationLevel):
-            checks.append("isolation must be an IsolationLevel")
-        if request.max_batches is not None:
-            checks.append(_int(request.max_batches, "max_batches", 1, _INT32[1]))
-    if isinstance(request, OffsetFetch):
-        if not isinstance(request.partitions, tuple | list):
-            checks.append("partitions must be a sequence")
-        else:
-            checks.extend(_partition_name(p) for p in request.partitions)
-    if isinstance(request, FindCoordinator) and not isinstance(request.key, str):
-        checks.append("key must be a string")
-    return "; ".join(c for c in checks if c)
-
-
-# AddPartitionsToTxnManager.produceRequestVersionToTransactionSupportedOperation: from Produce v11 (TxnOffsetCommit
-# v4) the client handles TRANSACTION_ABORTABLE and gets it as it is; older requests get INVALID_TXN_STATE
 PRODUCE_VERSION_GENERIC_ERROR = 11
 PRODUCE_VERSION_ADD_PARTITION = 12  # ADD_PARTITION: the leader adds the partition itself (transaction version 2)
 TXN_OFFSET_COMMIT_VERSION_GENERIC_ERROR, TXN_OFFSET_COMMIT_VERSION_ADD_PARTITION = 4, 5

@@ -67,6 +67,11 @@ def test_local_mode_twenty_traces(spark: Any, tmp_path: Path, capsys: pytest.Cap
     assert json.loads((out / "summary.json").read_text())["traces"] == 20
     first = _read_results(spark, out / "results")
     assert len(first) == 20 and {r["verdict"] for r in first} == {"pass"}
+    # the summary's coverage is the union of the traces' (one distinct over the three columns, read by field)
+    assert summary["coverage"] == {"kinds": sorted({k for r in first for k in r["kinds"]}),
+                                   "transitions": sorted({t for r in first for t in r["transitions"]}),
+                                   "error_codes": sorted({e for r in first for e in r["errors"]})}
+    assert summary["coverage"]["kinds"] and summary["coverage"]["transitions"]
     # deterministic for a seed; the output is overwritten, not appended
     again = run_job(JobConfig("tiny", 20, seed=7), out=out, session=spark)
     assert again.summary["traces"] == 20
