@@ -218,6 +218,19 @@ def _judged_in_expansion(expansions: Sequence[_Expansion], marks: Sequence[bytes
     return judgements
 
 
+def run_without_gc(search: Any) -> None:
+    """``search.run()`` with the cyclic garbage collector paused (states form no cycles), then ``search.close()``
+    (its workers stopped) whatever happened."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        search.run()
+    finally:
+        search.close()
+        if collecting:
+            gc.enable()
+
+
 def _hit(prop: Property[Any], state: Any) -> bool:
     """An ``always`` property is hit where it fails, a ``sometimes`` property where it holds."""
     holds = prop.condition(state)
@@ -350,14 +363,7 @@ def check_levels(model: Model[Any], *, properties: Sequence[str] | None = None, 
     with tempfile.TemporaryDirectory(prefix="txnspec-check-", dir=directory) as scratch:
         search = _LevelSearch(model, selected, model.symmetry if symmetry else None, workers, scratch,
                               max_states, max_depth, report, stop_on_violation)
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            search.run()
-        finally:
-            search.close()
-            if collecting:
-                gc.enable()
+        run_without_gc(search)
         if report is _print_progress:
             print(file=sys.stderr)
         return search.result(check_deadlock)

@@ -39,7 +39,6 @@ Left out
 
 from __future__ import annotations
 
-import gc
 import heapq
 import multiprocessing
 import os
@@ -53,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from txnspec.checker.fingerprints import FingerprintSet, collision_probability
-from txnspec.checker.levels import _call_all, _hit, _Local, _Remote
+from txnspec.checker.levels import _call_all, _hit, _Local, _Remote, run_without_gc
 from txnspec.checker.model import Expectation, Model, Property
 from txnspec.checker.report import (
     STOPPED_ON_VIOLATION,
@@ -290,14 +289,7 @@ def check_partitioned(model: Model[Any], *, properties: Sequence[str] | None = N
     with tempfile.TemporaryDirectory(prefix="txnspec-partitioned-", dir=directory) as scratch:
         search = _Search(model, selected, model.symmetry if symmetry else None, workers, scratch,
                          max_states or sys.maxsize, max_depth or sys.maxsize, stop_on_violation)
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            search.run()
-        finally:
-            search.close()
-            if collecting:
-                gc.enable()
+        run_without_gc(search)
         return search.result(check_deadlock)
 
 
