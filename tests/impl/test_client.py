@@ -24,7 +24,9 @@ def ready(tv: int = 0) -> Producer:
 
 
 def test_the_state_table_is_kafkas() -> None:
-    assert VALID_PREVIOUS_STATES[State.ABORTING_TRANSACTION] == {State.IN_TRANSACTION, State.ABORTABLE_ERROR}
+    # Kafka 4.4's TransactionManager.State.isTransitionValid: a prepared (KIP-939) transaction may be aborted
+    assert VALID_PREVIOUS_STATES[State.ABORTING_TRANSACTION] == {State.IN_TRANSACTION, State.PREPARED_TRANSACTION,
+                                                                 State.ABORTABLE_ERROR}
     assert VALID_PREVIOUS_STATES[State.FATAL_ERROR] == set(State)
 
 
