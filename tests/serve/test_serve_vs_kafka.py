@@ -35,6 +35,7 @@ from kafka.protocol.admin.topics import (
 )
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -81,6 +82,20 @@ def ready(conn: BrokerConnection, key: str, key_type: int) -> None:
     raise AssertionError(f"no coordinator for {key}")
 
 
+def led(conn: BrokerConnection, topic: str) -> None:
+    """Every partition of ``topic`` has a leader: Kafka answers CreateTopics before the controller's leader election
+    reaches the broker, and a Produce in between gets NOT_LEADER_OR_FOLLOWER (CI, 2026-11-26)."""
+    for _ in range(120):
+        r = conn.call(MetadataRequest, MetadataResponse, 12, allow_auto_topic_creation=False,
+                      include_topic_authorized_operations=False,
+                      topics=[MetadataRequest.MetadataRequestTopic(topic_id=None, name=topic)])
+        partitions = r.topics[0].partitions
+        if r.topics[0].error_code == 0 and partitions and all(p.leader_id >= 0 for p in partitions):
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"no leader for {topic}")
+
+
 def init(conn: BrokerConnection, tid: str, timeout_ms: int = 60_000) -> tuple[int, int]:
     for _ in range(120):  # a coordinator still loading (14, 15, 16) or a fenced abort completing (51)
         r = conn.call(InitProducerIdRequest, InitProducerIdResponse, 5, transactional_id=tid,
@@ -96,6 +111,7 @@ def request_tv_answers(bootstrap: str) -> dict[str, Any]:
     conn = connect(bootstrap)
     try:
         create(conn, "t")
+        led(conn, "t")
         ready(conn, "p12", 1)
         tv_steps.init = init  # the same steps, with a wait for Kafka's coordinator
         out: dict[str, Any] = {}
@@ -252,7 +268,7 @@ def codec_answers(bootstrap: str) -> dict[str, Any]:
     conn = connect(bootstrap)
     try:
         create(conn, "sized", max_message_bytes="10000")
-        time.sleep(1)
+        led(conn, "sized")
 
         def produce(records: bytes) -> int:
             data = ProduceRequest.TopicProduceData(name="sized", partition_data=[
@@ -282,6 +298,7 @@ def test_the_transaction_admin_workflow_answers_as_on_kafka(real_kafka: Any, tv:
         conn = connect(bootstrap)
         try:
             create(conn, "held")
+            led(conn, "held")
             ready(conn, "hanging", 1)
         finally:
             conn.close()
