@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from txnspec.checker.model import Property
-from txnspec.spec import coordinator as coord_mod
+from txnspec.spec import coordinator_state as coord_state
 from txnspec.spec import partition as partition_mod
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import IsolationLevel, TransactionResult
@@ -213,7 +213,7 @@ def nothing_cached_while_unloaded(config: Any) -> Callable[[SystemState], bool]:
         cs = state.coordinator
         if not cs.not_led and not cs.loading:
             return True
-        return all(coord_mod.ownership_error(cs, tid, config) is Errors.NONE for tid, _ in cs.cache)
+        return all(coord_state.ownership_error(cs, tid, config) is Errors.NONE for tid, _ in cs.cache)
     holds.__doc__ = nothing_cached_while_unloaded.__doc__
     return holds
 

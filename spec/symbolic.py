@@ -1,7 +1,7 @@
 """The z3 twin of the spec: one transactional id, its coordinator metadata and two partition leaders.
 
 System
-    The coordinator's :class:`~txnspec.spec.coordinator.TxnMetadata` for one transactional id (state,
+    The coordinator's :class:`~txnspec.spec.coordinator_state.TxnMetadata` for one transactional id (state,
     producer id, epoch, last epoch, transaction version, partitions in memory and in the last
     transaction-log record, the coordinator epoch) and, per partition, the leader's producer-state entry
     for that producer id (epoch, coordinator epoch, the last batch's sequence range, the open
@@ -61,15 +61,10 @@ from typing import Any
 import z3
 
 from txnspec.checker.symbolic import Invariant, StepInvariant, SymbolicModel, Transition, Vars, decode_frame
-from txnspec.spec.coordinator import (
-    CoordinatorState,
-    PendingCompletion,
-    TxnMetadata,
-    TxnTransit,
-    prepare_complete,
-)
+from txnspec.spec.coordinator_state import CoordinatorState, PendingCompletion, TxnMetadata, TxnTransit
 from txnspec.spec.messages import TransactionResult
 from txnspec.spec.partition import BatchMetadata, PartitionState, ProducerStateEntry
+from txnspec.spec.txn_metadata import prepare_complete
 from txnspec.spec.txn_state import STATE_IDS, VALID_PREVIOUS_STATES, TxnState
 
 TID = "txn"

@@ -15,8 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from txnspec.spec import coordinator as coord
+from txnspec.spec import coordinator_state as coord_state
 from txnspec.spec import partition as part
-from txnspec.spec import symbolic
+from txnspec.spec import symbolic, txn_expiry, txn_loading, txn_markers
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import AddPartitionsToTxn, EndTxn, InitProducerId, TransactionResult
 from txnspec.spec.txn_state import TxnState
@@ -80,7 +81,7 @@ def assert_agree(explicit: dict[str, Any], sym: dict[str, Any] | None, context: 
     assert not diff, f"explicit vs z3 differ on {diff}: {context}"
 
 
-def _verified(cs: coord.CoordinatorState, ps: part.PartitionState, name: str, pid: int, epoch: int,
+def _verified(cs: coord_state.CoordinatorState, ps: part.PartitionState, name: str, pid: int, epoch: int,
               transactional: bool) -> bool:
     """``system._verify_transactional_produce`` (TV1 leader verification, verification enabled)."""
     if not transactional or part.has_ongoing_transaction(ps, pid, epoch):
@@ -130,14 +131,14 @@ def check_action(values: dict[str, Any], data: st.DataObject, action: str | None
         end = EndTxn(symbolic.TID, params["pid"], params["epoch"], result_kind, 2 if params["tv2"] else 0)
         cs = coord.handle_end_txn(cs, end).state
     elif action == "timeout":
-        cs = coord.abort_timed_out_transaction(cs, symbolic.TID).state
+        cs = txn_expiry.abort_timed_out_transaction(cs, symbolic.TID).state
     elif action == "failover":
-        cs = coord.coordinator_failover(cs).state
+        cs = txn_loading.coordinator_failover(cs).state
     elif action == "WriteTxnMarkers":
         md = cs.metadata(symbolic.TID)
         assert md is not None
         outcome = TransactionResult.COMMIT if md.state is TxnState.PREPARE_COMMIT else TransactionResult.ABORT
-        markers = coord.markers_for(cs, md, outcome)
+        markers = txn_markers.markers_for(cs, md, outcome)
         _, marker = data.draw(st.sampled_from(markers))
         i = P.index(marker.partition)
         params = {"partition": i}
@@ -148,8 +149,8 @@ def check_action(values: dict[str, Any], data: st.DataObject, action: str | None
             assert sym is None, f"z3 accepts a marker the leader rejects: {values}"
             return
         parts = {**parts, marker.partition: ps}
-        cs = coord.handle_write_txn_markers_response(cs, symbolic.TID, marker.partition, marker.coordinator_epoch,
-                                                     Errors.NONE).state
+        cs = txn_markers.handle_write_txn_markers_response(cs, symbolic.TID, marker.partition, marker.coordinator_epoch,
+                                                           Errors.NONE).state
     elif action == "Produce":
         i = data.draw(st.integers(0, N - 1))
         params = {"partition": i, "epoch": data.draw(st.integers(0, values["producer_epoch"])),
