@@ -19,7 +19,7 @@ System
       drained and drops the queued handlers (``abortUndrainedBatches``, ``maybeTerminateRequestWithError``); in
       a fatal error it fails every batch and record and sends nothing (``maybeAbortBatches``).
     * :func:`receive` is the client's response handling (``TxnRequestHandler.handleResponse``,
-      ``Sender.completeBatch``) with the error rules of :mod:`txnspec.spec.client` (``classify_response``,
+      ``Sender.completeBatch``) with the error rules of :mod:`txnspec.spec.client_errors` (``classify_response``,
       ``classify_produce_error``): retry (re-enqueue), abortable (``ABORTABLE_ERROR``: the application must
       abort; for TV < 2 the abort is followed by an InitProducerId epoch bump, KIP-360), fatal
       (``FATAL_ERROR``).
@@ -51,8 +51,11 @@ import enum
 import functools
 from typing import Any
 
-from txnspec.spec import client as cl
-from txnspec.spec.client import Reaction, classify_produce_error, classify_response
+from txnspec.spec import client_batches as cl_batches
+from txnspec.spec import client_errors as cl_errors
+from txnspec.spec import client_state as cl_state
+from txnspec.spec import client_transitions as cl_transitions
+from txnspec.spec.client_errors import Reaction, classify_produce_error, classify_response
 from txnspec.spec.constants import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import (
@@ -135,12 +138,12 @@ class ClientConfig:
 
     def earlier(self, first: Batch, second: Batch) -> bool:
         """``first`` was sent before ``second`` on the same partition with the same producer id and epoch
-        (:func:`txnspec.spec.client.sequence_precedes`; the scenario keeps ``max_sequence >= 2 * (max_in_flight -
+        (:func:`txnspec.spec.client_batches.sequence_precedes`; the scenario keeps ``max_sequence >= 2 * (max_in_flight -
         1)``)."""
-        return cl.sequence_precedes(as_produce(first), as_produce(second), self.transaction_manager)
+        return cl_batches.sequence_precedes(as_produce(first), as_produce(second), self.transaction_manager)
 
     @property
-    def transaction_manager(self) -> cl.ClientConfig:
+    def transaction_manager(self) -> cl_state.ClientConfig:
         """The configuration of :mod:`txnspec.spec.client`'s client this producer projects (spec/projection.py)."""
         return _transaction_manager_config(self.max_in_flight, self.max_sequence)
 
@@ -221,10 +224,10 @@ class Producer:
 
 
 @functools.cache
-def _transaction_manager_config(max_in_flight: int, max_sequence: int) -> cl.ClientConfig:
+def _transaction_manager_config(max_in_flight: int, max_sequence: int) -> cl_state.ClientConfig:
     # one record per batch (batch.size), a retried batch waits for the model's retry step (retry.backoff.ms)
-    return cl.ClientConfig(max_in_flight_per_partition=max_in_flight, max_sequence=max_sequence, max_batch_records=1,
-                           retry_backoff=True)
+    return cl_state.ClientConfig(max_in_flight_per_partition=max_in_flight, max_sequence=max_sequence,
+                                 max_batch_records=1, retry_backoff=True)
 
 
 def as_produce(batch: Batch, transactional_id: str | None = None) -> Produce:
@@ -380,7 +383,7 @@ def receive(config: ClientConfig, p: Producer, body: Any, context: Any
             ) -> tuple[Producer, Outcome | None] | None:
     """The client handles an answer: the producer after it and what the application learns of its
     transaction's outcome, or None when the answer changes nothing (a stale or duplicated answer, or one to
-    a produce the client gave up on). Errors are classified by :mod:`txnspec.spec.client`'s rules
+    a produce the client gave up on). Errors are classified by :mod:`txnspec.spec.client_errors`' rules
     (``classify_produce_error``, ``classify_response``)."""
     if isinstance(body, ProduceResponse):
         if context not in p.in_flight:
@@ -457,7 +460,7 @@ def abortable(p: Producer) -> Producer:
     """``transitionToAbortableError``: a no-op while aborting; an invalid transition (the Sender thread) is fatal."""
     if p.phase in (ABORTING, ABORTABLE_ERROR, FATAL_ERROR):
         return p
-    if cl.is_transition_valid(cl.State[p.phase.name], cl.ABORTABLE_ERROR):
+    if cl_state.is_transition_valid(cl_state.State[p.phase.name], cl_state.ABORTABLE_ERROR):
         return replace(p, phase=ABORTABLE_ERROR)
     return replace(p, phase=FATAL_ERROR)
 
@@ -468,14 +471,14 @@ def produce_failed(config: ClientConfig, p: Producer, error: Errors, batch: Batc
     completion; an error answer gives the batch's sequence back (``adjust``: ``adjustSequencesDueToFailedBatch``);
     ``unresolved``: the client gave up on a batch in retry, so it cannot know whether it was written:
     ``maybeResolveSequences`` then requires an epoch bump even while completing."""
-    if error in cl.PRODUCE_FATAL_ERRORS:
+    if error in cl_errors.PRODUCE_FATAL_ERRORS:
         return replace(p, phase=FATAL_ERROR)
     completing = p.phase in (COMMITTING, ABORTING)
     bump = _bumps_epoch(config) and (unresolved or not completing)
     p = replace(abortable(p), bump_required=p.bump_required or bump)
     if batch is not None and adjust and batch[1:3] == (p.producer_id, p.producer_epoch) \
             and any(partition == batch[0] for partition, _ in p.sequences):
-        seq = cl.decrement_sequence(p.next_sequence(batch[0]), 1, config.max_sequence)
+        seq = cl_transitions.decrement_sequence(p.next_sequence(batch[0]), 1, config.max_sequence)
         p = replace(p, sequences=_set(p.sequences, batch[0], seq))
     return p
 

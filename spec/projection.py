@@ -19,7 +19,7 @@ What is abstracted, and why (the state space)
     * One record per batch (``max_batch_records=1``, batch.size) and the in-flight limit per partition.
     * A batch without its Produce or answer on the network waits for the model's retry step: a lost Produce
       (request timeout) and a retriable answer (``retry.backoff.ms``) are both a retry batch backing off
-      (``retry_backoff=True``); the model's produce retry step is :func:`~txnspec.spec.client.retry_backoff_elapsed`.
+      (``retry_backoff=True``); the model's produce retry step is :func:`~txnspec.spec.client_responses.retry_backoff_elapsed`.
     * Correlation ids, the application's progress (transaction number, records sent, the generation of its
       consumer) and the ghost are the system model's, not the client's: the view leaves them out.
     * Under TV2 the partitions of the transaction are implicit (the leader adds them, KIP-890): the producer
@@ -44,6 +44,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from txnspec.spec import client as cl
+from txnspec.spec import client_errors as cl_errors
+from txnspec.spec import client_responses as cl_responses
+from txnspec.spec import client_sender as cl_sender
+from txnspec.spec import client_state as cl_state
 from txnspec.spec import producer as pr
 from txnspec.spec.actions import Action, ActionKind
 from txnspec.spec.constants import NO_PRODUCER_ID
@@ -69,34 +73,36 @@ OFFSETS_PARTITION = "input-0"  # the input partition whose position the applicat
 
 # --- lift: the ClientState a producer stands for ----------------------------------------------------------
 
-def _handler(request: cl.TxnRequest, priority: cl.Priority, completes_call: bool = False,
-             offsets: tuple[tuple[str, int], ...] = (), member: tuple[str, int] = ("", -1)) -> cl.TxnRequestHandler:
-    return cl.TxnRequestHandler(request, priority, completes_call=completes_call, offsets=offsets, member=member)
+def _handler(request: cl_state.TxnRequest, priority: cl_state.Priority, completes_call: bool = False,
+             offsets: tuple[tuple[str, int], ...] = (), member: tuple[str, int] = ("", -1)
+             ) -> cl_state.TxnRequestHandler:
+    return cl_state.TxnRequestHandler(request, priority, completes_call=completes_call, offsets=offsets, member=member)
 
 
 def _offsets(p: Producer) -> tuple[tuple[str, int], ...]:
     return ((OFFSETS_PARTITION, p.txn_no),)
 
 
-def _request_handler(config: pr.ClientConfig, p: Producer, request: type) -> cl.TxnRequestHandler:
+def _request_handler(config: pr.ClientConfig, p: Producer, request: type) -> cl_state.TxnRequestHandler:
     """The handler of a transactional request of ``p``'s, as ``dispatch`` builds the request."""
     tid, pid, epoch = p.transactional_id, p.producer_id, p.producer_epoch
     if request is InitProducerId:
         bump = pid != NO_PRODUCER_ID
         return _handler(InitProducerId(tid, pr.TXN_TIMEOUT_MS, pid if bump else -1, epoch if bump else -1),
-                        cl.Priority.EPOCH_BUMP if bump else cl.Priority.INIT_PRODUCER_ID, completes_call=True)
+                        cl_state.Priority.EPOCH_BUMP if bump else cl_state.Priority.INIT_PRODUCER_ID,
+                        completes_call=True)
     if request is AddPartitionsToTxn:
         return _handler(AddPartitionsToTxn(tid, pid, epoch, p.adding or p.to_add, 0),
-                        cl.Priority.ADD_PARTITIONS_OR_OFFSETS)
+                        cl_state.Priority.ADD_PARTITIONS_OR_OFFSETS)
     member = (p.member_id, p.offsets_generation)
     if request is AddOffsetsToTxn:
-        return _handler(AddOffsetsToTxn(tid, pid, epoch, config.group_id), cl.Priority.ADD_PARTITIONS_OR_OFFSETS,
+        return _handler(AddOffsetsToTxn(tid, pid, epoch, config.group_id), cl_state.Priority.ADD_PARTITIONS_OR_OFFSETS,
                         offsets=_offsets(p), member=member)
     if request is TxnOffsetCommit:
         return _handler(TxnOffsetCommit(tid, config.group_id, pid, epoch, _offsets(p), *member),
-                        cl.Priority.ADD_PARTITIONS_OR_OFFSETS)
+                        cl_state.Priority.ADD_PARTITIONS_OR_OFFSETS)
     assert request is EndTxn and p.end_result is not None
-    return _handler(EndTxn(tid, pid, epoch, p.end_result, 2 if config.tv2 else 0), cl.Priority.END_TXN,
+    return _handler(EndTxn(tid, pid, epoch, p.end_result, 2 if config.tv2 else 0), cl_state.Priority.END_TXN,
                     completes_call=not p.bump_queued)
 
 
@@ -107,9 +113,9 @@ def _commit_pending(config: pr.ClientConfig, p: Producer) -> bool:
         and (p.awaiting is not None or (bool(p.in_flight) and config.waits_for_produce_before_end_txn))
 
 
-def _pending_requests(config: pr.ClientConfig, p: Producer) -> tuple[cl.TxnRequestHandler, ...]:
+def _pending_requests(config: pr.ClientConfig, p: Producer) -> tuple[cl_state.TxnRequestHandler, ...]:
     """``pendingRequests``, by priority: the first InitProducerId, the queued adds, EndTxn, the epoch bump."""
-    queue: list[cl.TxnRequestHandler] = []
+    queue: list[cl_state.TxnRequestHandler] = []
     waiting = p.awaiting[0] if p.awaiting is not None else None
     if p.phase is Phase.INITIALIZING and waiting is None and (p.producer_id == NO_PRODUCER_ID or p.bump_queued):
         queue.append(_request_handler(config, p, InitProducerId))
@@ -128,17 +134,17 @@ def _pending_requests(config: pr.ClientConfig, p: Producer) -> tuple[cl.TxnReque
     return tuple(queue)
 
 
-def _pending_call(config: pr.ClientConfig, p: Producer) -> tuple[cl.State, str] | None:
+def _pending_call(config: pr.ClientConfig, p: Producer) -> tuple[cl_state.State, str] | None:
     """The blocking call whose result is pending (``pendingTransition``)."""
     if p.phase is Phase.INITIALIZING:
         if p.producer_id == NO_PRODUCER_ID:
-            return cl.INITIALIZING, "initTransactions"
+            return cl_state.INITIALIZING, "initTransactions"
         # the epoch bump an abort queued completes the abort (a bump due but not queued completes nothing)
-        return (cl.ABORTING_TRANSACTION, "abortTransaction") if p.bump_queued else None
+        return (cl_state.ABORTING_TRANSACTION, "abortTransaction") if p.bump_queued else None
     if p.phase is Phase.COMMITTING_TRANSACTION or _commit_pending(config, p):
-        return cl.COMMITTING_TRANSACTION, "commitTransaction"
+        return cl_state.COMMITTING_TRANSACTION, "commitTransaction"
     if p.phase is Phase.ABORTING_TRANSACTION:
-        return cl.ABORTING_TRANSACTION, "abortTransaction"
+        return cl_state.ABORTING_TRANSACTION, "abortTransaction"
     return None
 
 
@@ -148,7 +154,7 @@ def _in_sequence_order(config: pr.ClientConfig, batches: Iterable[pr.Batch]) -> 
     return sorted(batches, key=lambda b: (b[:3], sum(config.earlier(o, b) for o in batches)))
 
 
-def lift(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any] = frozenset()) -> cl.ClientState:
+def lift(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any] = frozenset()) -> cl_state.ClientState:
     """The :class:`ClientState` that ``p`` projects. ``in_transit``: the contexts of ``p``'s messages on the
     network (a batch in flight without its Produce or answer there waits for its retry)."""
     tv2 = config.tv2
@@ -162,9 +168,9 @@ def lift(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any] = froz
     for partition in p.unsent:
         accumulator[partition] = accumulator.get(partition, 0) + 1
     implicit = frozenset(p.unsent) | {b[0] for b in p.in_flight}  # TV2: the partitions the leader adds
-    error = cl.KAFKA_EXCEPTION if p.phase in (Phase.ABORTABLE_ERROR, Phase.FATAL_ERROR) else None
-    return cl.ClientState(
-        p.transactional_id, cl.State[p.phase.name], p.producer_id, p.producer_epoch, config.transaction_version,
+    error = cl_errors.KAFKA_EXCEPTION if p.phase in (Phase.ABORTABLE_ERROR, Phase.FATAL_ERROR) else None
+    return cl_state.ClientState(
+        p.transactional_id, cl_state.State[p.phase.name], p.producer_id, p.producer_epoch, config.transaction_version,
         last_error=error,
         new_partitions=p.to_add if not queued_adds else frozenset(),
         pending_partitions=p.adding | (p.to_add if queued_adds else frozenset()),
@@ -214,11 +220,11 @@ def _requests(sends: Iterable[object]) -> tuple[object, ...]:
     return tuple(out)
 
 
-def find_coordinators_at_once(c: cl.ClientState, tm: cl.ClientConfig, sends: tuple[object, ...] = ()
-                              ) -> tuple[cl.ClientState, tuple[object, ...]]:
+def find_coordinators_at_once(c: cl_state.ClientState, tm: cl_state.ClientConfig, sends: tuple[object, ...] = ()
+                              ) -> tuple[cl_state.ClientState, tuple[object, ...]]:
     """Answer every coordinator lookup the client sends, at once (the one coordinator is always found)."""
     while c.in_flight is not None and isinstance(c.in_flight.request, FindCoordinator):
-        c, outcome = cl.on_response(c, "FindCoordinator", ErrorResponse(Errors.NONE), None, tm)
+        c, outcome = cl_responses.on_response(c, "FindCoordinator", ErrorResponse(Errors.NONE), None, tm)
         sends = (*sends, *outcome.sends)
     return c, sends
 
@@ -226,7 +232,7 @@ def find_coordinators_at_once(c: cl.ClientState, tm: cl.ClientConfig, sends: tup
 class ClientStep(NamedTuple):
     """What ``spec/client.py`` does for one step: the state after, the requests sent, the exception thrown."""
 
-    state: cl.ClientState
+    state: cl_state.ClientState
     sends: tuple[object, ...]
     throws: str | None = None
 
@@ -239,7 +245,7 @@ def client_step(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any]
     c = lift(config, p, in_transit)
     kind = action.kind
     if kind is K.CRASH:  # a new KafkaProducer with the same configuration
-        return ClientStep(cl.ClientState(p.transactional_id, transaction_version=config.transaction_version), ())
+        return ClientStep(cl_state.ClientState(p.transactional_id, transaction_version=config.transaction_version), ())
     if kind is K.INIT_TRANSACTIONS:
         c, outcome = cl.init_transactions(c, tm)
     elif kind is K.BEGIN_TRANSACTION:
@@ -256,21 +262,22 @@ def client_step(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any]
         c, outcome = cl.abort_transaction(c, tm)
     elif kind is K.EXPIRE_BATCH:  # delivery.timeout.ms
         assert action.batch is not None
-        c, outcome = cl.expire_batch(c, pr.as_produce(action.batch, p.transactional_id), tm)
+        c, outcome = cl_responses.expire_batch(c, pr.as_produce(action.batch, p.transactional_id), tm)
     elif kind is K.RETRY and action.message is not None:  # a produce's retry back-off ends
-        c, outcome = cl.retry_backoff_elapsed(c, pr.as_produce(action.message.context, p.transactional_id), tm)
+        batch = pr.as_produce(action.message.context, p.transactional_id)
+        c, outcome = cl_responses.retry_backoff_elapsed(c, batch, tm)
     elif kind is K.RETRY:  # the request timed out with its answer: NetworkClient disconnects
-        c, outcome = cl.on_disconnect(c, tm)
+        c, outcome = cl_responses.on_disconnect(c, tm)
     elif action.is_delivery:
         if not action.awaited:
             return None
         assert action.message is not None
         body, context = action.message.body, action.message.context
         if isinstance(body, ProduceResponse):
-            c, outcome = cl.on_response(c, "Produce", body, pr.as_produce(context, p.transactional_id), tm)
+            c, outcome = cl_responses.on_response(c, "Produce", body, pr.as_produce(context, p.transactional_id), tm)
         else:
             assert c.in_flight is not None
-            c, outcome = cl.on_response(c, c.in_flight.name, body, None, tm)
+            c, outcome = cl_responses.on_response(c, c.in_flight.name, body, None, tm)
     else:
         raise ValueError(f"no client step for {action}")
     c, sends = find_coordinators_at_once(c, tm, outcome.sends)
@@ -286,7 +293,7 @@ def _batch(b: Produce) -> pr.Batch:
 class View(NamedTuple):
     """A client as both sides are compared (see the module doc for what is left out)."""
 
-    state: cl.State
+    state: cl_state.State
     producer_id: int
     producer_epoch: int
     partitions: frozenset[str] | None  # TV1: added to the transaction (TV2: implicit, not compared)
@@ -303,14 +310,14 @@ class View(NamedTuple):
     call_pending: bool
 
 
-def view(c: cl.ClientState) -> View:
-    if c.state is cl.FATAL_ERROR:
+def view(c: cl_state.ClientState) -> View:
+    if c.state is cl_state.FATAL_ERROR:
         # the Sender sends nothing more (Sender.runOnce) and every call fails: only who the client was is left
         return View(c.state, c.producer_id, c.producer_epoch, None, None, None, (), False, False, (), frozenset(),
                     frozenset(), (), (), False)
     tv1 = not c.tv2
     handlers = (*c.pending_requests, *((c.in_flight,) if c.in_flight is not None else ()))
-    bump = c.client_side_epoch_bump_required or any(h.priority is cl.Priority.EPOCH_BUMP for h in handlers)
+    bump = c.client_side_epoch_bump_required or any(h.priority is cl_state.Priority.EPOCH_BUMP for h in handlers)
     return View(
         c.state, c.producer_id, c.producer_epoch,
         c.partitions if tv1 else None, c.new_partitions | c.pending_partitions if tv1 else None,
@@ -359,7 +366,7 @@ def settled(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any]) ->
     """The producer's client has sent what it can: ``spec/client.py``'s Sender, run on the lift, sends nothing."""
     c = lift(config, p, in_transit)
     tm = config.transaction_manager
-    after, sent = cl.run_sender(c, tm)
+    after, sent = cl_sender.run_sender(c, tm)
     after, sends = find_coordinators_at_once(after, tm, sent)
     return not _requests(sends) and view(after) == view(c)
 
