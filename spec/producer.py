@@ -138,8 +138,8 @@ class ClientConfig:
 
     def earlier(self, first: Batch, second: Batch) -> bool:
         """``first`` was sent before ``second`` on the same partition with the same producer id and epoch
-        (:func:`txnspec.spec.client_batches.sequence_precedes`; the scenario keeps ``max_sequence >= 2 * (max_in_flight -
-        1)``)."""
+        (:func:`txnspec.spec.client_batches.sequence_precedes`; the scenario keeps
+        ``max_sequence >= 2 * (max_in_flight - 1)``)."""
         return cl_batches.sequence_precedes(as_produce(first), as_produce(second), self.transaction_manager)
 
     @property

@@ -19,7 +19,8 @@ What is abstracted, and why (the state space)
     * One record per batch (``max_batch_records=1``, batch.size) and the in-flight limit per partition.
     * A batch without its Produce or answer on the network waits for the model's retry step: a lost Produce
       (request timeout) and a retriable answer (``retry.backoff.ms``) are both a retry batch backing off
-      (``retry_backoff=True``); the model's produce retry step is :func:`~txnspec.spec.client_responses.retry_backoff_elapsed`.
+      (``retry_backoff=True``); the model's produce retry step is
+      :func:`~txnspec.spec.client_responses.retry_backoff_elapsed`.
     * Correlation ids, the application's progress (transaction number, records sent, the generation of its
       consumer) and the ghost are the system model's, not the client's: the view leaves them out.
     * Under TV2 the partitions of the transaction are implicit (the leader adds them, KIP-890): the producer
