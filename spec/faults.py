@@ -41,18 +41,8 @@ from txnspec.spec.coordinator_state import CoordinatorState
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import Produce, TransactionResult, WriteTxnMarkers, WriteTxnMarkersResponse
 from txnspec.spec.network import COORDINATOR, GROUP, NETWORK, Envelope, contexts, deliveries, producer_index, send
-from txnspec.spec.producer import (
-    FATAL_ERROR,
-    INITIALIZING,
-    READY,
-    UNINITIALIZED,
-    ClientConfig,
-    Producer,
-    expire_batch,
-    first_in_flight,
-    request_timed_out,
-    restarted,
-)
+from txnspec.spec.producer import expire_batch, first_in_flight, request_timed_out, restarted
+from txnspec.spec.producer_state import FATAL_ERROR, INITIALIZING, READY, UNINITIALIZED, ClientConfig, Producer
 from txnspec.spec.system_state import (
     System,
     SystemState,

@@ -49,7 +49,7 @@ from txnspec.spec import client_errors as cl_errors
 from txnspec.spec import client_responses as cl_responses
 from txnspec.spec import client_sender as cl_sender
 from txnspec.spec import client_state as cl_state
-from txnspec.spec import producer as pr
+from txnspec.spec import producer_state as pr_state
 from txnspec.spec.actions import Action, ActionKind
 from txnspec.spec.constants import NO_PRODUCER_ID
 from txnspec.spec.errors import Errors
@@ -66,7 +66,7 @@ from txnspec.spec.messages import (
     TxnOffsetCommit,
 )
 from txnspec.spec.network import Address, producer_index
-from txnspec.spec.producer import OffsetsStage, Phase, Producer, Queued
+from txnspec.spec.producer_state import OffsetsStage, Phase, Producer, Queued
 
 K = ActionKind
 OFFSETS_PARTITION = "input-0"  # the input partition whose position the application commits (spec/producer.py)
@@ -84,12 +84,12 @@ def _offsets(p: Producer) -> tuple[tuple[str, int], ...]:
     return ((OFFSETS_PARTITION, p.txn_no),)
 
 
-def _request_handler(config: pr.ClientConfig, p: Producer, request: type) -> cl_state.TxnRequestHandler:
+def _request_handler(config: pr_state.ClientConfig, p: Producer, request: type) -> cl_state.TxnRequestHandler:
     """The handler of a transactional request of ``p``'s, as ``dispatch`` builds the request."""
     tid, pid, epoch = p.transactional_id, p.producer_id, p.producer_epoch
     if request is InitProducerId:
         bump = pid != NO_PRODUCER_ID
-        return _handler(InitProducerId(tid, pr.TXN_TIMEOUT_MS, pid if bump else -1, epoch if bump else -1),
+        return _handler(InitProducerId(tid, pr_state.TXN_TIMEOUT_MS, pid if bump else -1, epoch if bump else -1),
                         cl_state.Priority.EPOCH_BUMP if bump else cl_state.Priority.INIT_PRODUCER_ID,
                         completes_call=True)
     if request is AddPartitionsToTxn:
@@ -107,14 +107,14 @@ def _request_handler(config: pr.ClientConfig, p: Producer, request: type) -> cl_
                     completes_call=not p.bump_queued)
 
 
-def _commit_pending(config: pr.ClientConfig, p: Producer) -> bool:
+def _commit_pending(config: pr_state.ClientConfig, p: Producer) -> bool:
     """A failed commit's EndTxn handler still waits in the queue: a transactional request in flight or a batch
     not completed keeps ``nextRequest`` from terminating it (the model lets the application abort only after)."""
     return p.phase is Phase.ABORTABLE_ERROR and p.end_result is TransactionResult.COMMIT \
         and (p.awaiting is not None or (bool(p.in_flight) and config.waits_for_produce_before_end_txn))
 
 
-def _pending_requests(config: pr.ClientConfig, p: Producer) -> tuple[cl_state.TxnRequestHandler, ...]:
+def _pending_requests(config: pr_state.ClientConfig, p: Producer) -> tuple[cl_state.TxnRequestHandler, ...]:
     """``pendingRequests``, by priority: the first InitProducerId, the queued adds, EndTxn, the epoch bump."""
     queue: list[cl_state.TxnRequestHandler] = []
     waiting = p.awaiting[0] if p.awaiting is not None else None
@@ -135,7 +135,7 @@ def _pending_requests(config: pr.ClientConfig, p: Producer) -> tuple[cl_state.Tx
     return tuple(queue)
 
 
-def _pending_call(config: pr.ClientConfig, p: Producer) -> tuple[cl_state.State, str] | None:
+def _pending_call(config: pr_state.ClientConfig, p: Producer) -> tuple[cl_state.State, str] | None:
     """The blocking call whose result is pending (``pendingTransition``)."""
     if p.phase is Phase.INITIALIZING:
         if p.producer_id == NO_PRODUCER_ID:
@@ -149,13 +149,13 @@ def _pending_call(config: pr.ClientConfig, p: Producer) -> tuple[cl_state.State,
     return None
 
 
-def _in_sequence_order(config: pr.ClientConfig, batches: Iterable[pr.Batch]) -> list[pr.Batch]:
+def _in_sequence_order(config: pr_state.ClientConfig, batches: Iterable[pr_state.Batch]) -> list[pr_state.Batch]:
     """Batches in ``inflightBatchesBySequence`` order within each partition, producer id and epoch."""
     batches = list(batches)
     return sorted(batches, key=lambda b: (b[:3], sum(config.earlier(o, b) for o in batches)))
 
 
-def lift(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any] = frozenset()) -> cl_state.ClientState:
+def lift(config: pr_state.ClientConfig, p: Producer, in_transit: frozenset[Any] = frozenset()) -> cl_state.ClientState:
     """The :class:`ClientState` that ``p`` projects. ``in_transit``: the contexts of ``p``'s messages on the
     network (a batch in flight without its Produce or answer there waits for its retry)."""
     tv2 = config.tv2
@@ -163,7 +163,7 @@ def lift(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any] = froz
     in_flight = _request_handler(config, p, waiting) if waiting is not None else None
     queued_adds = Queued.PARTITIONS in p.queued
     sent = _in_sequence_order(config, p.in_flight)
-    batches = {b: pr.as_produce(b, p.transactional_id) for b in sent}
+    batches = {b: pr_state.as_produce(b, p.transactional_id) for b in sent}
     retrying = [b for b in sent if b not in in_transit]
     accumulator: dict[str, int] = {}
     for partition in p.unsent:
@@ -238,7 +238,7 @@ class ClientStep(NamedTuple):
     throws: str | None = None
 
 
-def client_step(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any], action: Action
+def client_step(config: pr_state.ClientConfig, p: Producer, in_transit: frozenset[Any], action: Action
                 ) -> ClientStep | None:
     """``spec/client.py``'s step for ``action`` of producer ``p`` (None: the client takes no step: a message
     no request of the client's waits for, which Kafka's NetworkClient never delivers)."""
@@ -263,9 +263,9 @@ def client_step(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any]
         c, outcome = cl.abort_transaction(c, tm)
     elif kind is K.EXPIRE_BATCH:  # delivery.timeout.ms
         assert action.batch is not None
-        c, outcome = cl_responses.expire_batch(c, pr.as_produce(action.batch, p.transactional_id), tm)
+        c, outcome = cl_responses.expire_batch(c, pr_state.as_produce(action.batch, p.transactional_id), tm)
     elif kind is K.RETRY and action.message is not None:  # a produce's retry back-off ends
-        batch = pr.as_produce(action.message.context, p.transactional_id)
+        batch = pr_state.as_produce(action.message.context, p.transactional_id)
         c, outcome = cl_responses.retry_backoff_elapsed(c, batch, tm)
     elif kind is K.RETRY:  # the request timed out with its answer: NetworkClient disconnects
         c, outcome = cl_responses.on_disconnect(c, tm)
@@ -275,7 +275,8 @@ def client_step(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any]
         assert action.message is not None
         body, context = action.message.body, action.message.context
         if isinstance(body, ProduceResponse):
-            c, outcome = cl_responses.on_response(c, "Produce", body, pr.as_produce(context, p.transactional_id), tm)
+            batch = pr_state.as_produce(context, p.transactional_id)
+            c, outcome = cl_responses.on_response(c, "Produce", body, batch, tm)
         else:
             assert c.in_flight is not None
             c, outcome = cl_responses.on_response(c, c.in_flight.name, body, None, tm)
@@ -287,7 +288,7 @@ def client_step(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any]
 
 # --- what both are compared on ----------------------------------------------------------------------------
 
-def _batch(b: Produce) -> pr.Batch:
+def _batch(b: Produce) -> pr_state.Batch:
     return b.partition, b.producer_id, b.producer_epoch, b.base_sequence
 
 
@@ -304,8 +305,8 @@ class View(NamedTuple):
     transaction_started: bool
     epoch_bump_due: bool
     sequences: tuple[tuple[str, int], ...]
-    batches: frozenset[pr.Batch]  # sent and not completed
-    retrying: frozenset[pr.Batch]  # of those, waiting for their retry
+    batches: frozenset[pr_state.Batch]  # sent and not completed
+    retrying: frozenset[pr_state.Batch]  # of those, waiting for their retry
     undrained: tuple[tuple[str, int], ...]
     pending_offsets: tuple[tuple[str, int], ...]  # while their TxnOffsetCommit, their only reader, is queued or sent
     call_pending: bool
@@ -344,7 +345,7 @@ def step_name(action: Action, p: Producer) -> str:
     return str(action.kind.value)
 
 
-def compare_step(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any], action: Action,
+def compare_step(config: pr_state.ClientConfig, p: Producer, in_transit: frozenset[Any], action: Action,
                  after: Producer, after_in_transit: frozenset[Any], sent: Iterable[object]) -> frozenset[Difference]:
     """Where ``spec/client.py`` and the model's producer disagree on ``action``: the model took ``p`` to ``after``
     and sent ``sent``."""
@@ -363,7 +364,7 @@ def compare_step(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any
     return frozenset(differences)
 
 
-def settled(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any]) -> bool:
+def settled(config: pr_state.ClientConfig, p: Producer, in_transit: frozenset[Any]) -> bool:
     """The producer's client has sent what it can: ``spec/client.py``'s Sender, run on the lift, sends nothing."""
     c = lift(config, p, in_transit)
     tm = config.transaction_manager

@@ -57,7 +57,7 @@ from txnspec.spec import group as group_mod
 from txnspec.spec.constants import group_offsets_partition
 from txnspec.spec.ghost import AppendedBatch, Ghost, batch_order, decision_order
 from txnspec.spec.network import COORDINATOR, GROUP, NETWORK, Envelope, ProducerAddress, bag, producer_address
-from txnspec.spec.producer import Producer
+from txnspec.spec.producer_state import Producer
 from txnspec.spec.scenarios import Scenario
 from txnspec.spec.system_state import SystemState
 from txnspec.spec.values import intern

@@ -30,7 +30,8 @@ from txnspec.spec import partition as partition_mod
 from txnspec.spec.constants import INPUT_PARTITION, group_offsets_partition
 from txnspec.spec.ghost import Ghost
 from txnspec.spec.network import Envelope, contexts, producer_address, send
-from txnspec.spec.producer import ClientConfig, Producer, dispatch
+from txnspec.spec.producer import dispatch
+from txnspec.spec.producer_state import ClientConfig, Producer
 from txnspec.spec.protocol import CURRENT, Protocol
 from txnspec.spec.scenarios import Scenario
 from txnspec.spec.values import TABLE_SIZE, intern, memoised, replace, value
