@@ -2,13 +2,14 @@
 :mod:`txnspec.spec.client`.
 
 What it projects
-    ``spec/client.py`` is the client: Kafka's ``TransactionManager`` with the parts of ``Sender`` and
-    ``RecordAccumulator`` that decide what goes out, and the error rules of both (``RESPONSE_RULES``,
-    ``classify_produce_error``), which ``spec/producer.py`` imports. The model checker's :class:`Producer` keeps
-    what of a :class:`ClientState` the protocol's state space needs: the state, producer id and epoch, the
-    partitions added, waiting or being added, the transactional request in flight and the handlers queued (as
-    ``Queued`` marks), the records not yet drained, the batches in flight with their sequences, the next sequence
-    per partition, the consumer-offsets stage, whether the transaction started and whether an epoch bump is due.
+    ``spec/client.py`` (with its ``spec/client_*.py`` modules) is the client: Kafka's ``TransactionManager`` with
+    the parts of ``Sender`` and ``RecordAccumulator`` that decide what goes out, and the error rules of both
+    (``RESPONSE_RULES``, ``classify_produce_error``), which ``spec/producer.py`` imports. The model checker's
+    :class:`Producer` keeps what of a :class:`ClientState` the protocol's state space needs: the state, producer id
+    and epoch, the partitions added, waiting or being added, the transactional request in flight and the handlers
+    queued (as ``Queued`` marks), the records not yet drained, the batches in flight with their sequences, the
+    next sequence per partition, the consumer-offsets stage, whether the transaction started and whether an epoch
+    bump is due.
     :func:`lift` rebuilds the :class:`ClientState` a producer stands for; :func:`client_step` runs
     ``spec/client.py`` on it for a step the system model takes; :func:`compare_step` says where the two disagree,
     as (step, aspect) pairs, over the :class:`View` both are seen through.
@@ -32,16 +33,15 @@ What is abstracted, and why (the state space)
       before the first one still in it was acknowledged or gave its sequence back). Which batches were retried
       (``ProducerBatch.inRetry``) is kept only where a batch can expire, the one step that reads it.
 
-    What still differs is data: :data:`KNOWN_DIFFERENCES`, each with its reason; ``tests/spec/
-    test_client_agreement.py`` checks that exactly those differ on every reachable (state, step) pair of its
-    scenarios.
+    What still differs is data: :data:`txnspec.spec.client_agreement.KNOWN_DIFFERENCES`, each with its reason;
+    ``tests/spec/test_client_agreement.py`` checks that exactly those differ on every reachable (state, step) pair
+    of its scenarios (:func:`txnspec.spec.client_agreement.agreement`).
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from txnspec.spec import client as cl
@@ -65,10 +65,11 @@ from txnspec.spec.messages import (
     TransactionResult,
     TxnOffsetCommit,
 )
-from txnspec.spec.network import Address, producer_index
 from txnspec.spec.producer_state import OffsetsStage, Phase, Producer, Queued
 
 K = ActionKind
+
+
 OFFSETS_PARTITION = "input-0"  # the input partition whose position the application commits (spec/producer.py)
 
 
@@ -371,85 +372,3 @@ def settled(config: pr_state.ClientConfig, p: Producer, in_transit: frozenset[An
     after, sent = cl_sender.run_sender(c, tm)
     after, sends = find_coordinators_at_once(after, tm, sent)
     return not _requests(sends) and view(after) == view(c)
-
-
-# --- every (state, step) pair of a scenario -----------------------------------------------------------------
-
-# (step, aspect) -> why spec/producer.py deliberately differs from spec/client.py there
-KNOWN_DIFFERENCES: Mapping[Difference, str] = {
-    ("Produce answered OUT_OF_ORDER_SEQUENCE_NUMBER", "retrying"):
-        "a duplicated Produce is the client's re-send of a batch whose first copy is still on its way "
-        "(spec/faults.py): when one copy is answered with a retriable error while the other is on the network, the "
-        "model's batch stays in flight with that copy, where spec/client.py, which sees one copy, re-enqueues it "
-        "for a retry",
-}
-
-
-@dataclass
-class Agreement:
-    """What :func:`agreement` found: the (state, step) pairs compared, and how often each difference showed."""
-
-    states: int = 0
-    pairs: int = 0
-    differences: dict[Difference, int] = field(default_factory=dict)
-    unsettled: int = 0
-    examples: dict[Difference, tuple[Any, Action]] = field(default_factory=dict)
-
-
-PRODUCER_STEPS = frozenset({K.INIT_TRANSACTIONS, K.BEGIN_TRANSACTION, K.SEND, K.SEND_OFFSETS_TO_TRANSACTION,
-                            K.COMMIT_TRANSACTION, K.ABORT_TRANSACTION, K.RETRY, K.CRASH, K.EXPIRE_BATCH})
-
-
-def producer_of(action: Action) -> int | None:
-    """The producer whose client takes ``action`` (None: a step of the servers, the network or the group)."""
-    if action.kind in PRODUCER_STEPS or action.is_delivery:
-        return producer_index(action.target if action.is_delivery else action.actor)
-    return None
-
-
-def agreement(system: Any, limit: int | None = None) -> Agreement:
-    """Explore ``system`` (a :class:`~txnspec.spec.system_state.System`) breadth first and compare every step a
-    producer takes in every reachable state."""
-    from collections import deque
-
-    from txnspec.spec import system as sysm
-    from txnspec.spec.system_state import correlations_in_flight
-
-    config = system.client
-    found = Agreement()
-    # both are pure functions of a producer's own state, met again and again across states
-    compare = functools.lru_cache(maxsize=1 << 18)(compare_step)
-    is_settled = functools.lru_cache(maxsize=1 << 18)(settled)
-    start = sysm.initial_state(system)
-    seen = {start}
-    queue = deque(seen)
-    while queue and (limit is None or found.states < limit):
-        state = queue.popleft()
-        found.states += 1
-        transit = [correlations_in_flight(state, p) for p in state.producers]
-        found.unsettled += sum(not is_settled(config, p, t) for p, t in zip(state.producers, transit, strict=True))
-        for action, nxt in sysm.next_steps(system, state):
-            if nxt not in seen:
-                seen.add(nxt)
-                queue.append(nxt)
-            index = producer_of(action)
-            if index is None:
-                continue
-            p, after = state.producers[index], nxt.producers[index]
-            sent = tuple(_new_requests(state, nxt, p.address))
-            found.pairs += 1
-            for difference in compare(config, p, transit[index], action, after, correlations_in_flight(nxt, after),
-                                      sent):
-                found.differences[difference] = found.differences.get(difference, 0) + 1
-                found.examples.setdefault(difference, (state, action))
-    return found
-
-
-def _new_requests(state: Any, nxt: Any, address: Address) -> Iterator[object]:
-    """The messages ``address`` sent in the step from ``state`` to ``nxt`` (the network is a bag)."""
-    before = list(state.network)
-    for envelope in nxt.network:
-        if envelope in before:
-            before.remove(envelope)
-        elif envelope.source == address:
-            yield envelope.body

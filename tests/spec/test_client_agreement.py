@@ -19,8 +19,8 @@ from txnspec.spec import client_state as cl_state
 from txnspec.spec import producer as pr
 from txnspec.spec import projection as pj
 from txnspec.spec import system as sysm
+from txnspec.spec.client_agreement import KNOWN_DIFFERENCES, agreement
 from txnspec.spec.errors import Errors
-from txnspec.spec.projection import KNOWN_DIFFERENCES, agreement
 from txnspec.spec.scenarios import scenario_named
 from txnspec.spec.system_state import System
 from txnspec.spec.values import clear_caches
