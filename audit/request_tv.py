@@ -40,6 +40,7 @@ from txnspec.spec import group as spec_group
 from txnspec.spec import partition as spec_partition
 from txnspec.spec import txn_expiry as spec_txn_expiry
 from txnspec.spec import txn_markers as spec_txn_markers
+from txnspec.spec import verification as spec_verification
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import (
     AddOffsetsToTxn,
@@ -112,7 +113,7 @@ class _Spec:
         if verify_tv is not None:
             error = self.add(verify_tv)
             if error != "NONE":
-                return {"error": spec_partition.verification_error(Errors(error), verify_tv >= 2).value}
+                return {"error": spec_verification.verification_error(Errors(error), verify_tv >= 2).value}
         self.log, reply = spec_partition.append_data(self.log, self.pid, self.epoch, seq, 1, True)
         return {"error": reply.error.value, **({"base_offset": reply.base_offset} if reply.error is Errors.NONE
                                               else {})}

@@ -37,6 +37,7 @@ from txnspec.spec import coordinator_state as spec_coord_state
 from txnspec.spec import partition as spec_partition
 from txnspec.spec import txn_expiry as spec_txn_expiry
 from txnspec.spec import txn_markers as spec_txn_markers
+from txnspec.spec import verification as spec_verification
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import (
     AddPartitionsToTxn,
@@ -116,7 +117,7 @@ def expected(transaction_version: int) -> Expected:
     return Expected(pid, epoch, produce, _view(log, IsolationLevel.READ_COMMITTED),
                     _view(log, IsolationLevel.READ_UNCOMMITTED), {"error": end.response.error.value}
                     if end.response is not None else {"error": "NONE"},
-                    {"error": spec_partition.verification_error(late, True).value}, init_again)
+                    {"error": spec_verification.verification_error(late, True).value}, init_again)
 
 
 def _committed_closed(view: dict[str, Any]) -> bool:

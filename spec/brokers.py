@@ -35,6 +35,7 @@ from txnspec.spec import consumer_group as cg
 from txnspec.spec import coordinator_state as coord_state
 from txnspec.spec import group as group_mod
 from txnspec.spec import partition as partition_mod
+from txnspec.spec import verification as spec_verification
 from txnspec.spec.errors import Errors
 from txnspec.spec.ghost import AppendedBatch, after_coordinator_step
 from txnspec.spec.messages import (
@@ -188,8 +189,8 @@ def verify_only(cs: coord_state.CoordinatorState, tid: str, producer_id: int, ep
 def map_verification_error(error: Errors, supports_epoch_bump: bool) -> Errors:
     """What the producer sees of a failed verification of its Produce; the modelled clients send Produce v11
     (TV1) and v12 (TV2), which handle TRANSACTION_ABORTABLE."""
-    return partition_mod.verification_error(error, generic_error_supported=True,
-                                            supports_epoch_bump=supports_epoch_bump)
+    return spec_verification.verification_error(error, generic_error_supported=True,
+                                                supports_epoch_bump=supports_epoch_bump)
 
 
 def _verify_txn_offset_commit(system: System, state: SystemState, body: TxnOffsetCommit, tag: Tag | None
