@@ -4,7 +4,8 @@ Entry points: :class:`txnspec.impl.cluster.Cluster` (the oracle: broker + clock 
 blocking producer/consumer handles), :mod:`txnspec.impl.testing` (pytest fixtures), and the components
 it is built from, each following one Kafka class: :mod:`~txnspec.impl.partition` (``UnifiedLog``),
 :mod:`~txnspec.impl.producer_state` (``ProducerStateManager``), :mod:`~txnspec.impl.coordinator`
-(``TransactionCoordinator``), :mod:`~txnspec.impl.txn_metadata` (``TransactionMetadata``),
+(``TransactionCoordinator``; its log :mod:`~txnspec.impl.txn_state_manager`, its markers
+:mod:`~txnspec.impl.txn_markers`), :mod:`~txnspec.impl.txn_metadata` (``TransactionMetadata``),
 :mod:`~txnspec.impl.group` (``GroupMetadataManager`` offsets), :mod:`~txnspec.impl.client`
 (``TransactionManager``/``Sender``), :mod:`~txnspec.impl.consumer` (``CompletedFetch``),
 :mod:`~txnspec.impl.storage` (segment files, snapshots, recovery). Every component is built with the

@@ -22,9 +22,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from txnspec.impl.checkpoint import Checkpoints, CorruptDataError, StorageError
-from txnspec.impl.coordinator import TRANSACTION_STATE_TOPIC, TransactionCoordinator
+from txnspec.impl.coordinator import TransactionCoordinator
 from txnspec.impl.durability import Durability
 from txnspec.impl.errors import KafkaStorageException
+from txnspec.impl.internal_topics import TRANSACTION_STATE_TOPIC
 from txnspec.impl.partition import Partition
 from txnspec.impl.topic_partition import TopicPartition
 

@@ -71,7 +71,6 @@ from dataclasses import dataclass, field
 from txnspec.impl.broker import Broker, BrokerConfig
 from txnspec.impl.client import Producer, RecordFuture, State, TransactionalRequestResult
 from txnspec.impl.consumer import Consumer, ConsumerRecord
-from txnspec.impl.coordinator import TxnMarker
 from txnspec.impl.durability import Durability
 from txnspec.impl.errors import (
     Errors,
@@ -84,6 +83,7 @@ from txnspec.impl.log import Record, RecordValue
 from txnspec.impl.messages import Fetch, Produce, Request, Response
 from txnspec.impl.partition import IsolationLevel
 from txnspec.impl.policy import KAFKA, Rules
+from txnspec.impl.txn_markers import TxnMarker
 
 
 @dataclass
@@ -274,7 +274,7 @@ class Cluster:
     # --- the network pump ---
 
     def _queue_markers(self) -> None:
-        for marker in self.broker.txn_coordinator.drain_markers():
+        for marker in self.broker.txn_coordinator.marker_channel.drain_markers():
             self.network.send("coordinator", marker)
 
     def _dispatch(self) -> None:
@@ -317,7 +317,8 @@ class Cluster:
         """The sender of lost message ``m`` (or of the request it answers) gives up waiting: a client retries
         (``NetworkClient`` request timeout), the coordinator re-sends a marker (``TransactionMarkerChannelManager``)."""
         if isinstance(m.request, TxnMarker):
-            self.broker.txn_coordinator.on_marker_response(m.request, Errors.REQUEST_TIMED_OUT, self.now_ms)
+            self.broker.txn_coordinator.marker_channel.on_marker_response(m.request, Errors.REQUEST_TIMED_OUT,
+                                                                          self.now_ms)
         elif m.client in self.producers:
             self.producers[m.client].on_disconnect(m.request)  # type: ignore[arg-type]
 

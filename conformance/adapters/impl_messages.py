@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from txnspec.impl import messages as implm
-from txnspec.impl.coordinator import TxnMarker
+from txnspec.impl.txn_markers import TxnMarker
 from txnspec.spec import messages as spec
 from txnspec.spec.errors import Errors as SpecErrors
 from txnspec.spec.network import COORDINATOR, GROUP, Envelope
