@@ -69,7 +69,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from txnspec.impl.broker import Broker, BrokerConfig
-from txnspec.impl.client import Producer, RecordFuture, State, TransactionalRequestResult
+from txnspec.impl.client import Producer
+from txnspec.impl.client_results import RecordFuture, TransactionalRequestResult
+from txnspec.impl.client_states import State
 from txnspec.impl.consumer import Consumer, ConsumerRecord
 from txnspec.impl.durability import Durability
 from txnspec.impl.errors import (
