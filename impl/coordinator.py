@@ -69,7 +69,6 @@ class InitProducerIdResult:
     producer_epoch: int = NO_PRODUCER_EPOCH
 
 
-
 class LoadRecovery(Protocol):
     """What a durable broker gives the first load to settle a transaction log cut behind the data logs
     (``impl.txn_recovery.TxnLogRecovery``)."""
@@ -78,7 +77,6 @@ class LoadRecovery(Protocol):
 
     def adopt_lost_transitions(self, loaded: Mapping[str, TransactionMetadata], now_ms: int,
                                write: Callable[[str, TransactionMetadata], None]) -> None: ...
-
 
 
 class TransactionCoordinator:

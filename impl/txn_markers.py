@@ -43,7 +43,6 @@ class TxnMarker:
     transaction_version: int
 
 
-
 @dataclass
 class _PendingCompleteTxn:
     transactional_id: str
@@ -52,7 +51,6 @@ class _PendingCompleteTxn:
     transit: TxnTransitMetadata
     result: ControlType
     unsent: set[str]
-
 
 
 class TransactionMarkerChannelManager:

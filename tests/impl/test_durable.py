@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from txnspec.impl.cluster import Cluster, named
+from txnspec.impl.cluster import Cluster
 from txnspec.impl.log import Record
+from txnspec.impl.network import named
 from txnspec.impl.storage import (
     SEGMENT,
     CorruptDataError,
