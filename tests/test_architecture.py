@@ -203,19 +203,16 @@ def test_no_document_links_outside_the_repository() -> None:
 # --- one concern per module (issue 28) -------------------------------------------------------------------------
 
 LONG = 500  # lines; a module longer than this says why in its docstring ("Long because ...")
-# modules another branch is splitting (issue 28, impl/): drop an entry once its split lands
-WAIVED = {"impl/coordinator.py", "impl/client.py"}
 
 
-def unexplained_long_modules(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES,
-                             waived: frozenset[str] | set[str] = frozenset()) -> list[str]:
+def unexplained_long_modules(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> list[str]:
     """Modules over ``LONG`` lines whose docstring gives no reason ("Long because ...") for their length."""
     found = []
     for package in packages:
         for path in sorted((root / package).rglob("*.py")):
             text = path.read_text(encoding="utf-8")
             name = path.relative_to(root).as_posix()
-            if text.count("\n") <= LONG or name in waived:
+            if text.count("\n") <= LONG:
                 continue
             doc = ast.get_docstring(ast.parse(text, filename=str(path))) or ""
             if "Long because " not in doc:
@@ -224,7 +221,7 @@ def unexplained_long_modules(root: Path = ROOT, packages: tuple[str, ...] = PACK
 
 
 def test_a_long_module_says_why() -> None:
-    assert unexplained_long_modules(waived=WAIVED) == []
+    assert unexplained_long_modules() == []
 
 
 def test_the_length_rule_sees_a_long_module_without_a_reason(tmp_path: Path) -> None:
