@@ -459,3 +459,7 @@ class _LevelSearch:
 def _print_progress(states: int, depth: int, rate: float, memory: int) -> None:
     print(f"\r  {states:,} states, depth {depth}, {rate:,.0f} states/s, {memory / 2**20:,.0f} MB", end="",
           file=sys.stderr, flush=True)
+
+
+# check_levels is the engine; the shard handles are re-exported because checker/partitioned.py imports them from here
+__all__ = ["MemoryProgress", "_Local", "_Remote", "_call_all", "_hit", "check_levels", "run_without_gc"]
