@@ -25,7 +25,10 @@ What is modelled
     (the path is shrunk on the model whose states carry that flag, :func:`still_unanswered`), or, for a lasso,
     a state with the trigger unanswered from which the loop's actions close a weakly fair loop again (the loop is
     then cut to the fewest of its actions that still close it); for a deadlock, a state without successors that
-    the model does not call final.
+    the model does not call final. A ``leads_to`` path to a state without successors must wait for every actor
+    to finish; a fair loop met earlier (a request answered "try again" forever) is often a much shorter violation,
+    so the states of the path are searched for one of at most :data:`LOOP_STEPS` weakly fair steps, closing at
+    once or after one step of any kind, and the lasso is kept where it is shorter.
 
 Assumptions
     Actions are hashable values, and an action identifies its step among those enabled in a state (the model
@@ -334,7 +337,13 @@ def shrink_violation(model: Model[Any], path: Sequence[Step], violated: Property
         pairs.append((action, flagged(state, pairs[-1][1][1])))
     if loop_start is None:
         outcome = shrink(monitored, pairs, lambda pair: pair[1] and terminal(pair[0]), deadline=deadline)
-        return replace(outcome, steps=tuple((action, pair[0]) for action, pair in outcome.steps))
+        outcome = replace(outcome, steps=tuple((action, pair[0]) for action, pair in outcome.steps))
+        lasso = _shorter_lasso(model, monitored, prop, (pairs, _flags(prop, outcome.steps)), outcome.after,
+                               deadline)
+        if lasso is None:
+            return outcome
+        return replace(lasso, before=outcome.before, tries=outcome.tries + lasso.tries,
+                       seconds=outcome.seconds + lasso.seconds, finished=outcome.finished and lasso.finished)
     entry = next(i for i in range(loop_start, len(pairs)) if pairs[i][1][1])  # the trigger unanswered from here
     around = _Loop(model, prop, [action for action, _ in path[entry + 1:]] + [action for action, _ in
                                                                               path[loop_start + 1:entry + 1]])
@@ -344,6 +353,95 @@ def shrink_violation(model: Model[Any], path: Sequence[Step], violated: Property
     steps += around.shortest(steps[-1][1])
     return replace(prefix, steps=tuple(steps), before=len(path) - 1, after=len(steps) - 1,
                    loop_start=len(prefix.steps) - 1)
+
+
+LOOP_STEPS = 3  # the longest fair loop looked for at a state of a path ending in a terminal state
+
+
+def _flags(prop: Property[Any], steps: Sequence[Step]) -> list[tuple[Any, tuple[Any, bool]]]:
+    """``steps`` with each state flagged by :func:`still_unanswered`."""
+    pairs = [(None, (steps[0][1], still_unanswered(prop, False, steps[0][1])))]
+    for action, state in steps[1:]:
+        pairs.append((action, (state, still_unanswered(prop, pairs[-1][1][1], state))))
+    return pairs
+
+
+def _shorter_lasso(model: Model[Any], monitored: Model[Any], prop: Property[Any],
+                   paths: Sequence[Sequence[tuple[Any, tuple[Any, bool]]]], bound: int,
+                   deadline: float | None) -> ShrinkOutcome | None:
+    """A lasso shorter than ``bound`` steps violating the ``leads_to`` property ``prop``, from one of ``paths``
+    (flagged, ending in a terminal state with the trigger unanswered): the earliest state with the trigger
+    unanswered from which weakly fair steps close a fair loop of at most :data:`LOOP_STEPS` (a request answered
+    "try again" forever), at once or after one step of any kind (a client's call that sends the request), its
+    prefix then shrunk as a lasso's is. A path to a terminal state must wait for every actor to finish; a retry
+    loop is often met much earlier. None if there is none shorter."""
+    if model.fairness is None:
+        return None
+    started = time.perf_counter()
+    replayer = _Replayer(model)
+    best: ShrinkOutcome | None = None
+    tries = 0
+    for stem in (0, 1):
+        for path in paths:
+            for index in range(len(path)):
+                limit = bound if best is None else best.after
+                if index + stem + 1 >= limit:
+                    break
+                if deadline is not None and time.perf_counter() >= deadline:
+                    return best
+                state, unanswered = path[index][1]
+                if not unanswered:
+                    continue
+                entries = [(list(path[:index + 1]), state)] if stem == 0 else [
+                    ([*path[:index + 1], (action, (successor, still_unanswered(prop, True, successor)))], successor)
+                    for action, successor in replayer.successors(state).items()]
+                for entry, start in entries:
+                    if not entry[-1][1][1]:
+                        continue
+                    tries += 1
+                    actions = _fair_loop(model, replayer, prop, start, min(LOOP_STEPS, limit - len(entry)))
+                    if actions is None:
+                        continue
+                    around = _Loop(model, prop, actions)
+                    prefix = shrink(monitored, entry, lambda pair: pair[1] and around.closes(pair[0]) is not None,
+                                    deadline=deadline)
+                    steps = [(action, pair[0]) for action, pair in prefix.steps]
+                    steps += around.shortest(steps[-1][1])
+                    if len(steps) - 1 < limit:
+                        best = ShrinkOutcome(tuple(steps), len(path) - 1, len(steps) - 1, tries + prefix.tries,
+                                             time.perf_counter() - started, prefix.finished,
+                                             loop_start=len(prefix.steps) - 1)
+                    break
+                if best is not None and best.after <= index + 1 + stem + LOOP_STEPS:
+                    break  # no later state of this path gives a shorter one
+    return best
+
+
+def _fair_loop(model: Model[Any], replayer: _Replayer, prop: Property[Any], state: Any,
+               longest: int) -> list[Any] | None:
+    """The actions of a shortest loop of weakly fair steps from ``state`` back to it, at most ``longest`` of them,
+    that answers ``prop`` nowhere and takes every fairness class enabled all along it (:class:`_Loop`)."""
+    fairness = model.fairness
+    assert fairness is not None
+
+    def search(current: Any, actions: list[Any], left: int) -> list[Any] | None:
+        for action, successor in replayer.successors(current).items():
+            if fairness(action) is None:
+                continue
+            if left == 1:
+                if successor == state and _Loop(model, prop, [*actions, action]).closes(state) is not None:
+                    return [*actions, action]
+            elif successor != state and not prop.condition(successor):
+                found = search(successor, [*actions, action], left - 1)
+                if found is not None:
+                    return found
+        return None
+
+    for length in range(1, longest + 1):
+        found = search(state, [], length)
+        if found is not None:
+            return found
+    return None
 
 
 class _Loop:
