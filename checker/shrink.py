@@ -403,8 +403,7 @@ def _shorter_lasso(model: Model[Any], monitored: Model[Any], prop: Property[Any]
                     if actions is None:
                         continue
                     around = _Loop(model, prop, actions)
-                    prefix = shrink(monitored, entry, lambda pair: pair[1] and around.closes(pair[0]) is not None,
-                                    deadline=deadline)
+                    prefix = shrink(monitored, entry, around.closes_unanswered, deadline=deadline)
                     steps = [(action, pair[0]) for action, pair in prefix.steps]
                     steps += around.shortest(steps[-1][1])
                     if len(steps) - 1 < limit:
@@ -480,6 +479,10 @@ class _Loop:
         if actions is None:
             self.known[state] = steps
         return steps
+
+    def closes_unanswered(self, pair: tuple[Any, bool]) -> bool:
+        """A state flagged by :func:`still_unanswered` is unanswered and closes the loop."""
+        return pair[1] and self.closes(pair[0]) is not None
 
     def shortest(self, state: Any) -> list[Step]:
         """The loop from ``state`` with as many of its actions left out as still close it (runs, coarse to fine)."""
