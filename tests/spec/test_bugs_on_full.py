@@ -32,7 +32,9 @@ ON_FULL: dict[str, tuple[str, tuple[int, int, int], int]] = {
     "zombie-offsets-not-fenced": ("no_fenced_member_offsets_commit", (8, 49, 14), 11),
 }
 
-SLOWER = {"zombie-not-fenced", "kafka-17754", "late-produce-joins-next"}  # over 300 walks each: several seconds
+# over 100 walks each: several CPU seconds (failover-without-markers' shrinking as a fair loop is in the default tier
+# on a toy, tests/checker/test_simulate.py)
+SLOWER = {"zombie-not-fenced", "kafka-17754", "late-produce-joins-next", "failover-without-markers"}
 
 
 @pytest.mark.parametrize("variant", [pytest.param(v, marks=pytest.mark.slow) if v in SLOWER else v
