@@ -1,6 +1,6 @@
-"""Simulation (checker/simulate.py) and shrinking (checker/shrink.py): violations found by random walks, their
-paths shrunk and re-validated, the same walks for a seed whatever the number of workers, nothing claimed on a
-clean model."""
+"""Simulation (checker/simulate.py) and shrinking (checker/shrink.py, shrink_violation.py): violations found by
+random walks, their paths shrunk and re-validated, the same walks for a seed whatever the number of workers,
+nothing claimed on a clean model."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import toys
 from txnspec.checker import check
 from txnspec.checker.model import Model, Property
 from txnspec.checker.report import Counterexample
-from txnspec.checker.shrink import shrink, shrink_violation
+from txnspec.checker.shrink import shrink
+from txnspec.checker.shrink_violation import shrink_violation
 from txnspec.checker.simulate import simulate
 
 
