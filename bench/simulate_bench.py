@@ -5,12 +5,10 @@ runs twice in a fresh process: once judging every property (what a user who chec
 sees: the first violation of any property) and once with ``--property`` the variant's own (the bug it stands
 for). Each row gives the property reported, the time the walkers took to meet it (from the start of the walks),
 the walks, the counterexample's length before and after shrinking, the wall time of the command (Python start,
-shrinking included), and the length of the shortest counterexample breadth first finds on the variant's small
-scenario (``tests/spec/test_variants.py``), with the shrunk length over it. A variant whose property ``full``
-does not have (no consumer-group members) is reported as such; the two variants that need what ``full`` lacks
-(``kafka-17754``: a second transaction per producer; ``zombie-offsets-not-fenced``: group members and a
-rebalance) run once more on ``full`` with that added (``--ingredient``, the Python API in a fresh process).
-Then ``current`` runs ``--current-seconds`` of simulation on ``full``: it must meet no violation.
+shrinking included) and its CPU time (the command and its worker processes: on a loaded machine the wall time
+is inflated, the CPU time much less), and the length of the shortest counterexample breadth first finds on the
+variant's small scenario (``tests/spec/test_variants.py``), with the shrunk length over it. Then ``current`` runs
+``--current-seconds`` of simulation on ``full``: it must meet no violation.
 
 Usage::
 
@@ -22,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import subprocess
 import sys
 import time
@@ -39,14 +39,18 @@ BUGS = {
 }
 
 
-def run(argv: list[str], timeout: float, module: bool = True) -> tuple[int, dict[str, Any], float]:
-    started = time.perf_counter()
-    command = [sys.executable, "-m", "txnspec.cli", *argv, "--json"] if module else [sys.executable, *argv]
+def run(argv: list[str], timeout: float) -> tuple[int, dict[str, Any], float, float]:
+    """``txnspec`` with ``argv`` in a fresh process: exit status, JSON report, wall and CPU seconds (the command
+    and its workers, which it waits for)."""
+    started, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    command = [sys.executable, "-m", "txnspec.cli", *argv, "--json"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     if done.returncode not in (0, 1):
         raise RuntimeError(f"txnspec {' '.join(argv)} exited {done.returncode}: {done.stderr.strip()}")
-    return done.returncode, json.loads(done.stdout), wall
+    return done.returncode, json.loads(done.stdout), wall, cpu
 
 
 def shortest_on_small(variant: str) -> int:
@@ -60,38 +64,16 @@ def shortest_on_small(variant: str) -> int:
     return len(cex)
 
 
-# what full lacks for two variants (tests/spec/test_bugs_on_full.py): the scenario changes that add it
-INGREDIENTS: dict[str, tuple[str, dict[str, Any]]] = {
-    "kafka-17754": ("full + a second transaction per producer", {"transactions_per_producer": 2}),
-    "zombie-offsets-not-fenced": ("full + group members and a rebalance",
-                                  {"group_members": True, "faults": {"duplicate": 1, "timeout": 1, "failover": 1,
-                                                                     "rebalance": 1}}),
-}
-
-
-def with_ingredient(variant: str, prop: str, seconds: float, workers: int, seed: int) -> int:
-    """One simulation of ``variant`` on full with its missing ingredient, as ``txnspec check --json`` prints it."""
-    from txnspec.checker.simulate import simulate
-    from txnspec.spec.model import build_model
-    from txnspec.spec.scenarios import scenario_named
-
-    name, changes = INGREDIENTS[variant]
-    scenario = scenario_named("full").with_(name=name, **changes)
-    result = simulate(build_model(scenario, variant), properties=[prop], seconds=seconds, workers=workers, seed=seed)
-    print(json.dumps(result.to_json()))
-    return 0 if result.ok else 1
-
-
-def row(variant: str, what: str, status: int, report: dict[str, Any], wall: float, small: int) -> str:
+def row(variant: str, what: str, status: int, report: dict[str, Any], wall: float, cpu: float, small: int) -> str:
     sim = report["simulation"]
     if status == 0:
         return (f"| {variant} | {what}: none | not found in {sim['seconds']:.0f} s | {sim['walks']:,} | - | - | "
-                f"{wall:.0f} | {small} | - |")
+                f"{wall:.0f} | {cpu:.0f} | {small} | - |")
     violated = [p["name"] for p in report["properties"] if p["status"] == "violated"] or ["deadlock"]
     # the small scenario's shortest is the variant's property's: another property's path is not compared with it
     ratio = f"{sim['shrunk_length'] / small:.2f}" if violated[0] == BUGS[variant][1] else "(another property)"
     return (f"| {variant} | {what}: {violated[0]} | {sim['seconds_to_violation']:.1f} | {sim['walks']:,} | "
-            f"{sim['found_length']} | {sim['shrunk_length']} | {wall:.1f} | {small} | {ratio} |")
+            f"{sim['found_length']} | {sim['shrunk_length']} | {wall:.1f} | {cpu:.1f} | {small} | {ratio} |")
 
 
 def main() -> int:
@@ -101,41 +83,32 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--current-seconds", type=float, default=600.0)
     parser.add_argument("--variants", nargs="*", default=list(BUGS))
-    parser.add_argument("--ingredient", metavar="VARIANT", help="(internal) one run on full with what VARIANT needs")
     args = parser.parse_args()
-    if args.ingredient is not None:
-        return with_ingredient(args.ingredient, BUGS[args.ingredient][1], args.seconds, args.workers, args.seed)
-    from txnspec.spec.model import build_model
-
-    full_properties = {p.name for p in build_model("full").properties}
+    unknown = sorted(set(args.variants) - set(BUGS))
+    if unknown:
+        parser.error(f"unknown variants {', '.join(unknown)} (known: {', '.join(BUGS)})")
+    print(f"started {time.strftime('%H:%M:%S', time.gmtime())} UTC, load average {os.getloadavg()[0]:.1f}", flush=True)
     print("| variant | properties judged: first violated | s to find | walks | length found | shrunk | "
-          "command s | BFS shortest on small scenario | shrunk / shortest |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "command s | CPU s | BFS shortest on small scenario | shrunk / shortest |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for variant in args.variants:
         small = shortest_on_small(variant)
         prop = BUGS[variant][1]
         base = ["check", "--scenario", "full", "--variant", variant, "--simulate", "--seconds", str(args.seconds),
                 "--workers", str(args.workers), "--seed", str(args.seed)]
-        status, report, wall = run(base, args.seconds * 4 + 120)
-        print(row(variant, "all", status, report, wall, small), flush=True)
-        if prop not in full_properties:
-            print(f"| {variant} | {prop} only | not on full (no consumer-group members) | | | | | {small} | |",
-                  flush=True)
-        else:
-            status, report, wall = run([*base, "--property", prop], args.seconds * 4 + 120)
-            print(row(variant, f"{prop} only", status, report, wall, small), flush=True)
-        if variant in INGREDIENTS:
-            status, report, wall = run([__file__, "--ingredient", variant, "--seconds", str(args.seconds),
-                                        "--workers", str(args.workers), "--seed", str(args.seed)],
-                                       args.seconds * 4 + 120, module=False)
-            print(row(variant, f"{INGREDIENTS[variant][0]}, {prop} only", status, report, wall, small), flush=True)
-    status, report, wall = run(["check", "--scenario", "full", "--variant", "current", "--simulate", "--seconds",
-                                str(args.current_seconds), "--workers", str(args.workers), "--seed",
-                                str(args.seed)], args.current_seconds * 2 + 120)
+        for what, argv in (("all", base), (f"{prop} only", [*base, "--property", prop])):
+            status, report, wall, cpu = run(argv, args.seconds * 4 + 120)
+            print(row(variant, what, status, report, wall, cpu, small), flush=True)
+    print(f"current started {time.strftime('%H:%M:%S', time.gmtime())} UTC, load average "
+          f"{os.getloadavg()[0]:.1f}", flush=True)
+    status, report, wall, cpu = run(["check", "--scenario", "full", "--variant", "current", "--simulate",
+                                     "--seconds", str(args.current_seconds), "--workers", str(args.workers),
+                                     "--seed", str(args.seed)], args.current_seconds * 2 + 120)
     sim = report["simulation"]
     print(f"\ncurrent on full, {args.current_seconds:.0f} s, {args.workers} workers: exit {status}, "
           f"{report['verdict']}; {sim['walks']:,} walks, {sim['steps']:,} steps, {sim['distinct']:,} distinct states, "
-          f"longest walk {sim['longest']}, never taken: {', '.join(report['never_taken']) or 'none'}")
+          f"longest walk {sim['longest']}, CPU {cpu:.0f} s, never taken: {', '.join(report['never_taken']) or 'none'}")
+    print(f"finished {time.strftime('%H:%M:%S', time.gmtime())} UTC, load average {os.getloadavg()[0]:.1f}")
     return 0
 
 

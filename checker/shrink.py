@@ -20,12 +20,7 @@ What is modelled
       replaced by any other enabled step and kept if one deletion then shortens the path (a commit turned into an
       abort no longer needs the offsets it would have committed).
 
-    :func:`shrink_violation` says what ``bad`` is for a property's violation: a state that fails the invariant;
-    for a ``leads_to`` property, a state without successors reached after its trigger held with no answer since
-    (the path is shrunk on the model whose states carry that flag, :func:`still_unanswered`), or, for a lasso,
-    a state with the trigger unanswered from which the loop's actions close a weakly fair loop again (the loop is
-    then cut to the fewest of its actions that still close it); for a deadlock, a state without successors that
-    the model does not call final.
+    :mod:`txnspec.checker.shrink_violation` says what ``bad`` is for each kind of violation.
 
 Assumptions
     Actions are hashable values, and an action identifies its step among those enabled in a state (the model
@@ -44,10 +39,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from txnspec.checker.model import Expectation, Model, Property
+from txnspec.checker.model import Model
 from txnspec.checker.report import action_kind
 
 Step = tuple[Any, Any]
@@ -299,111 +294,3 @@ def _shortcuts(path: list[Step], bad: Callable[[Any], bool], replayer: _Replayer
             result = [*result[:index + 1], step, *result[target + 1:]]
         index += 1
     return result
-
-
-def shrink_violation(model: Model[Any], path: Sequence[Step], violated: Property[Any] | None, *,
-                     deadline: float | None = None, loop_start: int | None = None) -> ShrinkOutcome:
-    """``path`` shrunk to a shorter one to the same violation: a state failing the invariant; a state without
-    successors after the ``leads_to`` property's trigger held unanswered (shrunk on the model whose states
-    carry that flag); a deadlock. With ``loop_start`` the path is a lasso (its last state is
-    ``path[loop_start]``'s, the loop a weakly fair one where the property stays unanswered): the part before the
-    loop is shrunk to a shorter path reaching any state of the loop with the trigger unanswered, and the loop,
-    turned to start there, follows it."""
-    is_final = model.is_final
-
-    def terminal(state: Any) -> bool:
-        return not any(True for _ in model.next_steps(state))
-
-    if violated is None:
-        return shrink(model, path, lambda s: (is_final is None or not is_final(s)) and terminal(s), deadline=deadline)
-    if violated.expectation is Expectation.ALWAYS:
-        condition = violated.condition
-        return shrink(model, path, lambda s: not condition(s), deadline=deadline)
-    prop, next_steps = violated, model.next_steps
-
-    def flagged(state: Any, before: bool) -> tuple[Any, bool]:
-        return state, still_unanswered(prop, before, state)
-
-    def monitored_steps(pair: tuple[Any, bool]) -> list[tuple[Any, tuple[Any, bool]]]:
-        return [(action, flagged(successor, pair[1])) for action, successor in next_steps(pair[0])]
-
-    monitored = replace(model, init_states=lambda: [flagged(s, False) for s in model.init_states()],
-                        next_steps=monitored_steps, properties=(), symmetry=None, ample=None)
-    pairs = [(None, flagged(path[0][1], False))]
-    for action, state in path[1:]:
-        pairs.append((action, flagged(state, pairs[-1][1][1])))
-    if loop_start is None:
-        outcome = shrink(monitored, pairs, lambda pair: pair[1] and terminal(pair[0]), deadline=deadline)
-        return replace(outcome, steps=tuple((action, pair[0]) for action, pair in outcome.steps))
-    entry = next(i for i in range(loop_start, len(pairs)) if pairs[i][1][1])  # the trigger unanswered from here
-    around = _Loop(model, prop, [action for action, _ in path[entry + 1:]] + [action for action, _ in
-                                                                              path[loop_start + 1:entry + 1]])
-    prefix = shrink(monitored, pairs[:entry + 1], lambda pair: pair[1] and around.closes(pair[0]) is not None,
-                    deadline=deadline)
-    steps = [(action, pair[0]) for action, pair in prefix.steps]
-    steps += around.shortest(steps[-1][1])
-    return replace(prefix, steps=tuple(steps), before=len(path) - 1, after=len(steps) - 1,
-                   loop_start=len(prefix.steps) - 1)
-
-
-class _Loop:
-    """The actions of a lasso's loop: from which states they close a loop that a weakly fair behaviour may repeat
-    forever with ``prop`` unanswered (each action enabled in turn, the last step back at the first state, no
-    state answering ``prop``, every fairness class enabled throughout taken)."""
-
-    def __init__(self, model: Model[Any], prop: Property[Any], actions: list[Any]) -> None:
-        self.model, self.prop, self.actions = model, prop, actions
-        self.known: dict[Any, list[Step] | None] = {}
-
-    def closes(self, state: Any, actions: Sequence[Any] | None = None) -> list[Step] | None:
-        if actions is None and state in self.known:
-            return self.known[state]
-        steps: list[Step] | None = []
-        current = state
-        fairness = self.model.fairness
-        always: set[Any] | None = None
-        for action in self.actions if actions is None else actions:
-            if self.prop.condition(current):
-                steps = None
-                break
-            successors = list(self.model.next_steps(current))
-            enabled = {fairness(a) for a, _ in successors} - {None} if fairness is not None else set()
-            always = enabled if always is None else always & enabled
-            step = next(((a, t) for a, t in successors if a == action), None) \
-                or next(((a, t) for a, t in successors if str(a) == str(action)), None)
-            if step is None:
-                steps = None
-                break
-            steps.append(step)
-            current = step[1]
-        if steps is not None and (not steps or current != state or (
-                fairness is not None and not (always or set()) <= {fairness(a) for a, _ in steps} - {None})):
-            steps = None
-        if actions is None:
-            self.known[state] = steps
-        return steps
-
-    def shortest(self, state: Any) -> list[Step]:
-        """The loop from ``state`` with as many of its actions left out as still close it (runs, coarse to fine)."""
-        actions = list(self.actions)
-        size = max(len(actions) // 2, 1)
-        while size >= 1:
-            position = 0
-            while position + size <= len(actions):
-                fewer = actions[:position] + actions[position + size:]
-                if fewer and self.closes(state, fewer) is not None:
-                    actions = fewer
-                else:
-                    position += 1
-            size //= 2
-        steps = self.closes(state, actions)
-        assert steps is not None  # the state closes the whole loop, and each removal kept it closed
-        return steps
-
-
-def still_unanswered(prop: Property[Any], before: bool, state: Any) -> bool:
-    """Whether ``prop``'s trigger has held with no answer since, after ``state`` (``before``: up to the state
-    before it)."""
-    if prop.condition(state):
-        return False
-    return before or (prop.trigger is not None and prop.trigger(state))

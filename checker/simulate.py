@@ -60,7 +60,7 @@ from typing import Any
 from txnspec.checker.fingerprints import FingerprintSet
 from txnspec.checker.model import Expectation, Model, Property
 from txnspec.checker.report import CheckResult, Counterexample, PropertyVerdict, SimulationStats, action_kind
-from txnspec.checker.shrink import shrink_violation, still_unanswered
+from txnspec.checker.shrink_violation import shrink_violation, still_unanswered
 
 _NONE = sys.maxsize  # no violating walk yet
 

@@ -304,10 +304,13 @@ IN_FLIGHT_5 = scenario(Scenario(
 
 FULL = scenario(Scenario(
     "full", "the combination bugs live in: two transactional ids, the first with a zombie instance, two partitions, "
-    "consume-transform-produce with consumer offsets; a duplicated message, a transaction timeout and a "
-    "coordinator failover (far beyond an exhaustive search: check it with --max-depth, fingerprints and workers)",
-    transactional_ids=("t1", "t2"), instances_per_id=(2, 1), partitions=("p0", "p1"), commit_offsets=True,
-    max_epoch=4, max_sequence=3, faults={"duplicate": 1, "timeout": 1, "failover": 1}))
+    "two consume-transform-produce transactions per instance committing consumer offsets as members of a consumer "
+    "group; a duplicated message, a transaction timeout, a coordinator failover and a rebalance that evicts the "
+    "first instance's member (far beyond an exhaustive search: for simulation, --simulate, and bounded search, "
+    "--max-depth)",
+    transactional_ids=("t1", "t2"), instances_per_id=(2, 1), partitions=("p0", "p1"), transactions_per_producer=2,
+    commit_offsets=True, group_members=True, max_epoch=4, max_sequence=3,
+    faults={"duplicate": 1, "timeout": 1, "failover": 1, "rebalance": 1}))
 
 
 def scenario_named(name: str) -> Scenario:

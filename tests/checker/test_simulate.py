@@ -1,6 +1,6 @@
-"""Simulation (checker/simulate.py) and shrinking (checker/shrink.py): violations found by random walks, their
-paths shrunk and re-validated, the same walks for a seed whatever the number of workers, nothing claimed on a
-clean model."""
+"""Simulation (checker/simulate.py) and shrinking (checker/shrink.py, shrink_violation.py): violations found by
+random walks, their paths shrunk and re-validated, the same walks for a seed whatever the number of workers,
+nothing claimed on a clean model."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from txnspec.checker import check
 from txnspec.checker.model import Model, Property
 from txnspec.checker.report import Counterexample
 from txnspec.checker.shrink import shrink
+from txnspec.checker.shrink_violation import shrink_violation
 from txnspec.checker.simulate import simulate
 
 
@@ -109,6 +110,43 @@ def test_shrinking_cuts_loops_and_needless_steps_and_keeps_a_behaviour() -> None
     assert (outcome.before, outcome.after) == (10, 4)
     with pytest.raises(ValueError, match="last state is bad"):
         shrink(model, [(None, 0), ("inc(0)", 1)], lambda n: n == 4)
+
+
+def busy_coordinator() -> Model[tuple[bool, str, int]]:
+    """(prepared, client, work): once prepared, nothing completes it. Every actor finishing takes eight steps of
+    work and the client's quit; the client may instead ask, and be answered "try again" forever (a fair loop)."""
+
+    def next_steps(s: tuple[bool, str, int]) -> list[tuple[str, tuple[bool, str, int]]]:
+        prepared, client, work = s
+        moves = [] if prepared else [("prepare", (True, client, work))]
+        if work < 8:
+            moves.append(("work", (prepared, client, work + 1)))
+        moves += {"idle": [("ask", (prepared, "asked", work)), ("quit", (prepared, "gone", work))],
+                  "asked": [("deliver", (prepared, "answered", work))],
+                  "answered": [("retry", (prepared, "asked", work))], "gone": []}[client]
+        return moves
+
+    return Model("busy-coordinator", lambda: [(False, "idle", 0)], next_steps,
+                 properties=[Property.leads_to("prepared_completes", lambda s: s[0], lambda s: False)],
+                 fairness=lambda a: a if a in ("prepare", "deliver", "retry") else None)
+
+
+def test_a_path_to_a_terminal_state_shrinks_to_a_shorter_fair_loop() -> None:
+    """A walk that waits for every actor to finish (10 steps) violates the leads-to property as a stutter; the
+    retry loop a client's call opens right after the prepare is a shorter violation (4 steps, as breadth first
+    finds it), and the shrinker reports that lasso."""
+    model = busy_coordinator()
+    path = [(None, (False, "idle", 0)), ("prepare", (True, "idle", 0))]
+    path += [("work", (True, "idle", w)) for w in range(1, 9)] + [("quit", (True, "gone", 8))]
+    outcome = shrink_violation(model, path, model.properties[0])
+    assert [a for a, _ in outcome.steps[1:]] == ["prepare", "ask", "deliver", "retry"]
+    assert (outcome.before, outcome.after, outcome.loop_start) == (10, 4, 2)
+    assert outcome.steps[-1][1] == outcome.steps[outcome.loop_start][1]
+    exact = check(model).verdict("prepared_completes").counterexample
+    assert exact is not None and len(exact) == outcome.after
+    # without fairness there is no fair loop to prefer: the stutter at the end stays (nothing else is shorter)
+    unfair = Model("busy-unfair", model.init_states, model.next_steps, properties=model.properties)
+    assert shrink_violation(unfair, path, unfair.properties[0]).loop_start is None
 
 
 def test_shrinking_rejects_a_path_that_no_longer_reaches_the_violation() -> None:

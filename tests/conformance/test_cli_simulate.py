@@ -11,15 +11,15 @@ from txnspec.cli import main
 
 
 def test_simulation_finds_a_bug_on_full_and_shrinks_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The done-when of issue 34 for one variant, pinned: walk 40 of seed 0 is the first to violate; the path
-    of 31 steps shrinks to 8, the length of the shortest counterexample on ``retry``."""
+    """The done-when of issue 34 for one variant, pinned: walk 4 of seed 0 is the first to violate; the path
+    of 20 steps shrinks to 8, the length of the shortest counterexample on ``retry``."""
     trace = tmp_path / "cex.jsonl"
     status = main(["check", "--scenario", "full", "--variant", "no-duplicate-detection", "--simulate",
                    "--seconds", "60", "--workers", "2", "--trace-out", str(trace)])
     out = capsys.readouterr().out
     assert status == 1
     assert "no_duplicate_append: shrunk counterexample (8 steps)" in out
-    assert "41 walks" in out and "counterexample of 31 steps shrunk to 8" in out
+    assert "worker(s): 5 walks," in out and "counterexample of 20 steps shrunk to 8" in out
     assert len(trace.read_text().splitlines()) == 9
 
 
