@@ -141,7 +141,8 @@ public class ChaosCtp {
                 int part = rng.nextInt(partitions);
                 String value = m.value() + ">" + txn;
                 int s = ChaosProducer.invoke("send", "\"topic\": " + ChaosProducer.q(output) + ", \"partition\": " + part
-                    + ", \"value\": " + ChaosProducer.q(value) + ", \"txn\": " + ChaosProducer.q(txn));
+                    + ", \"value\": " + ChaosProducer.q(value) + ", \"txn\": " + ChaosProducer.q(txn)
+                    + ", \"input\": " + ChaosProducer.q(m.value()));
                 try {
                     sent.add(producer.send(new ProducerRecord<>(output, part, null, value)));
                     sendCalls.add(s);
