@@ -45,11 +45,12 @@ EventType = Literal["invoke", "ok", "fail", "info"]
 TYPES: tuple[str, ...] = ("invoke", "ok", "fail", "info")
 CALLS: tuple[str, ...] = ("init", "begin", "send", "offsets", "commit", "abort", "poll", "seek", "read", "committed")
 FAULTS: tuple[str, ...] = ("kill", "pause", "network", "client", "timeout", "member")
-NEMESIS = "nemesis"  # the node faults; "nemesis-clients": the client faults, which never wait for a node
+NEMESIS = "nemesis"  # the node faults
+NEMESIS_CLIENTS = "nemesis-clients"  # the client faults, which never wait for a node
 
 
 def is_nemesis(process: str) -> bool:
-    return process.startswith(NEMESIS)
+    return process in (NEMESIS, NEMESIS_CLIENTS)
 
 
 class HistoryError(ValueError):

@@ -88,7 +88,7 @@ class Run:
         from txnspec.audit.chaos.client import Log
 
         self.nemesis = Log(self.hist_dir / "nemesis.jsonl", hist.NEMESIS)
-        self.nemesis_clients = Log(self.hist_dir / "nemesis-clients.jsonl", f"{hist.NEMESIS}-clients")
+        self.nemesis_clients = Log(self.hist_dir / "nemesis-clients.jsonl", hist.NEMESIS_CLIENTS)
         self.spawned = 0
         self.lock = threading.Lock()  # the nemesis thread and the supervisor both start instances
 
