@@ -403,7 +403,8 @@ def test_the_command_exits_0_1_2_on_saved_histories_and_bad_arguments(tmp_path: 
     assert "explained by the spec" in capsys.readouterr().out and "<svg" in html.read_text()
     assert main(["chaos", "--check-history", str(lost_file)]) == 1
     assert "lost_write" in capsys.readouterr().out
-    for argv, says in ((["--check-history", str(broken)], "unknown f"), (["--check-history", str(old_file)], "no input"),
+    for argv, says in ((["--check-history", str(broken)], "unknown f"),
+                       (["--check-history", str(old_file)], "no input"),
                        (["--check-history", str(tmp_path / "none.jsonl")], "does not exist"),
                        (["--seconds", "5"], "--seconds 5"), (["--faults", "kill,partition"], "partition"),
                        (["--broker", "redpanda"], "redpanda"), (["--broker", "noida", "--faults", "network"], "proxy"),
