@@ -82,11 +82,16 @@ def run_harness(bootstrap: str, run: str | None = None, timeout: float = 120.0, 
 
 
 def _run(cp: str, main: str, bootstrap: str, run: str | None, timeout: float) -> dict[str, Any]:
-    done = subprocess.run([_tool("java"), "-cp", cp, main, bootstrap, run or uuid.uuid4().hex[:8]],
-                          capture_output=True, text=True, timeout=timeout)
+    return run_result([_tool("java"), "-cp", cp, main, bootstrap, run or uuid.uuid4().hex[:8]], "Java", timeout)
+
+
+def run_result(argv: list[str], what: str, timeout: float, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run a harness (every harness prints its outcome as a last line ``RESULT {json}``): that JSON, with ``exit``,
+    the process's exit status; a ``RuntimeError`` with the output's tail when there is no such line."""
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if not lines:
-        raise RuntimeError(f"the Java harness printed no RESULT (exit {done.returncode}): "
+        raise RuntimeError(f"the {what} harness printed no RESULT (exit {done.returncode}): "
                            f"{(done.stdout + done.stderr)[-1500:]}")
     result: dict[str, Any] = json.loads(lines[-1][len("RESULT "):])
     result["exit"] = done.returncode
