@@ -31,9 +31,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from txnspec.audit.connection import WireError
+from txnspec.audit.probe import Checker, retrying
 from txnspec.audit.report import RuleResult
-from txnspec.audit.timeout import GRACE_SECONDS, POLL_SECONDS, TIMEOUT_MS, _committed_closed, _view
-from txnspec.audit.trace_replay import RETRIABLE, RETRIES
+from txnspec.audit.timeout import GRACE_SECONDS, TIMEOUT_MS, _committed_closed, _view
 from txnspec.spec import coordinator as spec_coordinator
 from txnspec.spec import coordinator_state as spec_coord_state
 from txnspec.spec import group as spec_group
@@ -210,37 +210,27 @@ def _versions(wire: Any, wanted: dict[str, int]) -> Iterator[list[str]]:
         wire.versions.update(before)
 
 
-class _Checker:
-    def __init__(self, rule: str) -> None:
-        self.result = RuleResult("wire", rule, RULES[rule])
-        self.sent: list[dict[str, Any]] = []
-
-    def __call__(self, request: str, expected: Any, actual: Any) -> bool:
-        self.sent.append({"request": request, "expected": expected, "actual": actual})
-        self.result.checked += 1
-        if actual == expected:
-            return True
-        self.result.violations += 1
-        self.result.examples.append({"sequence": list(self.sent)})
-        return False
-
-
-def _retrying(call: Callable[..., dict[str, Any]], *args: Any, sleep: Callable[[float], None] = time.sleep
-              ) -> dict[str, Any]:
-    answer: dict[str, Any] = call(*args)
-    for _ in range(RETRIES):
-        if answer.get("error") not in RETRIABLE:
-            break
-        sleep(POLL_SECONDS)
-        answer = call(*args)
-    return answer
+@contextmanager
+def _opened(wire: Any, check: Checker, topic: str, tid: str, timeout_ms: int, versions: dict[str, int],
+            needs: tuple[dict[str, int], ...] = ()) -> Iterator[tuple[int, int] | None]:
+    """The prologue of every probe: the wire's request ``versions`` for the block (with ``needs``, versions used
+    later, a version the broker does not offer is the rule's note), ``topic`` created, ``tid`` initialised.
+    Yields its producer id and epoch, or None when the probe cannot go on (the note or the failed check says why).
+    """
+    with _versions(wire, versions) as missing:
+        missing = missing + [m for wanted in needs for m in _missing(wire, wanted)]
+        if missing:
+            check.result.note = "not offered: " + ", ".join(missing)
+            yield None
+            return
+        wire.prepare([topic])
+        got = retrying(wire.init_producer_id, tid, timeout_ms, -1, -1)
+        yield (int(got["producer_id"]), int(got["epoch"])) if check(f"InitProducerId({tid})", "NONE",
+                                                                     got["error"]) else None
 
 
-def _init(wire: Any, tid: str, timeout_ms: int, check: _Checker) -> tuple[int, int] | None:
-    got = _retrying(wire.init_producer_id, tid, timeout_ms, -1, -1)
-    if not check(f"InitProducerId({tid})", "NONE", got["error"]):
-        return None
-    return int(got["producer_id"]), int(got["epoch"])
+def _checker(rule: str) -> Checker:
+    return Checker(RuleResult("wire", rule, RULES[rule]))
 
 
 def _without_pid(view: dict[str, Any], pid: int) -> dict[str, Any]:
@@ -251,20 +241,15 @@ def _without_pid(view: dict[str, Any], pid: int) -> dict[str, Any]:
 
 
 def tv2_requests(wire: Any, run: str) -> RuleResult:
-    check = _Checker("txn.tv2_requests")
+    check = _checker("txn.tv2_requests")
     want = expected_tv2_requests(wire.transaction_version)
     topic, tid = f"txnspec-{run}-tv2req", f"txnspec-{run}-tv2req-tid"
-    with _versions(wire, TV2_REQUESTS) as missing:
-        if missing:
-            check.result.note = "not offered: " + ", ".join(missing)
-            return check.result
-        wire.prepare([topic])
-        ids = _init(wire, tid, 60_000, check)
+    with _opened(wire, check, topic, tid, 60_000, TV2_REQUESTS) as ids:
         if ids is None:
             return check.result
         pid, epoch = ids
         if not check("Produce v12 (no AddPartitionsToTxn)", want["produce"],
-                     _retrying(wire.produce, topic, pid, epoch, 0, 1, tid)):
+                     retrying(wire.produce, topic, pid, epoch, 0, 1, tid)):
             return check.result
         end = wire.end_txn(tid, pid, epoch, True)
         if "epoch" in end:
@@ -286,23 +271,18 @@ def _settled(wire: Any, topic: str, pid: int, deadline_seconds: float = 10.0) ->
 
 
 def end_txn_after_timeout(wire: Any, run: str, grace_seconds: float = GRACE_SECONDS) -> RuleResult:
-    check = _Checker("txn.tv2_end_txn_after_timeout")
+    check = _checker("txn.tv2_end_txn_after_timeout")
     want = expected_end_txn_after_timeout(wire.transaction_version)
     topic, tid = f"txnspec-{run}-tv2end", f"txnspec-{run}-tv2end-tid"
-    missing = _missing(wire, {"AddPartitionsToTxn": 3, "Produce": 11, "EndTxn": 4}) + _missing(wire, {"EndTxn": 5})
-    if missing:
-        check.result.note = "not offered: " + ", ".join(missing)
-        return check.result
-    with _versions(wire, {"AddPartitionsToTxn": 3, "Produce": 11}):
-        wire.prepare([topic])
-        ids = _init(wire, tid, TIMEOUT_MS, check)
+    with _opened(wire, check, topic, tid, TIMEOUT_MS, {"AddPartitionsToTxn": 3, "Produce": 11},
+                 needs=({"EndTxn": 4}, {"EndTxn": 5})) as ids:
         if ids is None:
             return check.result
         pid, epoch = ids
-        if not check("AddPartitionsToTxn v3", want["add"], _retrying(wire.add_partitions, tid, pid, epoch,
+        if not check("AddPartitionsToTxn v3", want["add"], retrying(wire.add_partitions, tid, pid, epoch,
                                                                       [topic])["error"]):
             return check.result
-        if not check("Produce v11", want["produce"], _retrying(wire.produce, topic, pid, epoch, 0, 1, tid)):
+        if not check("Produce v11", want["produce"], retrying(wire.produce, topic, pid, epoch, 0, 1, tid)):
             return check.result
     view = _settled(wire, topic, pid, TIMEOUT_MS / 1000 + grace_seconds)
     if not _committed_closed(view):
@@ -318,31 +298,26 @@ def end_txn_after_timeout(wire: Any, run: str, grace_seconds: float = GRACE_SECO
 
 
 def tv1_requests(wire: Any, run: str) -> RuleResult:
-    check = _Checker("txn.tv1_requests")
+    check = _checker("txn.tv1_requests")
     want = expected_tv1_requests(wire.transaction_version)
     topic, tid, group = f"txnspec-{run}-tv1req", f"txnspec-{run}-tv1req-tid", f"txnspec-{run}-tv1req-group"
-    with _versions(wire, TV1_REQUESTS) as missing:
-        if missing:
-            check.result.note = "not offered: " + ", ".join(missing)
-            return check.result
-        wire.prepare([topic])
-        ids = _init(wire, tid, 60_000, check)
+    with _opened(wire, check, topic, tid, 60_000, TV1_REQUESTS) as ids:
         if ids is None:
             return check.result
         pid, epoch = ids
         steps: list[tuple[str, Any, Callable[[], Any]]] = [
-            ("AddPartitionsToTxn v3", want["add"], lambda: _retrying(wire.add_partitions, tid, pid, epoch,
+            ("AddPartitionsToTxn v3", want["add"], lambda: retrying(wire.add_partitions, tid, pid, epoch,
                                                                       [topic])["error"]),
-            ("Produce v11", want["produce"], lambda: _retrying(wire.produce, topic, pid, epoch, 0, 1, tid)),
-            ("AddOffsetsToTxn v3", want["add_offsets"], lambda: _retrying(wire.add_offsets, tid, pid, epoch,
+            ("Produce v11", want["produce"], lambda: retrying(wire.produce, topic, pid, epoch, 0, 1, tid)),
+            ("AddOffsetsToTxn v3", want["add_offsets"], lambda: retrying(wire.add_offsets, tid, pid, epoch,
                                                                           group)["error"]),
-            ("TxnOffsetCommit v4", want["txn_offset_commit"], lambda: _retrying(
+            ("TxnOffsetCommit v4", want["txn_offset_commit"], lambda: retrying(
                 wire.txn_offset_commit, tid, group, pid, epoch, [(topic, COMMITTED_OFFSET)])["error"]),
             ("EndTxn v4 COMMIT", want["end_commit"], lambda: wire.end_txn(tid, pid, epoch, True)),
             ("AddPartitionsToTxn v3 (second transaction, same epoch)", want["second_add"],
-             lambda: _retrying(wire.add_partitions, tid, pid, epoch, [topic])["error"]),
+             lambda: retrying(wire.add_partitions, tid, pid, epoch, [topic])["error"]),
             ("Produce v11 (second transaction)", want["second_produce"],
-             lambda: _retrying(wire.produce, topic, pid, epoch, 1, 1, tid)),
+             lambda: retrying(wire.produce, topic, pid, epoch, 1, 1, tid)),
             ("EndTxn v4 ABORT", want["end_abort"], lambda: wire.end_txn(tid, pid, epoch, False)),
         ]
         for request, expected, call in steps:
@@ -350,7 +325,7 @@ def tv1_requests(wire: Any, run: str) -> RuleResult:
                 return check.result
     if not check("Fetch READ_COMMITTED", want["read_committed"], _settled(wire, topic, pid)):
         return check.result
-    check("OffsetFetch of the group", want["offset_fetch"], _retrying(wire.offset_fetch, group, topic))
+    check("OffsetFetch of the group", want["offset_fetch"], retrying(wire.offset_fetch, group, topic))
     return check.result
 
 

@@ -30,8 +30,9 @@ from typing import Any
 
 from txnspec.audit.connection import WireError
 from txnspec.audit.impl_wire import ImplTxnWire
+from txnspec.audit.probe import POLL_SECONDS, Checker
+from txnspec.audit.probe import retrying as probe_retrying
 from txnspec.audit.report import RuleResult
-from txnspec.audit.trace_replay import RETRIABLE, RETRIES
 from txnspec.spec import coordinator as spec_coordinator
 from txnspec.spec import coordinator_state as spec_coord_state
 from txnspec.spec import partition as spec_partition
@@ -53,7 +54,6 @@ DESCRIPTION = ("a transaction left open past transaction.timeout.ms is aborted b
                "InitProducerId succeeds")
 TIMEOUT_MS = 1000
 GRACE_SECONDS = 12.0      # Kafka's scan runs every 10 s by default; txnspec's own Kafka every 0.5 s
-POLL_SECONDS = 0.25
 SPEC_TID, SPEC_PARTITION = "t1", "p0"
 
 
@@ -128,28 +128,13 @@ def run_timeout_rule(wire: Any, transaction_version: int, run: str, grace_second
                      sleep: Any = time.sleep) -> RuleResult:
     """The rule against a :class:`~txnspec.audit.wire_traces.TxnWire` (a socket or the
     implementation in process)."""
-    result = RuleResult("wire", RULE, DESCRIPTION)
+    check = Checker(RuleResult("wire", RULE, DESCRIPTION))
+    result = check.result
     want = expected(transaction_version)
     topic, tid = f"txnspec-{run}-timeout", f"txnspec-{run}-timeout-tid"
-    sent: list[dict[str, Any]] = []
-
-    def check(request: str, expected_answer: dict[str, Any], actual: dict[str, Any]) -> bool:
-        sent.append({"request": request, "expected": expected_answer, "actual": actual})
-        result.checked += 1
-        if actual == expected_answer:
-            return True
-        result.violations += 1
-        result.examples.append({"sequence": list(sent)})
-        return False
 
     def retrying(call: Any, *args: Any) -> dict[str, Any]:
-        """A coordinator still loading, or not yet the leader, is asked again, as a client does."""
-        answer: dict[str, Any] = call(*args)
-        for _ in range(RETRIES):
-            if answer.get("error") not in RETRIABLE:
-                break
-            sleep(POLL_SECONDS)
-            answer = call(*args)
+        answer: dict[str, Any] = probe_retrying(call, *args, sleep=sleep)
         return answer
 
     try:

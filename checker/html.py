@@ -68,9 +68,8 @@ _BAD = {"violated", "fail", "failed", "diverge", "diverged", "difference", "erro
 
 def _cell(text: str, styled: bool) -> str:
     cls = ""
-    if styled:
-        word = text.split(" ")[0].lower()
-        cls = ' class="ok"' if word in _GOOD else ' class="bad"' if word in _BAD else ""
+    if styled:  # a verdict cell holds one verdict word (or "no difference"), matched whole
+        cls = ' class="ok"' if text in _GOOD else ' class="bad"' if text in _BAD else ""
     return f"<td{cls}>{escape(text)}</td>"
 
 

@@ -10,7 +10,8 @@ Contract
 * States are frozen, hashable values (equal states must hash equally); the engines store them as
   dictionary keys.
 * ``next_steps(state)`` yields ``(action, next_state)`` pairs. An action is any hashable label; its
-  ``str()`` is what reports show, so give it a readable ``__str__`` (e.g. ``EndTxn(t1, COMMIT)``).
+  ``str()`` is what reports show, so give it a readable ``__str__`` (e.g. ``EndTxn(t1, COMMIT)``),
+  and a ``kind`` attribute (what coverage counts), as :class:`Label` does; the engines never read the text.
   A disabled action simply yields nothing.
 * Properties are named predicates over one state (see :class:`Property`). Every ``always`` property
   should have a ``sometimes`` partner so that a run which explores too little cannot pass.
@@ -28,6 +29,22 @@ from typing import Any, Generic, TypeVar
 
 S = TypeVar("S", bound=Hashable)
 Action = Hashable
+
+
+@dataclass(frozen=True, slots=True)
+class Label:
+    """A ready-made action for a model without a type of its own: a ``kind`` (what coverage counts, see
+    :func:`txnspec.checker.report.action_kind`) and its arguments, shown as ``kind(arg, ...)`` in reports.
+
+    >>> str(Label("inc", (3,))), str(Label("tick")), Label("inc", (3,)).kind
+    ('inc(3)', 'tick', 'inc')
+    """
+
+    kind: str
+    args: tuple[Hashable, ...] = ()
+
+    def __str__(self) -> str:
+        return f"{self.kind}({', '.join(map(str, self.args))})" if self.args else self.kind
 
 
 class Expectation(enum.Enum):

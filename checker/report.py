@@ -9,8 +9,8 @@ What is modelled
 Assumptions
     A run stopped by a cap (or stopped early once every invariant failed) is *incomplete*: properties
     not yet violated get ``holds=None``, never ``True``. The kind of an action, for coverage, is its
-    ``kind`` attribute when it has one, else the text of a ``str`` label before ``(``, else its type's
-    name (:func:`action_kind`).
+    ``kind`` attribute when it has one (:class:`~txnspec.checker.model.Label`), else a ``str`` label itself,
+    else its type's name (:func:`action_kind`).
 
 Left out
     Any knowledge of what the states mean: a state is shown by the model's ``describe_state`` (or
@@ -34,18 +34,21 @@ Step = tuple[Any, Any]
 
 
 def action_kind(action: Any) -> str:
-    """The coverage class of an action.
+    """The coverage class of an action: its ``kind`` attribute, else a plain text label itself (the engines never
+    read structure out of text: a model that wants ``send(p0, 3)`` counted as ``send`` says so with a
+    :class:`~txnspec.checker.model.Label`), else its type's name.
 
     Examples
     --------
-    >>> action_kind("send(p0, 3)"), action_kind(("deliver", 1))
-    ('send', 'tuple')
+    >>> from txnspec.checker.model import Label
+    >>> action_kind(Label("send", ("p0", 3))), action_kind("tick"), action_kind(("deliver", 1))
+    ('send', 'tick', 'tuple')
     """
     kind = getattr(action, "kind", None)
     if isinstance(kind, str) and kind:
         return kind
     if isinstance(action, str):
-        return action.split("(", 1)[0].strip()
+        return action
     return type(action).__name__
 
 

@@ -53,10 +53,10 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         check_input_file(args.check_history, "--check-history")
         try:
             events = history.load(args.check_history)
+            judged = run.judge(events, args.transaction_version)  # refuses a history that predates a field
         except history.HistoryError as exc:
             raise UsageError(str(exc)) from None
-        summary = {"history": str(args.check_history), "transaction_version": args.transaction_version,
-                   **run.judge(events, args.transaction_version)}
+        summary = {"history": str(args.check_history), "transaction_version": args.transaction_version, **judged}
     else:
         from txnspec.audit.chaos.cluster import FOREIGN
 

@@ -10,13 +10,15 @@ What is modelled
 Assumptions
     :func:`diagram_event` reads the typed action (:class:`txnspec.spec.actions.Action`, or the ``action`` of a
     trace's :class:`~txnspec.conformance.traces.Step`): its ``source`` and ``target`` lifelines, a delivered
-    message's body, an application call's kind and partition; its text is used only for the other steps.
+    message's body, an application call's kind and partition; its text is used only for the other steps. The
+    notes beside a step are the model's ``state_notes`` lines the step changed (typed per component in
+    :func:`txnspec.spec.model.state_notes`, never picked out of ``describe_state`` by their prefixes).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 from txnspec.checker.html import Diagram, Page, Table, write_page
 from txnspec.checker.sequence import DiagramEvent, sequence_svg
@@ -25,14 +27,25 @@ from txnspec.spec.network import describe as describe_message
 
 __all__ = ["audit_page", "check_page", "conform_page", "diagram_event", "diff_page", "write_page"]
 
-_NOT_STATE = ("producer-", "in flight")  # describe_state lines not shown beside a step (the arrows show them)
+NotesOf = Callable[[Any], Sequence[str]]
+"""A state's lines worth noting beside a step that changed them (``Model.metadata["state_notes"]``)."""
 
 
-def diagram_event(action: Any, before: Any = None, after: Any = None, describe: Any = None) -> DiagramEvent:
+def notes_of(model: Any) -> NotesOf:
+    """The model's ``state_notes`` (the Kafka model's: the coordinator and the partitions), else every line of its
+    ``describe_state``."""
+    notes = model.metadata.get("state_notes")
+    if notes is not None:
+        return cast(NotesOf, notes)
+    describe = model.describe_state or repr
+    return lambda state: describe(state).splitlines()
+
+
+def diagram_event(action: Any, before: Any = None, after: Any = None, notes: NotesOf | None = None) -> DiagramEvent:
     """One step of a Kafka behaviour as a diagram event: who sends what to whom, and what state changed.
 
-    ``before``/``after`` are the system states around the step and ``describe`` renders one as lines
-    (``spec.model.describe_state``); the changed lines of the coordinator and the partitions are the notes.
+    ``before``/``after`` are the system states around the step and ``notes`` gives a state's lines worth noting
+    (:func:`notes_of`); the lines ``after`` has and ``before`` had not are the step's notes.
     """
     act: Action = getattr(action, "action", action)  # a trace's Step carries its action
     source = str(act.source or "environment")  # a lifeline's name (report text)
@@ -43,18 +56,17 @@ def diagram_event(action: Any, before: Any = None, after: Any = None, describe: 
         label = f"{act.kind.value}({act.partition if act.kind is ActionKind.SEND else ''})"
     else:
         label = str(act)
-    notes: tuple[str, ...] = ()
-    if describe is not None and before is not None and after is not None:
-        old = set(describe(before).splitlines())
-        notes = tuple(line for line in describe(after).splitlines()
-                      if line not in old and not line.startswith(_NOT_STATE))
-    return DiagramEvent(source, target, label, notes)
+    changed: tuple[str, ...] = ()
+    if notes is not None and before is not None and after is not None:
+        old = set(notes(before))
+        changed = tuple(line for line in notes(after) if line not in old)
+    return DiagramEvent(source, target, label, changed)
 
 
-def _diagram(title: str, steps: Sequence[tuple[Any, Any]], lifelines: Sequence[str], describe: Any,
+def _diagram(title: str, steps: Sequence[tuple[Any, Any]], lifelines: Sequence[str], notes: NotesOf | None,
              caption: str = "", texts: Sequence[str] | None = None) -> Diagram:
     """A path ``(None, initial), (action, state)...`` as a diagram whose last step is highlighted."""
-    events = [diagram_event(action, steps[i - 1][1], state, describe) for i, (action, state) in
+    events = [diagram_event(action, steps[i - 1][1], state, notes) for i, (action, state) in
               enumerate(steps) if i > 0]
     if events:
         last = events[-1]
@@ -72,7 +84,7 @@ def check_page(model: Any, result: Any, command: str) -> Page:
                  for v in result.verdicts)
     lifelines = list(model.metadata.get("lifelines", ()))
     diagrams = tuple(_diagram(f"{cex.property}: shortest counterexample ({len(cex.steps) - 1} steps)", cex.steps,
-                              lifelines, model.describe_state, caption=_how_it_ends(cex))
+                              lifelines, notes_of(model), caption=_how_it_ends(cex))
                      for cex in result.counterexamples)
     cls = "bad" if not result.ok else "ok" if result.complete else "unknown"
     violated = len(result.violated) + (result.deadlock is not None)
@@ -117,7 +129,7 @@ def diff_page(summary: dict[str, Any], result: Any, models: Sequence[Any]) -> Pa
         caption = (f"A behaviour of {entry['allowed_by']}; below it, what clients observe of it. {entry['not_by']} "
                    "can show every observation but the last one, never that one after them.")
         diagrams.append(_diagram(f"only {entry['allowed_by']}: {observations[-1]}", trace.steps,
-                                 list(model.metadata.get("lifelines", ())), model.describe_state, caption,
+                                 list(model.metadata.get("lifelines", ())), notes_of(model), caption,
                                  texts=observations))
     cls = "bad" if result.only != (None, None) else "ok" if result.complete else "unknown"
     a, b = summary["variants"]

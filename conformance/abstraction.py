@@ -31,9 +31,10 @@ What it models
     finds the first difference, naming component and field (``coordinator[t1].producer_epoch: spec 3, impl 2``).
 
 Legitimate differences
-    An adapter declares what its system holds otherwise as a table (``abstraction_differences``: a path
-    pattern, ``*`` for any key, to the reason); a path in the table is not compared, and a component the
-    adapter does not return is a divergence unless the table names it. :data:`TIME` is the one every
+    An adapter declares what its system holds otherwise as a table (``abstraction_differences``: a
+    :data:`PathPattern`, a tuple of keys with :data:`ANY` for any key such as ``("txn_log", ANY,
+    "prev_producer_id")``, or a component's name alone, to the reason); a path in the table is not compared,
+    and a component the adapter does not return is a divergence unless the table names it. :data:`TIME` is the one every
     adapter shares: the spec's clock is abstract, so timestamps are not part of the abstraction at all.
 
 Leaves out
@@ -42,8 +43,10 @@ Leaves out
 
 from __future__ import annotations
 
+import enum
 import functools
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from txnspec.spec.network import producer_address
@@ -203,6 +206,36 @@ def of_spec(state: Any) -> AbstractState:
 Path = tuple[str, ...]
 
 
+class _Any(enum.Enum):
+    ANY = "*"
+
+    def __str__(self) -> str:
+        return "*"
+
+
+ANY = _Any.ANY
+"""In a :data:`PathPattern`: any key at that place (a transactional id, a partition, a producer)."""
+
+PathPattern = tuple[str | _Any, ...]
+"""A path of the abstract state with :data:`ANY` for any key, e.g. ``("txn_log", ANY, "prev_producer_id")``."""
+
+Table = Mapping[PathPattern | str, str]
+"""The legitimate differences of an adapter: pattern (or a component's name alone) -> reason."""
+
+
+@dataclass(frozen=True)
+class Absent:
+    """What one side of a difference has where the other has a value: a key it lacks, a component not returned."""
+
+    what: str
+
+    def __str__(self) -> str:
+        return f"({self.what})"
+
+
+NONE, PRESENT, NOT_RETURNED = Absent("none"), Absent("present"), Absent("not returned by the adapter")
+
+
 def render(path: Path) -> str:
     """``("coordinator", "t1", "producer_epoch")`` -> ``coordinator[t1].producer_epoch``."""
     if not path:
@@ -215,22 +248,34 @@ def render(path: Path) -> str:
     return out
 
 
-def _excluded(path: Path, table: Mapping[str, str]) -> bool:
-    for pattern in table:
-        parts = pattern.split(".")
-        if len(parts) <= len(path) and all(p in ("*", q) for p, q in zip(parts, path, strict=False)):
-            return True
-    return False
+def patterns(table: Table) -> tuple[PathPattern, ...]:
+    """The patterns of ``table``; a text key is one component's name (a dotted text is refused: say the path as a
+    tuple, the keys of the abstract state may hold dots)."""
+    out: list[PathPattern] = []
+    for key in table:
+        if isinstance(key, str):
+            if key not in COMPONENTS:
+                raise ValueError(f"abstraction_differences: {key!r} is not a component ({', '.join(COMPONENTS)}); "
+                                 "a deeper path is a tuple such as ('txn_log', ANY, 'prev_producer_id')")
+            out.append((key,))
+        else:
+            out.append(tuple(key))
+    return tuple(out)
 
 
-def _walk(expected: Any, actual: Any, path: Path, table: Mapping[str, str]) -> Iterator[tuple[Path, Any, Any]]:
+def _excluded(path: Path, table: tuple[PathPattern, ...]) -> bool:
+    return any(len(parts) <= len(path) and all(p is ANY or p == q for p, q in zip(parts, path, strict=False))
+               for parts in table)
+
+
+def _walk(expected: Any, actual: Any, path: Path, table: tuple[PathPattern, ...]) -> Iterator[tuple[Path, Any, Any]]:
     if _excluded(path, table):
         return
     if isinstance(expected, dict) and isinstance(actual, dict):
         for k in list(expected) + [k for k in actual if k not in expected]:
             if k not in actual or k not in expected:
                 if not _excluded((*path, str(k)), table):
-                    yield (*path, str(k)), expected.get(k, "(none)"), actual.get(k, "(none)")
+                    yield (*path, str(k)), expected.get(k, NONE), actual.get(k, NONE)
                 continue
             yield from _walk(expected[k], actual[k], (*path, str(k)), table)
         return
@@ -244,24 +289,24 @@ def _walk(expected: Any, actual: Any, path: Path, table: Mapping[str, str]) -> I
 
 
 def differences(expected: Mapping[str, Any], actual: Mapping[str, Any],
-                table: Mapping[str, str] | None = None) -> list[tuple[Path, Any, Any]]:
+                table: Table | None = None) -> list[tuple[Path, Any, Any]]:
     """Every difference between two abstract states outside ``table``, as (path, spec's, system's), in the
     order of :data:`COMPONENTS`. A component ``actual`` lacks and ``table`` does not name is one."""
-    table = table or {}
+    excluded = patterns(table or {})
     out: list[tuple[Path, Any, Any]] = []
     for component in COMPONENTS:
-        if component not in expected or _excluded((component,), table):
+        if component not in expected or _excluded((component,), excluded):
             continue
         if component not in actual:
-            out.append(((component,), "(present)", "(not returned by the adapter)"))
+            out.append(((component,), PRESENT, NOT_RETURNED))
             continue
         if expected[component] == actual[component]:  # the common case, at C speed
             continue
-        out.extend(_walk(expected[component], actual[component], (component,), table))
+        out.extend(_walk(expected[component], actual[component], (component,), excluded))
     return out
 
 
-def compare(expected: Mapping[str, Any], actual: Mapping[str, Any], table: Mapping[str, str] | None = None,
+def compare(expected: Mapping[str, Any], actual: Mapping[str, Any], table: Table | None = None,
             *, system: str = "impl") -> str | None:
     """None when equal outside ``table``; else the first difference, ``coordinator[t1].producer_epoch: spec 3,
     impl 2`` (with how many more there are)."""
@@ -276,4 +321,4 @@ def compare(expected: Mapping[str, Any], actual: Mapping[str, Any], table: Mappi
 def _text(value: Any) -> str:
     import json
 
-    return value if isinstance(value, str) and value.startswith("(") else json.dumps(value, sort_keys=True)
+    return str(value) if isinstance(value, Absent) else json.dumps(value, sort_keys=True)

@@ -255,9 +255,7 @@ def _alter(wb: WireBroker, res: Any, change: Callable[[dict[str, Value]], dict[s
 
 
 def handle_incremental_alter_configs(wb: WireBroker, request: Request) -> Any:
-    body, v = request.body, request.version
-    R = IncrementalAlterConfigsResponse
-
+    """IncrementalAlterConfigs: each config SET, DELETEd, or APPENDed to / SUBTRACTed from a LIST."""
     def changes(res: Any) -> Callable[[dict[str, Value]], dict[str, Value]]:
         def apply(overrides: dict[str, Value]) -> dict[str, Value]:
             for c in res.configs:
@@ -283,29 +281,28 @@ def handle_incremental_alter_configs(wb: WireBroker, request: Request) -> Any:
             return overrides
         return apply
 
-    answers = []
-    for res in body.resources:
-        code, message = _alter(wb, res, changes(res), bool(body.validate_only))
-        answers.append(R.AlterConfigsResourceResponse(error_code=int(code), error_message=message,
-                                                      resource_type=res.resource_type,
-                                                      resource_name=res.resource_name))
-    return R(version=v, throttle_time_ms=0, responses=answers)
+    return _alter_each(wb, request, IncrementalAlterConfigsResponse, changes)
 
 
 def handle_alter_configs(wb: WireBroker, request: Request) -> Any:
     """The legacy AlterConfigs: the resource's overrides replaced by exactly those given."""
-    body, v = request.body, request.version
-    R = AlterConfigsResponse
-    answers = []
     def replace_all(res: Any) -> Callable[[dict[str, Value]], dict[str, Value]]:
         return lambda _: configs.parse_all({c.name: c.value for c in res.configs})
 
+    return _alter_each(wb, request, AlterConfigsResponse, replace_all)
+
+
+def _alter_each(wb: WireBroker, request: Request, response: Any,
+                change_of: Callable[[Any], Callable[[dict[str, Value]], dict[str, Value]]]) -> Any:
+    """Both AlterConfigs: each resource altered by its change (:func:`_alter`), one answer per resource."""
+    body, R = request.body, response
+    answers = []
     for res in body.resources:
-        code, message = _alter(wb, res, replace_all(res), bool(body.validate_only))
+        code, message = _alter(wb, res, change_of(res), bool(body.validate_only))
         answers.append(R.AlterConfigsResourceResponse(error_code=int(code), error_message=message,
                                                       resource_type=res.resource_type,
                                                       resource_name=res.resource_name))
-    return R(version=v, throttle_time_ms=0, responses=answers)
+    return R(version=request.version, throttle_time_ms=0, responses=answers)
 
 
 # --- cluster ------------------------------------------------------------------------------------------------

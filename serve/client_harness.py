@@ -27,6 +27,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from txnspec.serve.java_harness import run_result
+
 HERE = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("TXNSPEC_CACHE", Path.home() / ".cache" / "txnspec"))
 KAFKAJS = "2.2.4"  # the newest release on npm (2023); KafkaJS is no longer developed
@@ -105,14 +107,7 @@ def command(client: str) -> tuple[list[str], dict[str, str]]:
 
 def run_client(client: str, bootstrap: str, run: str | None = None, timeout: float = 120.0) -> dict[str, Any]:
     args, env = command(client)
-    done = subprocess.run([*args, bootstrap, run or uuid.uuid4().hex[:8]], env=env, capture_output=True, text=True,
-                          timeout=timeout)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    if not lines:
-        raise RuntimeError(f"the {client} harness printed no RESULT (exit {done.returncode}): "
-                           f"{(done.stdout + done.stderr)[-1500:]}")
-    result: dict[str, Any] = json.loads(lines[-1][len("RESULT "):])
-    result["exit"] = done.returncode
+    result: dict[str, Any] = run_result([*args, bootstrap, run or uuid.uuid4().hex[:8]], client, timeout, env)
     return result
 
 

@@ -7,7 +7,8 @@ compiled with the machine's ``javac`` against ``kafka-clients`` resolved by Mave
 ``committed_offset``, ``zombie_commit``: the exception class the zombie's commit raised);
 ``run_harness(bootstrap, main="TxnAdmin")`` the admin workflow's (``listed``, ``start_offset``, ``lso_after``...).
 ``run_two_phase_harness(bootstrap)`` runs ``java2pc/TwoPhaseHarness.java`` (KIP-939: prepare, complete, a crash,
-``initTransactions(keepPreparedTxn)``, a fence) with Kafka 4.4's client, compiled apart (its own Maven project).
+``initTransactions(keepPreparedTxn)``, a fence) with Kafka 4.4's client, compiled apart (its own Maven project)
+with ``java/Harness.java``, what the harnesses share.
 A missing JDK or Maven raises :class:`JavaUnavailable` naming what is missing. Against any broker (a real Kafka
 too)::
 
@@ -43,8 +44,10 @@ def _tool(name: str) -> str:
     return found
 
 
-def classpath(here: Path = HERE, clients: str = KAFKA_CLIENTS, classes_name: str = "serve-harness-classes") -> str:
-    """The kafka-clients jars (resolved once with Maven into the cache) and the compiled harness."""
+def classpath(here: Path = HERE, clients: str = KAFKA_CLIENTS, classes_name: str = "serve-harness-classes",
+              shared: tuple[Path, ...] = ()) -> str:
+    """The kafka-clients jars (resolved once with Maven into the cache) and the compiled harness: the sources of
+    ``here`` and ``shared`` compiled together (they call one another) when any of them changed."""
     jars = CACHE / f"kafka-clients-{clients}"
     if not (jars / f"kafka-clients-{clients}.jar").is_file():
         mvn = _tool("mvn")
@@ -55,20 +58,21 @@ def classpath(here: Path = HERE, clients: str = KAFKA_CLIENTS, classes_name: str
                                   f"{(done.stdout + done.stderr)[-800:]}")
     classes = CACHE / classes_name
     libs = os.pathsep.join(str(p) for p in sorted(jars.glob("*.jar")))
-    for source in sorted(here.glob("*.java")):
-        compiled = classes / f"{source.stem}.class"
-        if not compiled.is_file() or compiled.stat().st_mtime < source.stat().st_mtime:
-            classes.mkdir(parents=True, exist_ok=True)
-            done = subprocess.run([_tool("javac"), "-cp", libs, "-d", str(classes), str(source)],
-                                  capture_output=True, text=True, timeout=300)
-            if done.returncode != 0:
-                raise JavaUnavailable(f"javac failed on {source.name}: {done.stderr[-800:]}")
+    sources = [*sorted(here.glob("*.java")), *shared]
+    stale = [source for source in sources if not (classes / f"{source.stem}.class").is_file()
+             or (classes / f"{source.stem}.class").stat().st_mtime < source.stat().st_mtime]
+    if stale:
+        classes.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run([_tool("javac"), "-cp", libs, "-d", str(classes), *map(str, sources)],
+                              capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            raise JavaUnavailable(f"javac failed on {', '.join(s.name for s in stale)}: {done.stderr[-800:]}")
     return libs + os.pathsep + str(classes)
 
 
 def run_two_phase_harness(bootstrap: str, run: str | None = None, timeout: float = 180.0) -> dict[str, Any]:
     """KIP-939's harness on ``bootstrap`` (a broker with 2PC enabled and InitProducerId v6 served)."""
-    cp = classpath(TWO_PHASE_HERE, TWO_PHASE_CLIENTS, "serve-two-phase-classes")
+    cp = classpath(TWO_PHASE_HERE, TWO_PHASE_CLIENTS, "serve-two-phase-classes", shared=(HERE / "Harness.java",))
     return _run(cp, "TwoPhaseHarness", bootstrap, run, timeout)
 
 
@@ -78,11 +82,16 @@ def run_harness(bootstrap: str, run: str | None = None, timeout: float = 120.0, 
 
 
 def _run(cp: str, main: str, bootstrap: str, run: str | None, timeout: float) -> dict[str, Any]:
-    done = subprocess.run([_tool("java"), "-cp", cp, main, bootstrap, run or uuid.uuid4().hex[:8]],
-                          capture_output=True, text=True, timeout=timeout)
+    return run_result([_tool("java"), "-cp", cp, main, bootstrap, run or uuid.uuid4().hex[:8]], "Java", timeout)
+
+
+def run_result(argv: list[str], what: str, timeout: float, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run a harness (every harness prints its outcome as a last line ``RESULT {json}``): that JSON, with ``exit``,
+    the process's exit status; a ``RuntimeError`` with the output's tail when there is no such line."""
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if not lines:
-        raise RuntimeError(f"the Java harness printed no RESULT (exit {done.returncode}): "
+        raise RuntimeError(f"the {what} harness printed no RESULT (exit {done.returncode}): "
                            f"{(done.stdout + done.stderr)[-1500:]}")
     result: dict[str, Any] = json.loads(lines[-1][len("RESULT "):])
     result["exit"] = done.returncode

@@ -27,17 +27,31 @@ def fairness(action: Hashable) -> Hashable | None:
     return kind if kind in FAIR_KINDS else None
 
 
-def describe_state(state: sysm.SystemState) -> str:
+def _coordinator_lines(state: sysm.SystemState) -> list[str]:
     lines = []
     for tid, md in state.coordinator.cache:
         pending = f" pending={md.pending_state}" if md.pending_state else ""
         lines.append(f"coordinator[{tid}]: {md.state} pid={md.producer_id} epoch={md.producer_epoch} "
                      f"partitions={sorted(md.partitions)}{pending}")
+    return lines
+
+
+def _partition_lines(state: sysm.SystemState) -> list[str]:
+    return [f"{name}: {partition_mod.describe(pstate)}" for name, pstate in state.partitions]
+
+
+def state_notes(state: sysm.SystemState) -> tuple[str, ...]:
+    """The lines of the coordinator and the partitions: what a sequence diagram notes beside a step that changed
+    them (``Model.metadata["state_notes"]``; the producers' calls and the network are its arrows)."""
+    return (*_coordinator_lines(state), *_partition_lines(state))
+
+
+def describe_state(state: sysm.SystemState) -> str:
+    lines = _coordinator_lines(state)
     for p in state.producers:
         lines.append(f"producer-{p.index}: {p.phase.value} pid={p.producer_id} epoch={p.producer_epoch} "
                      f"txn={p.txn_no}")
-    for name, pstate in state.partitions:
-        lines.append(f"{name}: {partition_mod.describe(pstate)}")
+    lines.extend(_partition_lines(state))
     if state.network:
         lines.append("in flight: " + "; ".join(str(e) for e in state.network))
     return "\n".join(lines)
@@ -74,6 +88,7 @@ def build_model(scenario: Scenario | str, variant: str = "current") -> Model[sys
         describe_state=describe_state,
         metadata={"action_kinds": ACTION_KINDS,
                   "lifelines": ["producer-0", "producer-1", "coordinator", *system.scenario.partitions, "group"],
-                  "system": system, "symmetry_group": group, "transition_labels": coordinator_transitions},
+                  "system": system, "symmetry_group": group, "transition_labels": coordinator_transitions,
+                  "state_notes": state_notes},
         ample=ample_steps,
     )

@@ -12,7 +12,9 @@ What it models
 Assumes
     Every value is written once (a value names its send and its transaction); the final reads happen after
     every client stopped, the cluster healed and ``transaction.timeout.ms`` passed, so a transaction still
-    open then is hanging; the consume-transform-produce output value is ``"{input value}>{transaction}"``.
+    open then is hanging; a consume-transform-produce output's send names its input record's value (``input``).
+    A transaction's name is opaque: its ``begin`` call says whose (``tid``, ``instance``); nothing is read out of
+    a name or a value (:func:`check` refuses a history whose outputs do not name their input).
 
 Leaves out
     Anti-dependency cycles (G2, G-single; :mod:`.cycles` finds G0 and G1c). Jepsen's int-send-skip in its strict
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from txnspec.audit.chaos import cycles
-from txnspec.audit.chaos.history import Event, Op, pair
+from txnspec.audit.chaos.history import Event, HistoryError, Op, pair
 
 KINDS: dict[str, str] = {
     "lost_write": "an acknowledged send of a committed transaction (or an acknowledged input record) is in the "
@@ -100,11 +102,10 @@ def fates(ops: list[Op]) -> dict[str, Txn]:
             continue
         t = txns.get(name)
         if t is None:
-            tid, _, rest = str(name).partition("#")
-            instance = int(rest.split(".")[0]) if rest.split(".")[0].isdigit() else -1
-            t = txns[name] = Txn(name, tid, instance, op.process)
-        if op.f == "begin":
+            t = txns[name] = Txn(name, "", -1, op.process)
+        if op.f == "begin":  # the name is opaque: the begin call says whose transaction it is
             t.begin = op
+            t.tid, t.instance = str(op.invoke.value.get("tid", "")), int(op.invoke.value.get("instance", -1))
         elif op.f == "send":
             t.sends.append(op)
         elif op.f == "offsets":
@@ -158,6 +159,7 @@ def final_reads(ops: list[Op]) -> Final:
 def check(events: list[Event]) -> tuple[list[Anomaly], dict[str, int]]:
     """Every anomaly of :data:`KINDS` in the history, and how often each kind was checked."""
     ops = pair(events)
+    _require_inputs(ops)
     txns = fates(ops)
     final = final_reads(ops)
     checked: dict[str, int] = {kind: 0 for kind in KINDS}
@@ -170,6 +172,17 @@ def check(events: list[Event]) -> tuple[list[Anomaly], dict[str, int]]:
     for checker in (_reads, _lost, _monotonic, _offsets, _fencing, _torn, _ctp, _hanging, _cycles):
         checker(ops, txns, final, by_value, txn_of, checked, found)
     return found, checked
+
+
+def _require_inputs(ops: list[Op]) -> None:
+    """A consume-transform-produce member (a process that polls for a group) names each output's input; a history
+    recorded before sends carried ``input`` (docs/chaos.md) cannot be judged on exactly-once processing."""
+    members = {op.process for op in ops if op.f == "poll" and op.invoke.value.get("group")}
+    for op in ops:
+        if op.f == "send" and op.process in members and op.invoke.value.get("txn") and "input" not in op.invoke.value:
+            raise HistoryError(f"event {op.invoke.index}: the send of consume-transform-produce member {op.process} "
+                               "names no input (its value's 'input' field, docs/chaos.md): a history recorded "
+                               "before that field; record it again")
 
 
 def _visible(final: Final) -> dict[str, tuple[str, int]]:
@@ -386,9 +399,10 @@ def _ctp(ops: list[Op], txns: dict[str, Txn], final: Final, by_value: dict[str, 
     # per group: each group consumes the input once (several groups may transform the same input)
     by_group: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for value in visible:
-        if ">" in value:
-            source, _, name = value.partition(">")
-            by_group[group_of.get(name.partition("#")[0], "")][source].append(value)
+        send, t = by_value.get(value), txn_of.get(value)
+        source = None if send is None else send.invoke.value.get("input")
+        if source is not None:
+            by_group[group_of.get(t.tid, "") if t is not None else ""][str(source)].append(value)
     for group, outputs in by_group.items():
         for source, outs in outputs.items():
             checked["duplicate"] += 1
@@ -427,7 +441,7 @@ def _groups(ops: list[Op], txns: dict[str, Txn]) -> dict[str, str]:
               if op.f == "poll" and op.invoke.value.get("group")}
     known = set(group_of.values()) | set(polled.values())
     for t in txns.values():
-        if t.tid not in group_of and any(">" in str(s.invoke.value.get("value")) for s in t.sends):
+        if t.tid not in group_of and any("input" in s.invoke.value for s in t.sends):
             group_of[t.tid] = polled.get(t.process, next(iter(known)) if len(known) == 1 else "")
     return group_of
 

@@ -148,16 +148,19 @@ def _end(log: Log, producer: Any, how: str, txn: str) -> str:
     return "unknown"
 
 
-def _sends(log: Log, producer: Any, txn: str, writes: list[tuple[str, int, str]]) -> bool:
-    """Produce ``writes`` and flush; each send is one op completed by its delivery report. True: all acked."""
+def _sends(log: Log, producer: Any, txn: str, writes: list[tuple[str, int, str]],
+           inputs: list[str] | None = None) -> bool:
+    """Produce ``writes`` and flush; each send is one op completed by its delivery report. True: all acked.
+    ``inputs``: the input record's value each write transforms (consume-transform-produce), logged as ``input``."""
     results: dict[str, tuple[Any, Any]] = {}
     calls: dict[str, int] = {}
 
     def report(err: Any, msg: Any) -> None:
         results[msg.value().decode()] = (err, msg.offset())
 
-    for topic, partition, value in writes:
-        calls[value] = log.invoke("send", {"topic": topic, "partition": partition, "value": value, "txn": txn})
+    for i, (topic, partition, value) in enumerate(writes):
+        calls[value] = log.invoke("send", {"topic": topic, "partition": partition, "value": value, "txn": txn,
+                                           **({"input": inputs[i]} if inputs is not None else {})})
         try:
             producer.produce(topic, value.encode(), partition=partition, on_delivery=report)
         except Exception as exc:
@@ -283,7 +286,7 @@ def run_ctp(spec: dict[str, Any], log: Log) -> int:
                 log.done(call, "fail", "begin", {}, error_name(exc))
                 return 0
             writes = [(spec["topic"], rng.randrange(spec["partitions"]), f"{_text(m)}>{txn}") for m in msgs]
-            acked = _sends(log, producer, txn, writes)
+            acked = _sends(log, producer, txn, writes, [_text(m) for m in msgs])
             positions: dict[tuple[str, int], int] = {}
             for m in msgs:
                 positions[(str(m.topic()), int(m.partition() or 0))] = int(m.offset() or 0) + 1

@@ -13,9 +13,10 @@ What it models
 
     ============  ==========================================================================================
     ``init``      ``{"tid", "instance"}``: ``init_transactions``
-    ``begin``     ``{"tid", "instance", "txn"}``: ``begin_transaction``; ``txn`` numbers the instance's
-                  transactions from 0; a transaction is named ``"{tid}#{instance}.{txn}"``
-    ``send``      ``{"topic", "partition", "value", "txn"?}``; completion adds ``"offset"`` (delivery report)
+    ``begin``     ``{"tid", "instance", "txn"}``: ``begin_transaction``; ``txn`` names the transaction
+                  (``"{tid}#{instance}.{n}"``, for people: the checkers take ``tid`` and ``instance`` from here)
+    ``send``      ``{"topic", "partition", "value", "txn"?, "input"?}``; ``input``: the consumed record's value a
+                  consume-transform-produce output transforms; completion adds ``"offset"`` (delivery report)
     ``offsets``   ``{"txn", "group", "offsets": {"topic/partition": offset}}``: ``send_offsets_to_transaction``
     ``commit``    ``{"txn"}``: ``commit_transaction``;   ``abort``: ``{"txn"}``: ``abort_transaction``
     ``poll``      ``{"group"?, "records": [[topic, partition, offset, value], ...]}`` in poll order
@@ -44,11 +45,12 @@ EventType = Literal["invoke", "ok", "fail", "info"]
 TYPES: tuple[str, ...] = ("invoke", "ok", "fail", "info")
 CALLS: tuple[str, ...] = ("init", "begin", "send", "offsets", "commit", "abort", "poll", "seek", "read", "committed")
 FAULTS: tuple[str, ...] = ("kill", "pause", "network", "client", "timeout", "member")
-NEMESIS = "nemesis"  # the node faults; "nemesis-clients": the client faults, which never wait for a node
+NEMESIS = "nemesis"  # the node faults
+NEMESIS_CLIENTS = "nemesis-clients"  # the client faults, which never wait for a node
 
 
 def is_nemesis(process: str) -> bool:
-    return process.startswith(NEMESIS)
+    return process in (NEMESIS, NEMESIS_CLIENTS)
 
 
 class HistoryError(ValueError):

@@ -47,7 +47,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from txnspec.audit.chaos.anomalies import Final, Txn, fates, final_reads
 from txnspec.audit.chaos.history import Event, Op, pair
@@ -59,6 +59,16 @@ NODE_BUDGET = 200_000
 SEGMENT = 64  # records and markers after which a settled log prefix is checked and dropped
 SPAN = 1_000_000  # epochs per producer instance (a TV2 producer bumps its epoch once a transaction)
 COMMIT, ABORT = TransactionResult.COMMIT, TransactionResult.ABORT
+
+
+class Place(NamedTuple):
+    """Where the search stopped: an offset of a partition (``tp@offset``), or its end (``offset`` None)."""
+
+    tp: str
+    offset: int | None
+
+    def __str__(self) -> str:
+        return f"{self.tp} end" if self.offset is None else f"{self.tp}@{self.offset}"
 
 
 @dataclass(frozen=True)
@@ -105,7 +115,7 @@ class _Search:
         self.final, self.txns, self.writers, self.tv, self.budget = final, txns, writers, tv, budget
         self.tv_of = tv_of or {}  # a producer's own transaction version (librdkafka speaks the pre-KIP-890 EndTxn)
         self.nodes = 0
-        self.deepest: tuple[int, str, str, list[str]] = (-1, "", "", [])
+        self.deepest: tuple[int, Place | None, str, list[str]] = (-1, None, "", [])
         self.partitions = sorted(final.uncommitted)
         self.senders: dict[str, set[int]] = {}  # partition -> producer ids that invoked a send to it
         self.by_pid: dict[str, dict[int, list[tuple[int, str | None]]]] = {}
@@ -117,7 +127,7 @@ class _Search:
                     tp = f"{s.invoke.value['topic']}/{s.invoke.value['partition']}"
                     self.senders.setdefault(tp, set()).add(w.producer_id)
 
-    def fail(self, depth: int, where: str, why: str, path: list[str]) -> None:
+    def fail(self, depth: int, where: Place, why: str, path: list[str]) -> None:
         if depth > self.deepest[0]:
             self.deepest = (depth, where, why, list(path))
 
@@ -160,7 +170,7 @@ class _Search:
                 extra, missing = sorted(seen - shown), sorted(shown - seen)
                 held = [f"{self.writers[log[first]].txn} from offset {first}" for first, _ in state.ongoing
                         if first in log]
-                self.fail(depth + offset, f"{tp} end" if offset == end else f"{tp}@{offset}",
+                self.fail(depth + offset, Place(tp, None if offset == end else offset),
                           f"the spec's read_committed fetch of offsets {start}..{offset - 1} returns "
                           f"{len(shown)} records; the consumer read {len(seen)} (read but not allowed: {extra[:3]}, "
                           f"allowed but not read: {missing[:3]}"
@@ -174,7 +184,7 @@ class _Search:
             value = log[offset]
             w = self.writers.get(value)
             if w is None:
-                self.fail(depth + offset, f"{tp}@{offset}", f"{value!r} was sent by no client of the history", path)
+                self.fail(depth + offset, Place(tp, offset), f"{value!r} was sent by no client of the history", path)
                 return
             epoch = self.data_epoch(state, w) if w.transactional else 0
             after, answer = append_data(state, w.producer_id, epoch, w.sequence, 1, w.transactional,
@@ -183,7 +193,7 @@ class _Search:
                 why = answer.error.name if answer.error is not Errors.NONE else (
                     f"the spec answers it as a duplicate at offset {answer.base_offset}" if answer.duplicate
                     else f"the spec appends it at {answer.base_offset}")
-                self.fail(depth + offset, f"{tp}@{offset}", f"{value!r} of {w.txn or 'an idempotent producer'}: {why}",
+                self.fail(depth + offset, Place(tp, offset), f"{value!r} of {w.txn or 'an idempotent producer'}: {why}",
                           path)
                 return
             state, offset = after, offset + 1
@@ -229,7 +239,7 @@ class _Search:
                 tried = True
                 yield from self.apply(tp, offset, end, state, decisions, depth, path, pid, result, {})
         if not tried:
-            self.fail(depth + offset, f"{tp}@{offset}", "a control batch no producer's marker fits: no open "
+            self.fail(depth + offset, Place(tp, offset), "a control batch no producer's marker fits: no open "
                       "transaction whose outcome and read_committed visibility allow it", path)
 
     def next_record(self, tp: str, pid: int, offset: int) -> tuple[int, str | None] | None:
@@ -263,7 +273,7 @@ class _Search:
         epoch = current + 1 if tv >= 2 else max(current, 0)
         after, answer = append_end_txn_marker(state, pid, epoch, 0, result, tv)
         if answer.error is not Errors.NONE:
-            self.fail(depth + offset, f"{tp}@{offset}", f"a {result.value} marker of producer {pid}: "
+            self.fail(depth + offset, Place(tp, offset), f"a {result.value} marker of producer {pid}: "
                       f"{answer.error.name}", path)
             return
         path.append(f"{tp}@{offset}: {result.value} marker of producer {pid}"
@@ -300,10 +310,9 @@ def writers_of(ops: list[Op], txns: dict[str, Txn]) -> dict[str, Writer]:
     return out
 
 
-def _event_at(where: str, final: Final, ops: list[Op]) -> int | None:
-    """The history event of ``partition@offset``: the invoke of the send of the value read there."""
-    tp, _, offset = where.partition("@")
-    value = final.uncommitted.get(tp, {}).get(int(offset)) if offset.isdigit() else None
+def _event_at(where: Place | None, final: Final, ops: list[Op]) -> int | None:
+    """The history event at ``where``: the invoke of the send of the value read there."""
+    value = None if where is None or where.offset is None else final.uncommitted.get(where.tp, {}).get(where.offset)
     for op in ops:
         if op.f == "send" and value is not None and op.invoke.value.get("value") == value:
             return int(op.invoke.index)
@@ -367,6 +376,7 @@ def validate(events: list[Event], transaction_version: int, budget: int = NODE_B
     _, where, why, closest = search.deepest
     if "error" in outcome:
         why = f"the search failed ({outcome['error']})"
-    return Verdict(False, complete, len(search.partitions), records, markers, search.nodes, seconds, where,
+    return Verdict(False, complete, len(search.partitions), records, markers, search.nodes, seconds,
+                   "" if where is None else str(where),
                    why if complete else f"inconclusive: the search's budget of {budget:,} nodes ran out ({why})",
                    closest, event=_event_at(where, final, ops))

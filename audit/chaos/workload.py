@@ -47,7 +47,7 @@ from txnspec.audit.chaos.faults import DELAY_MS, Fault, find_role
 SHAPE = {"producers": 2, "java_producers": 1, "ctp": 2, "java_ctp": 2, "output_partitions": 3, "input_partitions": 3,
          "input_rate": 15}
 JAVA_DIR = Path(__file__).resolve().parent / "java"
-JAVA_SOURCES = (JAVA_DIR / "ChaosProducer.java", JAVA_DIR / "ChaosCtp.java")
+JAVA_SOURCES = (JAVA_DIR / "ChaosClient.java", JAVA_DIR / "ChaosProducer.java", JAVA_DIR / "ChaosCtp.java")
 JAVA_HEAP = "96m"
 OUTPUT, INPUT, GROUP = "chaos-out", "chaos-in", "chaos-group"
 JAVA_GROUP = "chaos-jgroup"  # the Java members' own group: the same input, consumed and transformed a second time
@@ -88,7 +88,7 @@ class Run:
         from txnspec.audit.chaos.client import Log
 
         self.nemesis = Log(self.hist_dir / "nemesis.jsonl", hist.NEMESIS)
-        self.nemesis_clients = Log(self.hist_dir / "nemesis-clients.jsonl", f"{hist.NEMESIS}-clients")
+        self.nemesis_clients = Log(self.hist_dir / "nemesis-clients.jsonl", hist.NEMESIS_CLIENTS)
         self.spawned = 0
         self.lock = threading.Lock()  # the nemesis thread and the supervisor both start instances
 

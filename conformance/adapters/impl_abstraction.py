@@ -27,19 +27,19 @@ from txnspec.conformance import abstraction as ab
 from txnspec.conformance.adapters.impl_messages import Names
 
 # nothing of a cluster at transaction version >= 1 is held otherwise than in the spec's abstraction
-DIFFERENCES: dict[str, str] = {}
+DIFFERENCES: dict[ab.PathPattern | str, str] = {}
 
 
 # what a version-0 transaction log value (server transaction version 0) does not hold
-UNTAGGED_LOG: dict[str, str] = {
-    f"txn_log.*.{field}": "a version-0 transaction log value (the cluster at transaction version 0) has no previous "
-                          "or next producer id nor client transaction version (tagged fields of version 1, "
-                          "TransactionLog.valueToBytes); the spec keeps the whole transit and drops them when it "
-                          "loads the log (spec/txn_loading.py load_from_log)"
+UNTAGGED_LOG: dict[ab.PathPattern | str, str] = {
+    ("txn_log", ab.ANY, field): "a version-0 transaction log value (the cluster at transaction version 0) has no "
+                                "previous or next producer id nor client transaction version (tagged fields of "
+                                "version 1, TransactionLog.valueToBytes); the spec keeps the whole transit and drops "
+                                "them when it loads the log (spec/txn_loading.py load_from_log)"
     for field in ("prev_producer_id", "next_producer_id", "transaction_version")}
 
 
-def differences(server_transaction_version: int) -> dict[str, str]:
+def differences(server_transaction_version: int) -> dict[ab.PathPattern | str, str]:
     """The table of :data:`DIFFERENCES` for a cluster at ``server_transaction_version``."""
     return {**DIFFERENCES, **(UNTAGGED_LOG if server_transaction_version < 1 else {})}
 

@@ -45,7 +45,7 @@ import json
 from typing import Any
 
 import txnspec.conformance.adapters.impl_consumer_group as consumer_group
-from txnspec.conformance.abstraction import AbstractState
+from txnspec.conformance.abstraction import AbstractState, PathPattern
 from txnspec.conformance.adapters.impl_abstraction import DIFFERENCES, differences, of_cluster
 from txnspec.conformance.adapters.impl_classic_group import GroupMembers
 from txnspec.conformance.adapters.impl_faults import FaultSteps
@@ -479,7 +479,7 @@ class ImplAdapter(FaultSteps):
                 "sent": sorted((compared_json(m) for m in expected.get("sent", [])),
                                key=lambda m: json.dumps(m, sort_keys=True))}
 
-    abstraction_differences: dict[str, str] = DIFFERENCES  # the reset sets the table of its cluster
+    abstraction_differences: dict[PathPattern | str, str] = DIFFERENCES  # the reset sets the table of its cluster
 
     def abstract_state(self) -> AbstractState:
         """The implementation's state as the spec's abstraction (:mod:`.impl_abstraction`)."""

@@ -10,7 +10,8 @@
 // offset; 6. KIP-447: a member's group metadata from before a rebalance is stale: a transaction sending offsets
 // with it must fail (CommitFailedException), with the current metadata it commits; 7. a read_committed reader
 // reads the output. The last line is RESULT {json}; exit 0 when the output is each input transformed exactly
-// once, no zombie record, the group offset at 10, the zombie fenced and the stale generation refused.
+// once, no zombie record, the group offset at 10, the zombie fenced and the stale generation refused. What the
+// harnesses share is Harness.java's.
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -19,7 +20,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import org.apache.kafka.clients.admin.Admin;
-import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -28,7 +28,6 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
-import org.apache.kafka.common.serialization.StringSerializer;
 
 public class TxnHarness {
     static final int INPUTS = 10;
@@ -36,13 +35,11 @@ public class TxnHarness {
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0], run = args[1];
         String in = "in-" + run, out = "out-" + run, group = "g-" + run, tid = "ctp-" + run;
-        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
-            admin.createTopics(List.of(new NewTopic(in, 1, (short) 1), new NewTopic(out, 1, (short) 1))).all().get();
-        }
-        try (KafkaProducer<String, String> plain = new KafkaProducer<>(producerProps(bootstrap, null))) {
+        Harness.createTopics(bootstrap, in, out);
+        try (KafkaProducer<String, String> plain = new KafkaProducer<>(Harness.producerProps(bootstrap, null))) {
             for (int i = 0; i < INPUTS; i++) plain.send(new ProducerRecord<>(in, 0, null, "v" + i)).get();
         }
-        KafkaProducer<String, String> a = new KafkaProducer<>(producerProps(bootstrap, tid));
+        KafkaProducer<String, String> a = new KafkaProducer<>(Harness.producerProps(bootstrap, tid));
         a.initTransactions();
         KafkaConsumer<String, String> consumerA = consumer(bootstrap, group, in);
         int processed = transform(a, consumerA, out, 4);
@@ -50,7 +47,7 @@ public class TxnHarness {
         a.send(new ProducerRecord<>(out, 0, null, "zombie")).get();
         consumerA.close();
 
-        KafkaProducer<String, String> b = new KafkaProducer<>(producerProps(bootstrap, tid));
+        KafkaProducer<String, String> b = new KafkaProducer<>(Harness.producerProps(bootstrap, tid));
         b.initTransactions();
         String zombie = "committed";
         try {
@@ -67,7 +64,7 @@ public class TxnHarness {
 
         String[] generation = staleGeneration(bootstrap, group, in, "gen-" + run);
 
-        List<String> output = readCommitted(bootstrap, out);
+        List<String> output = Harness.readCommitted(bootstrap, out, 15_000);
         long committed;
         try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
             OffsetAndMetadata om = admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get()
@@ -80,7 +77,7 @@ public class TxnHarness {
         Collections.sort(sorted, (x, y) -> Integer.compare(Integer.parseInt(x.substring(1)), Integer.parseInt(y.substring(1))));
         boolean ok = sorted.equals(expected) && committed == INPUTS && !zombie.equals("committed")
                 && !generation[0].equals("committed") && generation[1].equals("committed");
-        System.out.println("RESULT {\"output\": " + json(output) + ", \"committed_offset\": " + committed
+        System.out.println("RESULT {\"output\": " + Harness.json(output) + ", \"committed_offset\": " + committed
                 + ", \"zombie_commit\": \"" + zombie + "\", \"stale_generation_commit\": \"" + generation[0]
                 + "\", \"current_generation_commit\": \"" + generation[1] + "\", \"processed\": " + processed
                 + ", \"ok\": " + ok + "}");
@@ -123,7 +120,7 @@ public class TxnHarness {
         }
         Map<TopicPartition, OffsetAndMetadata> offsets = Map.of(new TopicPartition(topic, 0), new OffsetAndMetadata(INPUTS));
         String[] outcome = new String[2];
-        try (KafkaProducer<String, String> producer = new KafkaProducer<>(producerProps(bootstrap, tid))) {
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(Harness.producerProps(bootstrap, tid))) {
             producer.initTransactions();
             ConsumerGroupMetadata[] tried = {stale, first.groupMetadata()};
             for (int i = 0; i < 2; i++) {
@@ -143,26 +140,6 @@ public class TxnHarness {
         return outcome;
     }
 
-    static List<String> readCommitted(String bootstrap, String topic) {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", bootstrap);
-        p.put("isolation.level", "read_committed");
-        p.put("key.deserializer", StringDeserializer.class.getName());
-        p.put("value.deserializer", StringDeserializer.class.getName());
-        List<String> values = new ArrayList<>();
-        try (KafkaConsumer<String, String> reader = new KafkaConsumer<>(p)) {
-            TopicPartition tp = new TopicPartition(topic, 0);
-            reader.assign(List.of(tp));
-            reader.seekToBeginning(List.of(tp));
-            long end = reader.endOffsets(List.of(tp)).get(tp);
-            long deadline = System.currentTimeMillis() + 15_000;
-            while (reader.position(tp) < end && System.currentTimeMillis() < deadline) {
-                for (ConsumerRecord<String, String> r : reader.poll(Duration.ofMillis(200))) values.add(r.value());
-            }
-        }
-        return values;
-    }
-
     static KafkaConsumer<String, String> consumer(String bootstrap, String group, String topic) {
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
@@ -176,23 +153,5 @@ public class TxnHarness {
         KafkaConsumer<String, String> c = new KafkaConsumer<>(p);
         c.subscribe(List.of(topic));
         return c;
-    }
-
-    static Properties producerProps(String bootstrap, String transactionalId) {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", bootstrap);
-        p.put("key.serializer", StringSerializer.class.getName());
-        p.put("value.serializer", StringSerializer.class.getName());
-        p.put("acks", "all");
-        p.put("enable.idempotence", "true");
-        p.put("max.block.ms", "30000");
-        if (transactionalId != null) p.put("transactional.id", transactionalId);
-        return p;
-    }
-
-    static String json(List<String> values) {
-        StringBuilder sb = new StringBuilder("[");
-        for (int i = 0; i < values.size(); i++) sb.append(i == 0 ? "" : ", ").append('"').append(values.get(i)).append('"');
-        return sb.append(']').toString();
     }
 }

@@ -16,32 +16,22 @@
 //    holds nothing prepared (a 4.4 coordinator would answer KeepPreparedTxn with UNSUPPORTED_VERSION anyway).
 // 4. D (same transactional.id) initTransactions(): fences B and aborts the in-doubt transaction.
 // 5. B completes its prepared state: fenced. 6. a read_committed reader reads the output.
-// The last line is RESULT {json}; exit 0 when every step behaved as Kafka 4.4 does.
+// The last line is RESULT {json}; exit 0 when every step behaved as Kafka 4.4 does. What the harnesses share is
+// ../java/Harness.java's (compiled with this file).
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.TimeUnit;
-import org.apache.kafka.clients.admin.Admin;
-import org.apache.kafka.clients.admin.NewTopic;
-import org.apache.kafka.clients.consumer.ConsumerRecord;
-import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
-import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.serialization.StringDeserializer;
-import org.apache.kafka.common.serialization.StringSerializer;
 
 public class TwoPhaseHarness {
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0], run = args[1];
         String out = "out2pc-" + run, tidA = "tpa-" + run, tidB = "tpb-" + run;
-        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
-            admin.createTopics(List.of(new NewTopic(out, 1, (short) 1))).all().get();
-        }
+        Harness.createTopics(bootstrap, out);
         KafkaProducer<String, String> a = new KafkaProducer<>(producerProps(bootstrap, tidA));
         a.initTransactions();
         a.beginTransaction();
@@ -92,7 +82,7 @@ public class TwoPhaseHarness {
         String zombie = complete(b, stateB);
         b.close(Duration.ofSeconds(5));
 
-        List<String> output = readCommitted(bootstrap, out);
+        List<String> output = Harness.readCommitted(bootstrap, out, 20_000);
         // Kafka 4.4.0's client never sends Enable2Pc or KeepPreparedTxn (its InitProducerId request leaves them
         // false): C's initTransactions(true) is an ordinary one, which fences B and aborts the in-doubt
         // transaction, and C holds nothing prepared. A client that sends KeepPreparedTxn gets UNSUPPORTED_VERSION
@@ -106,7 +96,7 @@ public class TwoPhaseHarness {
                 + "\", \"mismatching_complete\": \"" + mismatching + "\", \"send_while_prepared\": \""
                 + sendWhilePrepared + "\", \"init_keep_prepared\": \"" + keep + "\", \"kept_complete\": \""
                 + keptCompletion + "\", \"fencing_init\": \"" + fence + "\", \"crashed_complete\": \"" + zombie
-                + "\", \"output\": " + json(output) + "}");
+                + "\", \"output\": " + Harness.json(output) + "}");
         System.exit(ok ? 0 : 1);
     }
 
@@ -176,42 +166,8 @@ public class TwoPhaseHarness {
     }
 
     static Properties producerProps(String bootstrap, String transactionalId) {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", bootstrap);
-        p.put("key.serializer", StringSerializer.class.getName());
-        p.put("value.serializer", StringSerializer.class.getName());
-        p.put("acks", "all");
-        p.put("enable.idempotence", "true");
-        p.put("max.block.ms", "30000");
-        p.put("transactional.id", transactionalId);
+        Properties p = Harness.producerProps(bootstrap, transactionalId);
         p.put("transaction.two.phase.commit.enable", "true");
         return p;
-    }
-
-    static List<String> readCommitted(String bootstrap, String topic) {
-        Properties c = new Properties();
-        c.put("bootstrap.servers", bootstrap);
-        c.put("key.deserializer", StringDeserializer.class.getName());
-        c.put("value.deserializer", StringDeserializer.class.getName());
-        c.put("isolation.level", "read_committed");
-        c.put("enable.auto.commit", "false");
-        List<String> values = new ArrayList<>();
-        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(c)) {
-            TopicPartition tp = new TopicPartition(topic, 0);
-            consumer.assign(List.of(tp));
-            consumer.seekToBeginning(List.of(tp));
-            long end = consumer.endOffsets(List.of(tp)).get(tp);
-            long deadline = System.currentTimeMillis() + 20000;
-            while (consumer.position(tp) < end && System.currentTimeMillis() < deadline) {
-                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) values.add(r.value());
-            }
-        }
-        return values;
-    }
-
-    static String json(List<String> values) {
-        StringBuilder sb = new StringBuilder("[");
-        for (int i = 0; i < values.size(); i++) sb.append(i == 0 ? "" : ", ").append('"').append(values.get(i)).append('"');
-        return sb.append(']').toString();
     }
 }

@@ -68,7 +68,7 @@ def clean() -> Builder:
     b.call("ctp-0#0", "poll", {"group": "g"}, result={"records": [[IN, 0, 0, "in-0"]]})
     name = "chaos-c0#0.0"
     b.call("ctp-0#0", "begin", {"tid": "chaos-c0", "instance": 0, "txn": name})
-    b.call("ctp-0#0", "send", {"topic": OUT, "partition": 1, "value": f"in-0>{name}", "txn": name},
+    b.call("ctp-0#0", "send", {"topic": OUT, "partition": 1, "value": f"in-0>{name}", "txn": name, "input": "in-0"},
            result={"offset": 2})
     b.call("ctp-0#0", "offsets", {"txn": name, "group": "g", "offsets": {f"{IN}/0": 1}})
     b.call("ctp-0#0", "commit", {"txn": name})
@@ -136,12 +136,22 @@ def test_duplicate_in_a_read_and_a_twice_processed_input() -> None:
     _read(b, "read_committed")["records"].append([OUT, 0, 4, "chaos-p0#0.0/0"])
     assert "duplicate" in kinds(b)
     b = clean()
-    b.call("ctp-1#0", "send", {"topic": OUT, "partition": 0, "value": "in-0>chaos-c1#0.0", "txn": "chaos-c1#0.0"},
-           result={"offset": 4})
+    b.call("ctp-1#0", "send", {"topic": OUT, "partition": 0, "value": "in-0>chaos-c1#0.0", "txn": "chaos-c1#0.0",
+                               "input": "in-0"}, result={"offset": 4})
     b.call("ctp-1#0", "commit", {"txn": "chaos-c1#0.0"})
     _read(b, "read_committed")["records"].append([OUT, 0, 4, "in-0>chaos-c1#0.0"])
     found, _ = anomalies.check(b.history())
     assert any(a.kind == "duplicate" and "2 committed outputs" in a.detail for a in found)
+
+
+def test_an_output_is_tied_to_its_input_by_the_sends_input_field_never_by_its_value() -> None:
+    b = clean()
+    send = next(e for e in b.events if e["f"] == "send" and e["value"].get("input"))
+    send["value"]["input"] = "in-1"  # the same value text, another input: in-0 now has no output, in-1 one
+    assert {"offsets_without_output"} <= kinds(b)
+    del send["value"]["input"]  # a history recorded before the field: refused, not judged without it
+    with pytest.raises(history.HistoryError, match="names no input"):
+        anomalies.check(b.history())
 
 
 def test_aborted_read_g1a() -> None:
@@ -385,12 +395,16 @@ def test_the_command_exits_0_1_2_on_saved_histories_and_bad_arguments(tmp_path: 
         _drop(b, "read_committed", v)
     history.save(b.history(), lost_file)
     broken.write_text('{"time": 1, "process": "p", "type": "ok", "f": "bogus"}\n')
+    old = clean()
+    del next(e for e in old.events if e["f"] == "send" and e["value"].get("input"))["value"]["input"]
+    history.save(old.history(), old_file := tmp_path / "old.jsonl")
     html = tmp_path / "page.html"
     assert main(["chaos", "--check-history", str(clean_file), "--html-out", str(html)]) == 0
     assert "explained by the spec" in capsys.readouterr().out and "<svg" in html.read_text()
     assert main(["chaos", "--check-history", str(lost_file)]) == 1
     assert "lost_write" in capsys.readouterr().out
     for argv, says in ((["--check-history", str(broken)], "unknown f"),
+                       (["--check-history", str(old_file)], "no input"),
                        (["--check-history", str(tmp_path / "none.jsonl")], "does not exist"),
                        (["--seconds", "5"], "--seconds 5"), (["--faults", "kill,partition"], "partition"),
                        (["--broker", "redpanda"], "redpanda"), (["--broker", "noida", "--faults", "network"], "proxy"),

@@ -80,7 +80,7 @@ def g1c() -> Builder:
     b.call("ctp-0#0", "init", {"tid": "chaos-c0", "instance": 0})
     b.call("ctp-0#0", "poll", {"group": "g"}, result={"records": [[OUT, 0, 2, f"{a}/0"]]})
     _begin(b, "ctp-0#0", "chaos-c0", c)
-    b.call("ctp-0#0", "send", {"topic": OUT, "partition": 0, "value": f"{a}/0>{c}", "txn": c},
+    b.call("ctp-0#0", "send", {"topic": OUT, "partition": 0, "value": f"{a}/0>{c}", "txn": c, "input": f"{a}/0"},
            result={"offset": 0})
     b.call("ctp-0#0", "commit", {"txn": c})
     _reads(b, {(0, 0): f"{a}/0>{c}", (0, 2): f"{a}/0"})

@@ -29,7 +29,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from txnspec.checker.model import Model, Property
+from txnspec.checker.model import Label, Model, Property
 
 
 def counter(limit: int, *, bad_at: int | None = None, wish: int | None = None) -> Model[int]:
@@ -41,7 +41,7 @@ def counter(limit: int, *, bad_at: int | None = None, wish: int | None = None) -
     return Model(
         name=f"counter[{limit}]",
         init_states=lambda: [0],
-        next_steps=lambda n: [(f"inc({n})", n + 1)] if n < limit else [],
+        next_steps=lambda n: [(Label("inc", (n,)), n + 1)] if n < limit else [],
         properties=props,
         is_final=lambda n: n == limit,
         describe_state=lambda n: f"n={n}",

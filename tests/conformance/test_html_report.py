@@ -25,7 +25,7 @@ from txnspec.checker.html import render_page
 from txnspec.checker.language import language_difference
 from txnspec.cli import main
 from txnspec.cli.diff import summarise
-from txnspec.cli.html_report import audit_page, conform_page, diagram_event, diff_page
+from txnspec.cli.html_report import audit_page, conform_page, diagram_event, diff_page, notes_of
 from txnspec.conformance.generate import random_walk
 from txnspec.spec.model import build_model
 from txnspec.spec.observe import projection
@@ -64,10 +64,10 @@ def test_a_step_of_the_system_model_as_a_diagram_event() -> None:
     state = next(iter(model.init_states()))
     steps = list(model.next_steps(state))
     (action, after), = steps
-    event = diagram_event(action, state, after, model.describe_state)
+    event = diagram_event(action, state, after, notes_of(model))
     assert (event.source, event.target, event.label) == ("producer-0", "producer-0", "initTransactions()")
     (deliver, later), = [s for s in model.next_steps(after) if str(s[0]).startswith("deliver")]
-    event = diagram_event(deliver, after, later, model.describe_state)
+    event = diagram_event(deliver, after, later, notes_of(model))
     assert (event.source, event.target) == ("producer-0", "coordinator")
     assert event.label == "InitProducerId(t1, pid=-1, epoch=-1)"
     assert event.notes == ("coordinator[t1]: Empty pid=0 epoch=0 partitions=[]",)

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from txnspec.conformance.abstraction import compare, of_spec
+from txnspec.conformance.abstraction import ANY, compare, of_spec
 from txnspec.conformance.adapters.impl_adapter import ImplAdapter
 from txnspec.conformance.adapters.spec_adapter import SpecAdapter
 from txnspec.conformance.generate import random_walk
@@ -136,7 +136,10 @@ def test_the_abstraction_compares_every_component_of_the_spec() -> None:
     edited = {**abstract, "partitions": {**abstract["partitions"],
                                          "p0": {**abstract["partitions"]["p0"], "lso": 4}}}
     assert compare(abstract, edited) == "partitions[p0].lso: spec 0, impl 4"
-    assert compare(abstract, edited, {"partitions.*.lso": "reason"}) is None
+    assert compare(abstract, edited, {("partitions", ANY, "lso"): "reason"}) is None
+    assert compare(abstract, edited, {("partitions", "p1", "lso"): "reason"}) is not None
+    with pytest.raises(ValueError, match=r"'partitions.\*.lso' is not a component .* a tuple"):
+        compare(abstract, edited, {"partitions.*.lso": "reason"})  # a path is data, never a text to split
 
 
 def test_trace_mutants_are_all_killed_on_both_adapters() -> None:

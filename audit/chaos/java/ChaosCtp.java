@@ -5,7 +5,9 @@
 // partition, the consumed positions go in with sendOffsetsToTransaction(offsets, consumer.groupMetadata())
 // (KIP-447: the group's generation fences a zombie member), then commit (85 in 100) or abort; after an abort or a
 // failed commit the consumer seeks back to the group's committed offsets. The same JSON Lines events as
-// audit/chaos/client.py's ctp role: poll, seek (assigned, abort), init, begin, send, offsets, commit, abort.
+// audit/chaos/client.py's ctp role: poll, seek (assigned, abort), init, begin, send, offsets, commit, abort
+// (each output's send names its input record's value, "input"). The events, the producer's configuration and its
+// calls are ChaosClient's (shared with ChaosProducer).
 //
 //   java -cp <kafka classpath>:<classes> ChaosCtp BOOTSTRAP TID INSTANCE INPUT OUTPUT PARTITIONS GROUP SEED
 //        DEADLINE TXN_TIMEOUT_MS PROCESS LOG
@@ -18,26 +20,21 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.Random;
 import java.util.Set;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
-import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
-import org.apache.kafka.common.serialization.StringSerializer;
 
 public class ChaosCtp {
     static String tp(TopicPartition p) {
-        return ChaosProducer.q(p.topic() + "/" + p.partition());
+        return ChaosClient.q(p.topic() + "/" + p.partition());
     }
 
     public static void main(String[] args) throws Exception {
@@ -45,8 +42,7 @@ public class ChaosCtp {
         int instance = Integer.parseInt(args[2]), partitions = Integer.parseInt(args[5]);
         long seed = Long.parseLong(args[7]), txnTimeoutMs = Long.parseLong(args[9]);
         double deadline = Double.parseDouble(args[8]);
-        ChaosProducer.process = args[10];
-        ChaosProducer.log = new java.io.FileOutputStream(args[11], true);
+        ChaosClient.open(args[10], args[11]);
         Random rng = new Random(seed);
 
         Properties c = new Properties();
@@ -72,117 +68,72 @@ public class ChaosCtp {
             public void onPartitionsAssigned(Collection<TopicPartition> assigned) {
                 List<String> positions = new ArrayList<>();
                 for (TopicPartition p : assigned) positions.add(tp(p) + ": null");
-                int call = ChaosProducer.invoke("seek", "\"why\": \"assigned\"");
-                ChaosProducer.write(call, "ok", "seek", "\"positions\": {" + String.join(", ", positions) + "}", null);
+                int call = ChaosClient.invoke("seek", "\"why\": \"assigned\"");
+                ChaosClient.write(call, "ok", "seek", "\"positions\": {" + String.join(", ", positions) + "}", null);
             }
         });
 
-        Properties p = new Properties();
-        p.put("bootstrap.servers", bootstrap);
-        p.put("transactional.id", tid);
-        p.put("acks", "all");
-        p.put("enable.idempotence", "true");
-        p.put("transaction.timeout.ms", String.valueOf(txnTimeoutMs));
-        p.put("delivery.timeout.ms", String.valueOf(txnTimeoutMs - 1000));
-        p.put("request.timeout.ms", "3000");
-        p.put("max.block.ms", "10000");
-        p.put("linger.ms", "5");
-        p.put("key.serializer", StringSerializer.class.getName());
-        p.put("value.serializer", StringSerializer.class.getName());
-        KafkaProducer<String, String> producer = new KafkaProducer<>(p);
-        String who = "\"tid\": " + ChaosProducer.q(tid) + ", \"instance\": " + instance;
-        boolean ready = false;
-        while (!ready && ChaosProducer.now() < deadline) {
-            int call = ChaosProducer.invoke("init", who + ", \"client\": \"java\"");
-            try {
-                producer.initTransactions();
-                ChaosProducer.write(call, "ok", "init", "", null);
-                ready = true;
-            } catch (org.apache.kafka.common.errors.TimeoutException e) {
-                ChaosProducer.write(call, "info", "init", "\"class\": \"retriable\"", ChaosProducer.name(e));
-            } catch (KafkaException e) {
-                ChaosProducer.write(call, "fail", "init", "\"class\": \"fatal\"", ChaosProducer.name(e));
-                Runtime.getRuntime().halt(0);
-            }
-        }
+        KafkaProducer<String, String> producer = ChaosClient.producer(bootstrap, tid, txnTimeoutMs);
+        String who = ChaosClient.who(tid, instance);
+        boolean ready = ChaosClient.init(producer, who, deadline);
         int n = 0;
-        while (ready && ChaosProducer.now() < deadline) {
-            int pollCall = ChaosProducer.invoke("poll", "\"group\": " + ChaosProducer.q(group));
+        while (ready && ChaosClient.now() < deadline) {
+            int pollCall = ChaosClient.invoke("poll", "\"group\": " + ChaosClient.q(group));
             ConsumerRecords<String, String> msgs;
             try {
                 msgs = consumer.poll(Duration.ofMillis(500));
             } catch (KafkaException e) {
-                ChaosProducer.write(pollCall, "fail", "poll", "", ChaosProducer.name(e));
+                ChaosClient.write(pollCall, "fail", "poll", "", ChaosClient.name(e));
                 Thread.sleep(200);
                 continue;
             }
             List<String> recs = new ArrayList<>();
             Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
             for (ConsumerRecord<String, String> m : msgs) {
-                recs.add("[" + ChaosProducer.q(m.topic()) + ", " + m.partition() + ", " + m.offset() + ", "
-                    + ChaosProducer.q(m.value()) + "]");
+                recs.add("[" + ChaosClient.q(m.topic()) + ", " + m.partition() + ", " + m.offset() + ", "
+                    + ChaosClient.q(m.value()) + "]");
                 offsets.put(new TopicPartition(m.topic(), m.partition()), new OffsetAndMetadata(m.offset() + 1));
             }
-            ChaosProducer.write(pollCall, "ok", "poll", "\"records\": [" + String.join(", ", recs) + "]", null);
+            ChaosClient.write(pollCall, "ok", "poll", "\"records\": [" + String.join(", ", recs) + "]", null);
             if (msgs.isEmpty()) continue;
             String txn = tid + "#" + instance + "." + n++;
-            int call = ChaosProducer.invoke("begin", who + ", \"txn\": " + ChaosProducer.q(txn));
-            try {
-                producer.beginTransaction();
-                ChaosProducer.write(call, "ok", "begin", "", null);
-            } catch (KafkaException e) {
-                ChaosProducer.write(call, "fail", "begin", "", ChaosProducer.name(e));
-                break;
-            }
+            if (!ChaosClient.begin(producer, who, txn)) break;
             boolean acked = true;
             List<Future<RecordMetadata>> sent = new ArrayList<>();
             List<Integer> sendCalls = new ArrayList<>();
             for (ConsumerRecord<String, String> m : msgs) {
                 int part = rng.nextInt(partitions);
-                String value = m.value() + ">" + txn;
-                int s = ChaosProducer.invoke("send", "\"topic\": " + ChaosProducer.q(output) + ", \"partition\": " + part
-                    + ", \"value\": " + ChaosProducer.q(value) + ", \"txn\": " + ChaosProducer.q(txn));
-                try {
-                    sent.add(producer.send(new ProducerRecord<>(output, part, null, value)));
-                    sendCalls.add(s);
-                } catch (KafkaException e) {
-                    ChaosProducer.write(s, ChaosProducer.fatal(e) ? "fail" : "info", "send", "", ChaosProducer.name(e));
+                if (!ChaosClient.send(producer, output, part, m.value() + ">" + txn, txn,
+                                      ", \"input\": " + ChaosClient.q(m.value()), sent, sendCalls)) {
                     acked = false;
                     break;
                 }
             }
-            for (int j = 0; j < sent.size(); j++) {
-                try {
-                    RecordMetadata md = sent.get(j).get(txnTimeoutMs, TimeUnit.MILLISECONDS);
-                    ChaosProducer.write(sendCalls.get(j), "ok", "send", "\"offset\": " + md.offset(), null);
-                } catch (ExecutionException | TimeoutException e) {
-                    acked = false;
-                    ChaosProducer.write(sendCalls.get(j), "info", "send", "", ChaosProducer.name(e));
-                }
-            }
+            boolean reported = ChaosClient.delivered(sent, sendCalls, txnTimeoutMs);
+            acked = acked && reported;
             boolean sentOffsets = false;
             if (acked) {
                 List<String> o = new ArrayList<>();
                 for (Map.Entry<TopicPartition, OffsetAndMetadata> e : offsets.entrySet())
                     o.add(tp(e.getKey()) + ": " + e.getValue().offset());
-                int oc = ChaosProducer.invoke("offsets", "\"txn\": " + ChaosProducer.q(txn) + ", \"group\": "
-                    + ChaosProducer.q(group) + ", \"offsets\": {" + String.join(", ", o) + "}");
+                int oc = ChaosClient.invoke("offsets", "\"txn\": " + ChaosClient.q(txn) + ", \"group\": "
+                    + ChaosClient.q(group) + ", \"offsets\": {" + String.join(", ", o) + "}");
                 try {
                     producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
-                    ChaosProducer.write(oc, "ok", "offsets", "", null);
+                    ChaosClient.write(oc, "ok", "offsets", "", null);
                     sentOffsets = true;
                 } catch (org.apache.kafka.common.errors.TimeoutException e) {
-                    ChaosProducer.write(oc, "info", "offsets", "", ChaosProducer.name(e));
+                    ChaosClient.write(oc, "info", "offsets", "", ChaosClient.name(e));
                 } catch (KafkaException e) {
-                    ChaosProducer.write(oc, "fail", "offsets", "", ChaosProducer.name(e));
-                    if (ChaosProducer.fatal(e)) break;
+                    ChaosClient.write(oc, "fail", "offsets", "", ChaosClient.name(e));
+                    if (ChaosClient.fatal(e)) break;
                 }
             }
             String how = sentOffsets && rng.nextDouble() < 0.85 ? "commit" : "abort";
-            String outcome = ChaosProducer.end(producer, how, txn);
+            String outcome = ChaosClient.end(producer, how, txn);
             if (outcome.equals("fatal")) break;
             if (!outcome.equals("ok") || how.equals("abort")) {
-                if (how.equals("commit") && ChaosProducer.end(producer, "abort", txn).equals("fatal")) break;
+                if (how.equals("commit") && ChaosClient.end(producer, "abort", txn).equals("fatal")) break;
                 if (!rewind(consumer)) break;
             }
         }
@@ -193,7 +144,7 @@ public class ChaosCtp {
     static boolean rewind(KafkaConsumer<String, String> consumer) {
         Set<TopicPartition> assignment = consumer.assignment();
         if (assignment.isEmpty()) return true;
-        int call = ChaosProducer.invoke("seek", "\"why\": \"abort\"");
+        int call = ChaosClient.invoke("seek", "\"why\": \"abort\"");
         try {
             Map<TopicPartition, OffsetAndMetadata> committed = consumer.committed(assignment, Duration.ofSeconds(10));
             List<String> positions = new ArrayList<>();
@@ -203,11 +154,11 @@ public class ChaosCtp {
                 consumer.seek(p, offset);
                 positions.add(tp(p) + ": " + offset);
             }
-            ChaosProducer.write(call, "ok", "seek", "\"positions\": {" + String.join(", ", positions) + "}", null);
+            ChaosClient.write(call, "ok", "seek", "\"positions\": {" + String.join(", ", positions) + "}", null);
             return true;
         } catch (KafkaException e) {
             // the positions are unknown now: this instance ends and a new one starts from the committed offsets
-            ChaosProducer.write(call, "fail", "seek", "", ChaosProducer.name(e));
+            ChaosClient.write(call, "fail", "seek", "", ChaosClient.name(e));
             return false;
         }
     }
