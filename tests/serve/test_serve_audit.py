@@ -22,7 +22,8 @@ KILLED_IN_PROCESS = {"no-duplicate-check": "txn.Produce", "no-epoch-fencing": "t
                      "duplicate-check-last-batch-only": "produce.duplicate_within_last_5"}
 
 
-@pytest.mark.parametrize("tv", [2, 1])
+# TV1 with -m slow: tests/audit/test_audit_cli.py audits `--broker serve --transaction-version 1` in the default tier
+@pytest.mark.parametrize("tv", [2, pytest.param(1, marks=pytest.mark.slow)])
 def test_the_audit_holds_on_serve_at_both_levels(tv: int, capsys: pytest.CaptureFixture[str]) -> None:
     with ServerThread(transaction_version=tv) as server:
         status = main(["audit", "--broker", server.bootstrap, "--ops", "4", "--traces", "1", "--seed", "3",
