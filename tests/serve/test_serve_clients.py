@@ -151,7 +151,8 @@ def test_aiokafka_transactional_produce_and_read_committed(aiokafka_bootstrap: s
 
 
 @pytest.mark.skipif(shutil.which("javac") is None or shutil.which("mvn") is None, reason="needs a JDK and Maven")
-@pytest.mark.parametrize("tv", [2, pytest.param(1, marks=pytest.mark.slow)])
+@pytest.mark.slow  # the default tier runs it on three nodes (test_serve_nodes.py) and beside Kafka (test_audit_kafka)
+@pytest.mark.parametrize("tv", [2, 1])
 def test_the_java_client_consume_transform_produce_with_a_zombie_and_a_restart(tv: int) -> None:
     from txnspec.serve.java_harness import run_harness
 

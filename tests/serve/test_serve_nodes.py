@@ -165,10 +165,15 @@ def test_the_java_client_and_admin_on_three_nodes() -> None:
 
     with ServerThread(transaction_version=2, nodes=3) as server:
         result = run_harness(server.bootstrap)
+        served = server.call(lambda: {name: version for name, version in server.server.requests})
         assert run_harness(server.bootstrap, main="TxnAdmin") == JAVA_EXPECTED
     assert result["ok"], result
     assert result["output"] == [f"V{i}" for i in range(10)] and result["committed_offset"] == 10
     assert result["zombie_commit"] == "ProducerFencedException"
+    # as on one node (tests/serve/test_serve_clients.py, -m slow): TV2's path, KIP-447's refusal
+    assert (served.get("EndTxn"), "AddPartitionsToTxn" in served) == (5, False)
+    assert (result["stale_generation_commit"], result["current_generation_commit"]) == ("CommitFailedException",
+                                                                                        "committed")
 
 
 def test_nodes_options_are_checked() -> None:
