@@ -17,7 +17,7 @@ from kafka.protocol.consumer.group import HeartbeatRequest, HeartbeatResponse
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
-from test_serve_clients import QUIET, TIMEOUT, read_all
+from test_serve_clients import QUIET, TIMEOUT, read_all, read_to_the_end
 
 from txnspec.audit.connection import BrokerConnection
 from txnspec.serve.nodes import Nodes
@@ -145,8 +145,8 @@ def test_kafka_python_group_consumer_finds_its_coordinator_on_another_node(three
     group = next(g for g in (f"group-{i}" for i in range(50))
                  if three.call(lambda g=g: three.server.broker.nodes.group_coordinator(g)) != 0)
     consumer = KafkaConsumer("t", bootstrap_servers=three.bootstrap, group_id=group, auto_offset_reset="earliest",
-                             consumer_timeout_ms=8000, enable_auto_commit=False)
-    got = sorted(m.value for m in consumer)
+                             enable_auto_commit=False)
+    got = sorted(read_to_the_end(consumer, {"t": 6}))
     consumer.commit()
     consumer.close()
     assert got == sorted(f"k{i}".encode() for i in range(12))
