@@ -20,6 +20,10 @@ version librdkafka sends (:data:`CLIENT_TXN_OFFSET_COMMIT_VERSION`: below 6, so 
 ILLEGAL_GENERATION there). Which partition A keeps is the broker's assignor's choice: the rule reads it from A's
 assignment and asks the spec about that one.
 
+A broker whose ApiVersions lacks CreateTopics or ConsumerGroupHeartbeat (KIP-848's protocol) cannot run the
+rule: it is not checked, with a note naming what is not offered, at once (a consumer of the ``consumer`` protocol
+would otherwise wait :data:`WAIT_SECONDS` for an assignment that never comes).
+
 Left out: the Java client (whose TxnOffsetCommit v6 would answer STALE_MEMBER_EPOCH), a session timeout
 (45 s by default: the leave fences the member the same way, ``consumerGroupFenceMember`` either way), static
 members.
@@ -92,6 +96,9 @@ def run_member_epoch_rule(bootstrap: str, run: str) -> RuleResult:
         from confluent_kafka import KafkaException
     except ImportError:
         return RuleResult("client", RULE, DESCRIPTION, note="not checked: confluent-kafka is not installed")
+    missing = _not_offered(bootstrap)
+    if missing:
+        return RuleResult("client", RULE, DESCRIPTION, note=f"not checked: the broker does not offer {missing}")
     try:
         return _run(bootstrap, run)
     except KafkaException as exc:
@@ -99,6 +106,24 @@ def run_member_epoch_rule(bootstrap: str, run: str) -> RuleResult:
     except TimeoutError:  # an admin future (CreateTopics) never answered: librdkafka's mock cluster
         return RuleResult("client", RULE, DESCRIPTION, note="not checked: the broker did not answer the client's "
                                                             "admin request within 30 s")
+
+
+def _not_offered(bootstrap: str) -> str:
+    """The requests the rule needs that the broker's ApiVersions leaves out, named ("" when it offers them all,
+    or cannot be asked: the client's own error says why then)."""
+    from kafka.protocol.api_key import ApiKey
+
+    from txnspec.audit.connection import BrokerConnection, WireError
+    from txnspec.audit.report import BrokerUnavailable
+
+    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+    try:
+        conn = BrokerConnection(host.strip("[]"), int(port))
+    except (BrokerUnavailable, WireError, OSError, ValueError):
+        return ""
+    conn.close()
+    needed = (ApiKey.CreateTopics, ApiKey.ConsumerGroupHeartbeat)  # Kafka's ApiKeys.CREATE_TOPICS, ...
+    return " or ".join(key.name for key in needed if key not in conn.versions)
 
 
 def _run(bootstrap: str, run: str) -> RuleResult:

@@ -27,6 +27,11 @@ from txnspec.audit.trace_replay import (
     first_error_name,
 )
 
+# a new topic's readiness is polled finely (the same 10 s bound as RETRIES pauses): a KRaft broker hosts it a few
+# milliseconds after it is created, and a 0.25 s pause per topic was most of an audit's wall time on Kafka
+READY_POLL_SECONDS = 0.025
+READY_POLLS = round(RETRIES * PAUSE_SECONDS / READY_POLL_SECONDS)
+
 
 @dataclass
 class SocketTxnWire:
@@ -100,11 +105,11 @@ class SocketTxnWire:
         topic's leader in Metadata a moment before its replica manager hosts the partition."""
         self.leaders.update(self.create_topics(topics))
         for topic in topics:
-            for _ in range(RETRIES):
+            for _ in range(READY_POLLS):
                 got = self._fetch_once(topic, False, 0)
                 if not isinstance(got, str) or got not in RETRIABLE:
                     break
-                self.pause()
+                self.sleep(READY_POLL_SECONDS)
 
     def _call(self, conn: BrokerConnection, name: str, **fields: Any) -> Any:
         import kafka.protocol.consumer.fetch as fetch_mod
@@ -283,10 +288,10 @@ def socket_txn_wire(bootstrap: str) -> Iterator[SocketTxnWire]:
         leaders = {}
         for t in topics:
             leader = _metadata(admin, t)
-            for _ in range(RETRIES):  # a new cluster's controller may take a while with its first topic
+            for _ in range(READY_POLLS):  # a new cluster's controller may take a while with its first topic
                 if leader is not None:
                     break
-                time.sleep(PAUSE_SECONDS)
+                time.sleep(READY_POLL_SECONDS)
                 leader = _metadata(admin, t)
             if leader is None:
                 raise WireError(f"cannot create topic {t}")

@@ -311,6 +311,10 @@ RETRIABLE_COORDINATOR_ERRORS = frozenset({"COORDINATOR_LOAD_IN_PROGRESS", "COORD
 NOT_YET_LEADER = frozenset({"NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION", "LEADER_NOT_AVAILABLE"})
 COORDINATOR_RETRIES = 80   # resends of a request a coordinator answers retriably (0.25 s apart: 20 s)
 RETRY_PAUSE_SECONDS = 0.25
+# a new topic's readiness (in metadata, hosted by its leader) is polled finely within the same 20 s: a KRaft
+# broker takes milliseconds, and a 0.25 s pause per topic added seconds to each audit of Kafka
+READY_POLL_SECONDS = 0.025
+READY_POLLS = round(COORDINATOR_RETRIES * RETRY_PAUSE_SECONDS / READY_POLL_SECONDS)
 
 
 @dataclass
@@ -407,13 +411,13 @@ class SocketTransport:
                    "topic_data": [ProduceRequest.TopicProduceData(
                        name=topic, partition_data=[ProduceRequest.TopicProduceData.PartitionProduceData(
                            index=0, records=records)])]}
-        for _ in range(COORDINATOR_RETRIES):
+        for _ in range(READY_POLLS):
             response = self.conn.call(ProduceRequest, ProduceResponse, self.produce_version, **request)
             partition = response.responses[0].partition_responses[0]
             name = error_name(int(partition.error_code))
             if name not in NOT_YET_LEADER:  # a new partition's leader may not host it yet: a client retries
                 break
-            time.sleep(RETRY_PAUSE_SECONDS)
+            time.sleep(READY_POLL_SECONDS)
         return Answer(name, int(partition.base_offset))
 
 
@@ -432,10 +436,10 @@ def socket_transport(bootstrap: str, run: str) -> Iterator[SocketTransport]:
                 with contextlib.suppress(Exception):
                     future.result(5)
             found = admin.list_topics(topic=topic, timeout=5).topics.get(topic)
-        for _ in range(COORDINATOR_RETRIES):  # a KRaft controller publishes a new topic a moment later
+        for _ in range(READY_POLLS):  # a KRaft controller publishes a new topic a moment later
             if found is not None and found.error is None:
                 break
-            time.sleep(RETRY_PAUSE_SECONDS)
+            time.sleep(READY_POLL_SECONDS)
             found = admin.list_topics(topic=topic, timeout=5).topics.get(topic)
         if found is None or found.error is not None:
             raise WireError(f"cannot create topic {topic}: {found.error if found else 'not in metadata'}")

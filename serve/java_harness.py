@@ -31,6 +31,9 @@ KAFKA_CLIENTS = "4.1.0"
 TWO_PHASE_HERE = HERE.with_name("java2pc")  # KIP-939's harness: Kafka 4.4's client (the 2PC internals)
 TWO_PHASE_CLIENTS = "4.4.0"
 CACHE = Path(os.environ.get("TXNSPEC_CACHE", Path.home() / ".cache" / "txnspec"))
+# a harness runs seconds: the client JIT only and the serial collector spare the CPU of C2 compilations it would
+# not live to use (as the chaos run's Java clients)
+JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
 
 class JavaUnavailable(RuntimeError):
@@ -82,7 +85,8 @@ def run_harness(bootstrap: str, run: str | None = None, timeout: float = 120.0, 
 
 
 def _run(cp: str, main: str, bootstrap: str, run: str | None, timeout: float) -> dict[str, Any]:
-    return run_result([_tool("java"), "-cp", cp, main, bootstrap, run or uuid.uuid4().hex[:8]], "Java", timeout)
+    argv = [_tool("java"), *JVM_FLAGS, "-cp", cp, main, bootstrap, run or uuid.uuid4().hex[:8]]
+    return run_result(argv, "Java", timeout)
 
 
 def run_result(argv: list[str], what: str, timeout: float, env: dict[str, str] | None = None) -> dict[str, Any]:

@@ -42,6 +42,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -295,8 +296,8 @@ def kafka_cluster(out: Path, version: str | None = None, transaction_version: in
         started = time.monotonic()
         try:
             ident = cluster_id()
-            for n in members:
-                _format(runtime, n, ident, transaction_version, log4j)
+            with ThreadPoolExecutor(len(members)) as pool:  # the nodes' StorageTool JVMs at once (each one's data)
+                list(pool.map(lambda n: _format(runtime, n, ident, transaction_version, log4j), members))
             for n in members:
                 cluster.start(n)
             cluster.wait_ready()

@@ -11,8 +11,9 @@ What it models
     of the same ``transactional.id`` while time remains. The faults of :mod:`.faults` are injected at their times by
     the ``nemesis`` (recorded in the history); node faults wait until every node is back and ready, so at
     most one node is ever down. After the workload the cluster heals (every node up and ready), the run
-    waits ``transaction.timeout.ms`` plus the abort sweep, and a read_committed and a read_uncommitted reader
-    read every partition to its end, with the groups' committed offsets.
+    waits until no partition holds an open transaction (at most ``transaction.timeout.ms`` plus the abort sweep),
+    and a read_committed and a read_uncommitted reader read every partition to its end, with the groups'
+    committed offsets.
 
 Assumes
     The cluster of :mod:`.cluster` (``bootstrap`` lists every node); processes are started in their own
@@ -21,7 +22,8 @@ Assumes
 Leaves out
     Mixed-client groups (librdkafka's and the Java client's members each have a group of their own), the
     ``client`` fault on a consume-transform-produce member (it kills and zombies producers; ``member`` stops
-    members of both groups).
+    members of both groups); a transaction open at the end with no record in any partition is not waited for
+    (its markers land after the readers' ends).
 """
 
 from __future__ import annotations
@@ -322,6 +324,30 @@ def create_topics(bootstrap: str, replicas: int = 3) -> None:
     raise BrokerUnavailable("the workload's topics had no leaders within 30 s")
 
 
+def wait_for_open_transactions(bootstrap: str, seconds: float) -> float:
+    """Until no partition holds an open transaction (each one's last stable offset, read_committed's ListOffsets,
+    is its high watermark): a killed client's transaction ends when its timeout and the coordinator's abort sweep
+    have passed, at most ``seconds`` after healing; the time waited."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    started = time.monotonic()
+    ends = {iso: Consumer({"bootstrap.servers": bootstrap, "group.id": f"chaos-settle-{iso}", "log_level": 0,
+                           "isolation.level": iso}) for iso in ("read_committed", "read_uncommitted")}
+    tps = [TopicPartition(t, p) for t, n in ((OUTPUT, SHAPE["output_partitions"]), (INPUT, SHAPE["input_partitions"]))
+           for p in range(n)]
+    try:
+        while time.monotonic() - started < seconds:
+            with contextlib.suppress(Exception):  # a broker still electing leaders: asked again
+                if all(len({c.get_watermark_offsets(tp, timeout=2, cached=False)[1] for c in ends.values()}) == 1
+                       for tp in tps):
+                    break
+            time.sleep(0.2)
+    finally:
+        for c in ends.values():
+            c.close()
+    return time.monotonic() - started
+
+
 def java_command(cluster: Cluster) -> tuple[list[str] | None, str]:
     """The java command (the class to run follows) with the Kafka under test's own client jars (compiled once into the
     cache), or None and why not (no javac, or a broker that is not Kafka)."""
@@ -382,7 +408,8 @@ def run(cluster: Cluster, out: Path, faults: list[Fault], seed: int, seconds: fl
         facts["faults_not_reached"] = [f.describe() for q in queues for f in q]
         run_.join()
         facts["heal_seconds"] = round(run_.heal(), 2)
-        time.sleep((TRANSACTION_TIMEOUT_MS + 2 * ABORT_SWEEP_MS) / 1000 + 2)
+        facts["open_transactions_seconds"] = round(wait_for_open_transactions(
+            cluster.bootstrap, (TRANSACTION_TIMEOUT_MS + 2 * ABORT_SWEEP_MS) / 1000 + 2), 2)
         run_.final_reads()
     finally:
         run_.join()

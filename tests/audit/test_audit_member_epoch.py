@@ -50,7 +50,9 @@ def test_the_rule_catches_a_serve_without_the_member_epoch_check(monkeypatch: py
 
 
 @pytest.mark.kafka
+@pytest.mark.slow
 def test_the_rule_holds_on_real_kafka(real_kafka: Callable[[int], Any]) -> None:
+    """``-m slow``: the default tier's audit of Kafka pins the same (tests/audit/test_audit_kafka.py)."""
     broker = real_kafka(2)
     result = run_member_epoch_rule(broker.bootstrap, "kafka")
     assert (result.checked, result.violations, result.note) == (5, 0, ""), result.examples

@@ -13,6 +13,7 @@ from txnspec.audit.chaos import run
 from txnspec.audit.report import BrokerUnavailable
 
 
+@pytest.mark.slow  # about 35 s; the default tier's chaos run that must fail is serve's in memory (test_chaos_serve)
 def test_noida_loses_acknowledged_writes_across_a_restart(tmp_path: Path) -> None:
     try:
         summary = run.chaos_run(None, 1, 2, 20.0, ("kill",), 1, tmp_path / "noida", broker="noida")

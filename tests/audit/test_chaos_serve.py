@@ -11,7 +11,9 @@ import pytest
 from txnspec.audit.chaos import run
 
 
-@pytest.mark.parametrize("broker", ["serve", "serve:durable"])
+# the durable run with -m slow: the default tier's clean, explained chaos run is Kafka's (test_chaos_kafka.py) and
+# serve's durability across restarts is tests/serve/test_serve_durable.py's
+@pytest.mark.parametrize("broker", ["serve", pytest.param("serve:durable", marks=pytest.mark.slow)])
 def test_a_restart_of_serve_loses_everything_in_memory_and_nothing_durable(tmp_path: Path, broker: str) -> None:
     summary = run.chaos_run(None, 1, 2, 16.0, ("kill",), 1, tmp_path / broker, broker=broker)
     assert len(summary["faults_injected"]) == 1 and summary["faults_injected"][0].startswith("t+")

@@ -262,11 +262,9 @@ def test_replay_finds_a_seeded_implementation_bug(tmp_path: Path, capsys: pytest
     write_jsonl([random_walk("default", seed=s) for s in range(40)], tmp_path / "walks.jsonl")
     status, out, _ = run(["replay", str(tmp_path / "walks.jsonl"), "--adapter", "impl"], capsys)
     assert status == 0, out
-    diverged = 0
-    for mutant in MUTANTS:
-        diverged += run(["replay", str(tmp_path / "walks.jsonl"), "--adapter", f"impl-mutant:{mutant}"],
-                        capsys)[0] == 1
-    assert diverged >= 1
+    # some mutant diverges (any() stops at the first: the mutation score's own tests replay every one)
+    assert any(run(["replay", str(tmp_path / "walks.jsonl"), "--adapter", f"impl-mutant:{mutant}"], capsys)[0] == 1
+               for mutant in MUTANTS)
 
 
 def test_bad_trace_lines_are_reported_and_the_others_replay(traces: Path, capsys: pytest.CaptureFixture[str]) -> None:

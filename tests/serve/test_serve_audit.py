@@ -22,7 +22,8 @@ KILLED_IN_PROCESS = {"no-duplicate-check": "txn.Produce", "no-epoch-fencing": "t
                      "duplicate-check-last-batch-only": "produce.duplicate_within_last_5"}
 
 
-@pytest.mark.parametrize("tv", [2, 1])
+# TV1 with -m slow: tests/audit/test_audit_cli.py audits `--broker serve --transaction-version 1` in the default tier
+@pytest.mark.parametrize("tv", [2, pytest.param(1, marks=pytest.mark.slow)])
 def test_the_audit_holds_on_serve_at_both_levels(tv: int, capsys: pytest.CaptureFixture[str]) -> None:
     with ServerThread(transaction_version=tv) as server:
         status = main(["audit", "--broker", server.bootstrap, "--ops", "4", "--traces", "1", "--seed", "3",
@@ -45,7 +46,7 @@ def _violated_over_the_socket(mutant: str) -> set[str]:
     return {r.rule for r in results if r.violations}
 
 
-@pytest.mark.parametrize("mutant", ["lso-is-high-watermark", "no-epoch-fencing"])
+@pytest.mark.parametrize("mutant", ["lso-is-high-watermark"])  # every one of them: -m slow, below
 def test_a_seeded_broker_bug_is_found_over_the_socket(mutant: str) -> None:
     assert KILLED_IN_PROCESS[mutant] in _violated_over_the_socket(mutant)
 

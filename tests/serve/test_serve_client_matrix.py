@@ -45,7 +45,9 @@ def matrix() -> Callable[[str, int, int], Run]:
     return get
 
 
-CASES = [pytest.param(c, tv, n, id=f"{c}-tv{tv}-nodes{n}")
+# the default tier runs each client on three nodes (routing to the coordinators' and leaders' nodes), the single
+# node at TV2 and TV1 with -m slow (tests/serve/test_serve_vs_kafka.py compares serve's single node with Kafka)
+CASES = [pytest.param(c, tv, n, id=f"{c}-tv{tv}-nodes{n}", marks=() if n == 3 else pytest.mark.slow)
          for c in ("kafkajs", "sarama") for tv, n in ((2, 1), (1, 1), (2, 3))]
 
 

@@ -109,13 +109,30 @@ def test_kafka_python_transactional_produce_and_a_read_committed_group_consumer(
             producer.abort_transaction()
     producer.close()
     consumer = KafkaConsumer("kp", bootstrap_servers=kafka_bootstrap, group_id="kp-group", enable_auto_commit=False,
-                             isolation_level="read_committed", auto_offset_reset="earliest", consumer_timeout_ms=3000)
-    values = [m.value for m in consumer]
+                             isolation_level="read_committed", auto_offset_reset="earliest")
+    values = read_to_the_end(consumer, {"kp": 1})
     consumer.commit()
     committed = consumer.committed(TopicPartition("kp", 0))
     consumer.close()
     assert values == [b"one", b"two"]
     assert committed == 6  # two commits, one abort: three data records and three markers
+
+
+def read_to_the_end(consumer: Any, topics: dict[str, int]) -> list[bytes]:
+    """A kafka-python group consumer's values until its position is every partition's end (its isolation level's:
+    the last stable offset at read_committed), within TIMEOUT: not a consumer timeout waited out after them."""
+    from kafka import TopicPartition
+
+    tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
+    values: list[bytes] = []
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        values += [m.value for batch in consumer.poll(timeout_ms=300).values() for m in batch]
+        if set(tps) <= consumer.assignment():
+            ends = consumer.end_offsets(tps)
+            if all(consumer.position(tp) >= ends[tp] for tp in tps):
+                break
+    return values
 
 
 @pytest.fixture(params=[1, 3], ids=["one-node", "nodes3"])
@@ -151,7 +168,8 @@ def test_aiokafka_transactional_produce_and_read_committed(aiokafka_bootstrap: s
 
 
 @pytest.mark.skipif(shutil.which("javac") is None or shutil.which("mvn") is None, reason="needs a JDK and Maven")
-@pytest.mark.parametrize("tv", [2, pytest.param(1, marks=pytest.mark.slow)])
+@pytest.mark.slow  # the default tier runs it on three nodes (test_serve_nodes.py) and beside Kafka (test_audit_kafka)
+@pytest.mark.parametrize("tv", [2, 1])
 def test_the_java_client_consume_transform_produce_with_a_zombie_and_a_restart(tv: int) -> None:
     from txnspec.serve.java_harness import run_harness
 

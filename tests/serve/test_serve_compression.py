@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+import time
 import uuid
 from typing import Any
 
@@ -64,11 +65,16 @@ def test_kafka_python_produces_each_codec_idempotently(server: ServerThread, cod
     producer.flush(TIMEOUT)
     producer.close(TIMEOUT)
     consumer = KafkaConsumer(bootstrap_servers=server.bootstrap, auto_offset_reset="earliest",
-                             consumer_timeout_ms=3000, enable_auto_commit=False)
-    consumer.assign([TopicPartition(topic, 0)])
-    got = [m.value for m in consumer]
+                             enable_auto_commit=False)
+    tp = TopicPartition(topic, 0)
+    consumer.assign([tp])
+    got: list[bytes] = []
+    deadline = time.monotonic() + TIMEOUT
+    while len(got) < 50 and time.monotonic() < deadline:  # read until the 50 sent are in, not 3 s past them
+        got += [m.value for batch in consumer.poll(timeout_ms=500).values() for m in batch]
+    end = consumer.end_offsets([tp])[tp]
     consumer.close()
-    assert got == [f"{codec}-{i}".encode() for i in range(50)]
+    assert got == [f"{codec}-{i}".encode() for i in range(50)] and end == 50  # and nothing after them
 
 
 def produce(server: ServerThread, topic: str, records: bytes, version: int = 9) -> Any:

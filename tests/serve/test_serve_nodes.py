@@ -17,7 +17,7 @@ from kafka.protocol.consumer.group import HeartbeatRequest, HeartbeatResponse
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
-from test_serve_clients import QUIET, TIMEOUT, read_all
+from test_serve_clients import QUIET, TIMEOUT, read_all, read_to_the_end
 
 from txnspec.audit.connection import BrokerConnection
 from txnspec.serve.nodes import Nodes
@@ -145,8 +145,8 @@ def test_kafka_python_group_consumer_finds_its_coordinator_on_another_node(three
     group = next(g for g in (f"group-{i}" for i in range(50))
                  if three.call(lambda g=g: three.server.broker.nodes.group_coordinator(g)) != 0)
     consumer = KafkaConsumer("t", bootstrap_servers=three.bootstrap, group_id=group, auto_offset_reset="earliest",
-                             consumer_timeout_ms=8000, enable_auto_commit=False)
-    got = sorted(m.value for m in consumer)
+                             enable_auto_commit=False)
+    got = sorted(read_to_the_end(consumer, {"t": 6}))
     consumer.commit()
     consumer.close()
     assert got == sorted(f"k{i}".encode() for i in range(12))
@@ -165,17 +165,24 @@ def test_the_java_client_and_admin_on_three_nodes() -> None:
 
     with ServerThread(transaction_version=2, nodes=3) as server:
         result = run_harness(server.bootstrap)
+        served = server.call(lambda: {name: version for name, version in server.server.requests})
         assert run_harness(server.bootstrap, main="TxnAdmin") == JAVA_EXPECTED
     assert result["ok"], result
     assert result["output"] == [f"V{i}" for i in range(10)] and result["committed_offset"] == 10
     assert result["zombie_commit"] == "ProducerFencedException"
+    # as on one node (tests/serve/test_serve_clients.py, -m slow): TV2's path, KIP-447's refusal
+    assert (served.get("EndTxn"), "AddPartitionsToTxn" in served) == (5, False)
+    assert (result["stale_generation_commit"], result["current_generation_commit"]) == ("CommitFailedException",
+                                                                                        "committed")
 
 
-def test_nodes_options_are_checked() -> None:
+def test_nodes_options_are_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    from txnspec.cli import main  # in process: refused before anything binds (as tests/conformance/test_hostile_inputs)
+
     for args in (["--nodes", "0"], ["--nodes", "3", "--port", "65534"]):
-        done = subprocess.run([sys.executable, "-c", CLI, "serve", *args], capture_output=True, text=True,
-                              timeout=60)
-        assert done.returncode == 2 and "--nodes" in done.stderr and "Traceback" not in done.stderr
+        assert main(["serve", *args]) == 2
+        err = capsys.readouterr().err
+        assert "--nodes" in err and "Traceback" not in err
 
 
 def test_serve_announces_every_node() -> None:

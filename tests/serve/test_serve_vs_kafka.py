@@ -47,6 +47,9 @@ from txnspec.serve.protocol import ApiVersionsRequest, ApiVersionsResponse
 from txnspec.serve.server import ServerThread
 
 pytestmark = pytest.mark.kafka
+# each comparison at TV1 too runs with -m slow: the default tier starts one Kafka here (TV2), and the audit's
+# comparison at TV1 is tests/audit/test_audit_kafka.py's
+TV1 = pytest.param(1, marks=pytest.mark.slow)
 
 
 # real_kafka: the shared fixture of tests/conftest.py (one Kafka per transaction version, kept for the run)
@@ -154,7 +157,7 @@ def request_tv_answers(bootstrap: str) -> dict[str, Any]:
         conn.close()
 
 
-@pytest.mark.parametrize("tv", [1, 2])
+@pytest.mark.parametrize("tv", [TV1, 2])
 def test_request_transaction_versions_answer_as_on_kafka(real_kafka: Any, tv: int) -> None:
     on_kafka, on_serve = both(real_kafka, tv, request_tv_answers)
     assert on_serve == on_kafka
@@ -292,7 +295,7 @@ def test_every_codec_and_the_batch_size_as_sent_answer_as_on_kafka(real_kafka: A
                                     "gzip_3_mib": 0, "plain_10_kb": 10}
 
 
-@pytest.mark.parametrize("tv", [1, 2])
+@pytest.mark.parametrize("tv", [TV1, 2])
 def test_the_transaction_admin_workflow_answers_as_on_kafka(real_kafka: Any, tv: int) -> None:
     def steps(bootstrap: str) -> dict[str, Any]:
         conn = connect(bootstrap)
@@ -308,7 +311,7 @@ def test_the_transaction_admin_workflow_answers_as_on_kafka(real_kafka: Any, tv:
     assert on_serve == on_kafka == txn_admin.EXPECTED
 
 
-@pytest.mark.parametrize("tv", [2, 1])
+@pytest.mark.parametrize("tv", [2, TV1])
 @pytest.mark.parametrize("client", ["kafkajs", "sarama"])
 def test_kafkajs_and_sarama_run_the_matrix_workload_as_on_kafka(real_kafka: Any, client: str, tv: int) -> None:
     """The client matrix's workload with each client's stock settings: the same RESULT from Kafka and serve."""
@@ -368,7 +371,7 @@ def admin_abort_answers(bootstrap: str) -> dict[str, int]:
         conn.close()
 
 
-@pytest.mark.parametrize("tv", [1, 2])
+@pytest.mark.parametrize("tv", [TV1, 2])
 def test_the_admin_abort_answers_as_on_kafka(real_kafka: Any, tv: int) -> None:
     """Admin.abortTransaction's marker at the partition: an older producer epoch INVALID_PRODUCER_EPOCH (47), a
     coordinator epoch below the partition's TRANSACTION_COORDINATOR_FENCED (52), the partition's own aborts."""
@@ -377,7 +380,7 @@ def test_the_admin_abort_answers_as_on_kafka(real_kafka: Any, tv: int) -> None:
     assert (on_kafka["older_producer_epoch"], on_kafka["older_coordinator_epoch"], on_kafka["own"]) == (47, 52, 0)
 
 
-@pytest.mark.parametrize("tv", [2, 1])
+@pytest.mark.parametrize("tv", [2, TV1])
 def test_the_java_admin_workflow_answers_as_on_kafka(real_kafka: Any, tv: int) -> None:
     """kafka-transactions.sh's workflow through the Java Admin client (TxnAdmin.java: list, describe, find the
     open transaction's start offset at its partition, abort it): the same RESULT from Kafka and serve."""
