@@ -48,7 +48,7 @@ FAULTY = ("loss", "append-failure", "crash", "faults")
 # show (tests/spec/test_variants.py); every other scenario is compared at the current protocol only there, and
 # for every variant under `-m slow` (the whole product: about 8 CPU minutes)
 EVERY_VARIANT_ON = ("tiny", "zombie", "failover", "delayed-end-txn", "multi-partition", "offsets", "retry",
-                    "epoch-exhaustion", "faults")
+                    "epoch-exhaustion", "loss")
 # the reduced counts of some of them (current protocol, no symmetry); the full counts are in test_scenarios.py
 PINNED_REDUCED = {"zombie": 1_544, "failover": 207, "delayed-end-txn": 2_060, "two-ids": 2_327,
                   "two-ids-timeout": 6_091, "two-ids-loss": 23_797}
