@@ -178,9 +178,13 @@ def test_the_command_line(context: Any, capsys: pytest.CaptureFixture[str]) -> N
     assert "shortest counterexample (19 steps)" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 @spark_test
 def test_standalone_master_with_two_workers(context: Any, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Slow: a master, two workers and their executors start (the default tier starts a standalone cluster once,
+    for the conformance job: tests/conformance/test_spark.py); local[2]'s executors above already differ in their
+    string hashes."""
     from txnspec.conformance.spark_cluster import standalone_cluster
 
     context.stop()  # the command starts its own session on the cluster

@@ -44,9 +44,20 @@ SMALL = ("tiny", "zombie", "delayed-produce", "delayed-end-txn", "failover", "re
 # the fault scenarios among them, whose verdict comparisons (about two thirds of this module's searches) run in
 # tests/spec/test_reduction_faults.py: a module of their own, so that two workers share the work
 FAULTY = ("loss", "append-failure", "crash", "faults")
+# the scenarios whose verdicts the default tier compares for every variant: small, and where the variants' bugs
+# show (tests/spec/test_variants.py); every other scenario is compared at the current protocol only there, and
+# for every variant under `-m slow` (the whole product: about 8 CPU minutes)
+EVERY_VARIANT_ON = ("tiny", "zombie", "failover", "delayed-end-txn", "multi-partition", "offsets", "retry",
+                    "epoch-exhaustion", "loss")
 # the reduced counts of some of them (current protocol, no symmetry); the full counts are in test_scenarios.py
 PINNED_REDUCED = {"zombie": 1_544, "failover": 207, "delayed-end-txn": 2_060, "two-ids": 2_327,
                   "two-ids-timeout": 6_091, "two-ids-loss": 23_797}
+
+
+def verdict_cases(names: tuple[str, ...] | list[str]) -> list[Any]:
+    """(scenario, variant) for every variant; slow but for the current protocol and ``EVERY_VARIANT_ON``."""
+    return [pytest.param(n, v, marks=() if v == "current" or n in EVERY_VARIANT_ON else pytest.mark.slow)
+            for n in names for v in ALL_VARIANTS]
 
 
 def _model(name: str, variant: str = "current") -> Model[Any]:
@@ -156,7 +167,8 @@ def test_shared_budgets_turn_the_reduction_off() -> None:
 
 
 def test_no_step_that_grows_the_network_is_taken_alone_while_a_duplicate_is_left() -> None:
-    _, graph = _graph("two-ids-duplicate")
+    """On the graph with a network of two messages at most, where such a step would disable the duplicate."""
+    _, graph = _graph("two-ids-duplicate-2")
     for state, steps in graph.items():
         chosen = ample_steps(state, steps)
         if len(chosen) < len(steps) and state.budget.duplicate:
@@ -165,8 +177,7 @@ def test_no_step_that_grows_the_network_is_taken_alone_while_a_duplicate_is_left
 
 # --- verdicts --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("variant", ALL_VARIANTS)
-@pytest.mark.parametrize("name", [n for n in SMALL if n not in FAULTY])
+@pytest.mark.parametrize(("name", "variant"), verdict_cases([n for n in SMALL if n not in FAULTY]))
 def test_verdicts_are_those_of_the_full_search(name: str, variant: str) -> None:
     assert _verdicts(name, variant, reduced=True) == _verdicts(name, variant, reduced=False)
 

@@ -202,7 +202,17 @@ def _cases(names: Iterable[str]) -> list[Any]:
     return [(n, v) for n in names for v in ALL_VARIANTS]
 
 
-@pytest.mark.parametrize(("name", "variant"), _cases(n for n in SMALL if n != "two-ids-timeout"))
+# compared for every variant in the default tier: small, with both kinds of renaming (partitions, instances);
+# every other small scenario at the current protocol and TV1 there, and for every variant under `-m slow`
+EVERY_VARIANT_ON = ("multi-partition", "failover", "zombie", "mp-expire")
+
+
+def _verdict_cases(names: Iterable[str]) -> list[Any]:
+    return [pytest.param(n, v, marks=() if v in ("current", "tv1") or n in EVERY_VARIANT_ON else pytest.mark.slow)
+            for n, v in _cases(names)]
+
+
+@pytest.mark.parametrize(("name", "variant"), _verdict_cases(n for n in SMALL if n != "two-ids-timeout"))
 def test_verdicts_and_counterexample_lengths_agree_with_and_without_symmetry(name: str, variant: str) -> None:
     _agree(name, variant)
 
@@ -234,8 +244,10 @@ def test_verdicts_agree_on_the_bigger_scenarios(name: str, variant: str) -> None
 
 # --- pinned counts and the command line -------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_default_is_pinned_with_symmetry() -> None:
-    """About 4 s (the unreduced 200,342 states: tests/spec/test_scenarios.py)."""
+    """About 15 CPU seconds, so slow: the small scenarios' orbit counts above are the default tier's pins (the
+    unreduced 200,342 states: tests/spec/test_scenarios.py)."""
     result = check(build_model("default"), properties=_safety(build_model("default")))
     assert result.complete and result.ok and result.symmetry
     assert result.states == 101_173
