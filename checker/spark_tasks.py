@@ -156,7 +156,7 @@ def groups_of(records: list[tuple[int, bytes, Any]]) -> Iterator[Group]:
 
 
 def keys_of(group: Group) -> list[bytes]:
-    batch, fps, keys = group
+    _, fps, keys = group
     n = len(fps) // 8
     size = len(keys) // n if n else 0
     return [keys[i * size:(i + 1) * size] for i in range(n)]
