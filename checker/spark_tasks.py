@@ -245,6 +245,8 @@ def merge(plan: Plan, pending: tuple[str, ...], items: Iterable[tuple[Any, Any]]
     for _, g, position in best.values():
         chosen[g].append(position)
     checks = [loaded.properties[name] for name in pending]
+    always = tuple(p.condition for p in checks if p.expectation is Expectation.ALWAYS)
+    sometimes = tuple(p.condition for p in checks if p.expectation is Expectation.SOMETIMES)
     hits: dict[str, Hit] = {}
     kept: list[Group] = []
     for g, positions in enumerate(chosen):
@@ -252,12 +254,13 @@ def merge(plan: Plan, pending: tuple[str, ...], items: Iterable[tuple[Any, Any]]
             continue
         part = select(groups[g], sorted(positions))
         kept.append(part)
-        if checks:  # a property is judged on a state only where it could still give the least key
+        if checks:  # as levels.py: one pass over the conditions, a closer look on a hit
             for fp, key, state in zip(array("q", part[1]), keys_of(part), part[0].decode(), strict=True):
-                for prop in checks:
-                    found = hits.get(prop.name)
-                    if (found is None or key < found[0]) and hit(prop, state):
-                        hits[prop.name] = (key, fp)
+                if any(not condition(state) for condition in always) or any(c(state) for c in sometimes):
+                    for prop in checks:  # a hit counts only where it gives a property a lesser key
+                        found = hits.get(prop.name)
+                        if (found is None or key < found[0]) and hit(prop, state):
+                            hits[prop.name] = (key, fp)
     yield VISITED, visited_bytes + array("q", best).tobytes()
     yield SUMMARY, Summary(len(best), hits, counts)
     for part in kept:
