@@ -162,14 +162,6 @@ def keys_of(group: Group) -> list[bytes]:
     return [keys[i * size:(i + 1) * size] for i in range(n)]
 
 
-def select(group: Group, positions: list[int]) -> Group:
-    """The records at ``positions`` of a group, its tables kept as bytes."""
-    batch, fps, _ = group
-    every, keys = array("q", fps), keys_of(group)
-    return (batch.select(positions), array("q", [every[p] for p in positions]).tobytes(),
-            b"".join([keys[p] for p in positions]))
-
-
 def records_of(items: Iterable[tuple[Any, Any]]) -> Iterator[tuple[int, bytes, Any]]:
     """The ``(fingerprint, key, state)`` records of a level's partition (reading every record, see tagged)."""
     for tag, value in items:
@@ -248,23 +240,28 @@ def merge(plan: Plan, pending: tuple[str, ...], items: Iterable[tuple[Any, Any]]
     always = tuple(p.condition for p in checks if p.expectation is Expectation.ALWAYS)
     sometimes = tuple(p.condition for p in checks if p.expectation is Expectation.SOMETIMES)
     hits: dict[str, Hit] = {}
-    kept: list[Group] = []
+    winners: list[tuple[int, bytes, Any]] = []
     for g, positions in enumerate(chosen):
         if not positions:
             continue
-        part = select(groups[g], sorted(positions))
-        kept.append(part)
-        if checks:  # as levels.py: one pass over the conditions, a closer look on a hit
-            for fp, key, state in zip(array("q", part[1]), keys_of(part), part[0].decode(), strict=True):
-                if any(not condition(state) for condition in always) or any(c(state) for c in sometimes):
-                    for prop in checks:  # a hit counts only where it gives a property a lesser key
-                        found = hits.get(prop.name)
-                        if (found is None or key < found[0]) and hit(prop, state):
-                            hits[prop.name] = (key, fp)
+        positions.sort()
+        fps, keys = array("q", groups[g][1]), keys_of(groups[g])
+        for position, state in zip(positions, groups[g][0].decode(positions), strict=True):
+            fp, key = fps[position], keys[position]
+            winners.append((fp, key, state))
+            # as levels.py: one pass over the conditions, a closer look on a hit
+            if checks and (any(not condition(state) for condition in always)
+                           or any(condition(state) for condition in sometimes)):
+                for prop in checks:  # a hit counts only where it gives a property a lesser key
+                    found = hits.get(prop.name)
+                    if (found is None or key < found[0]) and hit(prop, state):
+                        hits[prop.name] = (key, fp)
     yield VISITED, visited_bytes + array("q", best).tobytes()
     yield SUMMARY, Summary(len(best), hits, counts)
-    for part in kept:
-        yield GROUP, part
+    # encoded afresh: a candidate group's tables also hold the values of its losers, which the next level
+    # would decode for nothing
+    for group in groups_of(winners):
+        yield GROUP, group
 
 
 def first_level(items: Iterable[tuple[int, tuple[bytes, Any]]]) -> Iterator[tuple[Any, Any]]:
