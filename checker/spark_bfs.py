@@ -13,10 +13,10 @@ What is modelled
        partition's counts (transitions, action kinds, states without successors);
     2. partition ``i`` of the frontier, which holds the visited set of its fingerprints, and partition ``i``
        of the candidates meet (a partitioner-aware ``union``: no second shuffle); the candidates not visited
-       are the level's new states, decided from fingerprints and keys alone, their rows kept without decoding
-       the groups; only they are decoded, to be judged on the pending ``always`` and ``sometimes``
-       properties. The new partition holds the set (an ``array('q')`` as bytes, the new fingerprints
-       appended), a summary, then the new states' groups; it is persisted and is the next level's frontier.
+       are the level's new states, decided from fingerprints and keys alone; only they are decoded, judged on
+       the pending ``always`` and ``sometimes`` properties and encoded afresh. The new partition holds the set
+       (an ``array('q')`` as bytes, the new fingerprints appended), a summary, then the new states' groups; it
+       is persisted and is the next level's frontier.
 
     So the visited set of a partition stays with it across levels (as cached bytes), a state crosses the
     shuffle once, as encoded bytes, and is decoded twice (judged by its owner, expanded a level later).

@@ -11,8 +11,8 @@ What is modelled
     each partition that owns them (``(CANDIDATES, target, source, start)``), and one ``(STATS, source)``
     record of counts, and :func:`merge` turns partition ``i`` of the level and the candidates shuffled to
     ``i`` into partition ``i`` of the next level: it decides from fingerprints and keys alone which candidates
-    are new, keeps their rows of their batches (:meth:`~txnspec.checker.state_codec.Batch.select`: the tables
-    pass as bytes) and decodes only the winners, to judge the pending properties. A state is thus decoded
+    are new, decodes only those (the other rows of a batch are skipped), judges the pending properties on
+    them and encodes them afresh, so the next level's tables hold no loser's values. A state is thus decoded
     twice: to be judged where its fingerprint's owner keeps it, and to be expanded a level later.
 
 Assumes

@@ -12,8 +12,8 @@ What is modelled
     * size: on the Kafka spec's ``default`` scenario (the successors of level 12) 28 bytes of tables and 14 of
       rows a state, where one pickle of the same states in one chunk takes 56 and each state pickled alone
       1,650;
-    * selection without decoding: :meth:`Batch.select` keeps some rows and the same tables (as bytes), so a
-      process that only decides *which* states go on (the owner of their fingerprints) never rebuilds a state.
+    * selection: :meth:`Batch.select` keeps some rows and the same tables (as bytes) without decoding, and
+      :meth:`Batch.decode` of some positions builds only those states.
 
     A table's value is written as the field of a *representative*, the first state of the batch that holds
     it, and the representatives are what is pickled: a model's own unpickling then treats each value as a
