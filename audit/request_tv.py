@@ -35,8 +35,12 @@ from txnspec.audit.report import RuleResult
 from txnspec.audit.timeout import GRACE_SECONDS, POLL_SECONDS, TIMEOUT_MS, _committed_closed, _view
 from txnspec.audit.trace_replay import RETRIABLE, RETRIES
 from txnspec.spec import coordinator as spec_coordinator
+from txnspec.spec import coordinator_state as spec_coord_state
 from txnspec.spec import group as spec_group
 from txnspec.spec import partition as spec_partition
+from txnspec.spec import txn_expiry as spec_txn_expiry
+from txnspec.spec import txn_markers as spec_txn_markers
+from txnspec.spec import verification as spec_verification
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import (
     AddOffsetsToTxn,
@@ -70,8 +74,8 @@ class _Spec:
     """The spec's coordinator, one partition and the group's offsets at the broker's level."""
 
     def __init__(self, broker_tv: int, timeout_ms: int = 60_000) -> None:
-        self.config = spec_coordinator.CoordinatorConfig(transaction_version=broker_tv)
-        init = spec_coordinator.handle_init_producer_id(spec_coordinator.CoordinatorState(),
+        self.config = spec_coord_state.CoordinatorConfig(transaction_version=broker_tv)
+        init = spec_coordinator.handle_init_producer_id(spec_coord_state.CoordinatorState(),
                                                         InitProducerId(TID, timeout_ms), config=self.config)
         assert init.response is not None and init.response.error is Errors.NONE, init.response
         self.cs = init.state
@@ -109,7 +113,7 @@ class _Spec:
         if verify_tv is not None:
             error = self.add(verify_tv)
             if error != "NONE":
-                return {"error": spec_partition.verification_error(Errors(error), verify_tv >= 2).value}
+                return {"error": spec_verification.verification_error(Errors(error), verify_tv >= 2).value}
         self.log, reply = spec_partition.append_data(self.log, self.pid, self.epoch, seq, 1, True)
         return {"error": reply.error.value, **({"base_offset": reply.base_offset} if reply.error is Errors.NONE
                                               else {})}
@@ -135,7 +139,7 @@ class _Spec:
                 self.group = spec_group.complete_pending_txn_offset_commit(
                     self.group, marker.producer_id, marker.result is TransactionResult.COMMIT)
         if r.markers:
-            self.cs = spec_coordinator.markers_written(self.cs, TID, config=self.config).state
+            self.cs = spec_txn_markers.markers_written(self.cs, TID, config=self.config).state
 
     def view(self, committed: bool) -> dict[str, Any]:
         level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
@@ -154,7 +158,7 @@ def expected_end_txn_after_timeout(broker_tv: int) -> dict[str, Any]:
     s = _Spec(broker_tv, TIMEOUT_MS)
     add = s.add(0)
     produce = s.produce(0, verify_tv=None)
-    scan = spec_coordinator.abort_timed_out_transactions(s.cs, s.cs.now_ms + TIMEOUT_MS + 1, config=s.config)
+    scan = spec_txn_expiry.abort_timed_out_transactions(s.cs, s.cs.now_ms + TIMEOUT_MS + 1, config=s.config)
     s._complete(scan)
     answers = {}
     for tv in (2, 0):

@@ -15,7 +15,7 @@ until read_committed shows the transaction closed, then checks, each against the
 4. a new InitProducerId for the same transactional id succeeds, at the epoch after the fence.
 
 Expected answers come from running the same requests through the spec's coordinator
-(:func:`txnspec.spec.coordinator.abort_timed_out_transactions` for the scan) and partition, never from a table
+(:func:`txnspec.spec.txn_expiry.abort_timed_out_transactions` for the scan) and partition, never from a table
 here. A broker that never aborts the transaction violates the rule at step 1 with that said.
 
 Left out: the timeout of a transaction in PrepareCommit/PrepareAbort (the coordinator only aborts Ongoing ones),
@@ -33,7 +33,11 @@ from txnspec.audit.impl_wire import ImplTxnWire
 from txnspec.audit.report import RuleResult
 from txnspec.audit.trace_replay import RETRIABLE, RETRIES
 from txnspec.spec import coordinator as spec_coordinator
+from txnspec.spec import coordinator_state as spec_coord_state
 from txnspec.spec import partition as spec_partition
+from txnspec.spec import txn_expiry as spec_txn_expiry
+from txnspec.spec import txn_markers as spec_txn_markers
+from txnspec.spec import verification as spec_verification
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import (
     AddPartitionsToTxn,
@@ -79,8 +83,8 @@ def _view(state: spec_partition.PartitionState, isolation: IsolationLevel) -> di
 
 def expected(transaction_version: int) -> Expected:
     """Run the rule's requests through the spec's coordinator and partition."""
-    config = spec_coordinator.CoordinatorConfig(transaction_version=transaction_version)
-    cs = spec_coordinator.CoordinatorState()
+    config = spec_coord_state.CoordinatorConfig(transaction_version=transaction_version)
+    cs = spec_coord_state.CoordinatorState()
     init = spec_coordinator.handle_init_producer_id(cs, InitProducerId(SPEC_TID, TIMEOUT_MS), config=config)
     cs, answer = init.state, init.response
     assert answer is not None and answer.error is Errors.NONE, answer
@@ -90,14 +94,14 @@ def expected(transaction_version: int) -> Expected:
     cs = add.state
     log, reply = spec_partition.append_data(spec_partition.PartitionState(), pid, epoch, 0, 1, True)
     produce = {"error": reply.error.value, "base_offset": reply.base_offset}
-    scan = spec_coordinator.abort_timed_out_transactions(cs, cs.now_ms + TIMEOUT_MS + 1, config=config)
+    scan = spec_txn_expiry.abort_timed_out_transactions(cs, cs.now_ms + TIMEOUT_MS + 1, config=config)
     cs = scan.state
     assert scan.markers, "the spec's scan found no timed-out transaction"
     for _, marker in scan.markers:
         log, _ = spec_partition.append_end_txn_marker(log, marker.producer_id, marker.producer_epoch,
                                                      marker.coordinator_epoch, TransactionResult.ABORT,
                                                      marker.transaction_version)
-    cs = spec_coordinator.markers_written(cs, SPEC_TID, config=config).state
+    cs = spec_txn_markers.markers_written(cs, SPEC_TID, config=config).state
     end = spec_coordinator.handle_end_txn(cs, EndTxn(SPEC_TID, pid, epoch, TransactionResult.COMMIT,
                                                      transaction_version), config=config)
     # the leader verifies a transactional Produce outside a transaction with the coordinator (KIP-890)
@@ -113,7 +117,7 @@ def expected(transaction_version: int) -> Expected:
     return Expected(pid, epoch, produce, _view(log, IsolationLevel.READ_COMMITTED),
                     _view(log, IsolationLevel.READ_UNCOMMITTED), {"error": end.response.error.value}
                     if end.response is not None else {"error": "NONE"},
-                    {"error": spec_partition.verification_error(late, True).value}, init_again)
+                    {"error": spec_verification.verification_error(late, True).value}, init_again)
 
 
 def _committed_closed(view: dict[str, Any]) -> bool:

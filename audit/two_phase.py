@@ -57,10 +57,11 @@ def expected_answers(enabled: bool) -> tuple[list[dict[str, Any]], dict[str, Any
     """The spec coordinator's answers to :data:`STEPS` (error and epoch) and what DescribeTransactions then
     shows: the stored timeout, or TRANSACTIONAL_ID_NOT_FOUND when no step created the id."""
     from txnspec.spec import coordinator as coord
+    from txnspec.spec import coordinator_state as coord_state
     from txnspec.spec.messages import InitProducerId
 
-    config = coord.CoordinatorConfig(transaction_two_phase_commit_enable=enabled)
-    state = coord.CoordinatorState()
+    config = coord_state.CoordinatorConfig(transaction_two_phase_commit_enable=enabled)
+    state = coord_state.CoordinatorState()
     answers = []
     for step in STEPS:
         result = coord.handle_init_producer_id(state, InitProducerId("t", step.timeout_ms, -1, -1, step.enable_two_pc,

@@ -249,9 +249,10 @@ def _expected_pid_epoch(step: InitStep, last: InitAnswer | None) -> tuple[int, i
 def expected_init_answers(rule: InitRule) -> list[InitAnswer]:
     """The spec coordinator's answers to the rule's steps, for a transactional id it has never seen."""
     from txnspec.spec import coordinator as spec_coordinator
+    from txnspec.spec import coordinator_state as spec_coord_state
     from txnspec.spec.messages import InitProducerId, InitProducerIdResponse
 
-    state = spec_coordinator.CoordinatorState()
+    state = spec_coord_state.CoordinatorState()
     answers: list[InitAnswer] = []
     for step in rule.steps:
         pid, epoch = _expected_pid_epoch(step, answers[-1] if answers else None)

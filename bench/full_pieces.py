@@ -52,7 +52,7 @@ PIECES: dict[str, dict[str, Any]] = {  # name -> the faults and the narrowing
 def _narrowed(calls: Any, only: dict[str, str], no_voluntary_abort: bool,
               transactions: tuple[int, ...] | None) -> Any:
     from txnspec.spec.actions import ActionKind as K
-    from txnspec.spec.producer import IN_TRANSACTION
+    from txnspec.spec.producer_state import IN_TRANSACTION
 
     def narrowed(c: Any, p: Any) -> Iterator[Any]:
         for action, q, runs_sender in calls(c, p):

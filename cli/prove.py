@@ -38,16 +38,16 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_prove(args: argparse.Namespace) -> int:
     from txnspec.checker.symbolic import bmc, check_inductive
-    from txnspec.spec import symbolic
+    from txnspec.spec import symbolic, symbolic_explicit, symbolic_properties
 
     if args.list:
-        for name, proof in symbolic.PROOFS.items():
+        for name, proof in symbolic_properties.PROOFS.items():
             print(f"{name:32} strengthening: {', '.join(proof.helpers) or '-'}")
         return EXIT_OK
-    names = args.properties or list(symbolic.PROOFS)
-    unknown = [n for n in names if n not in symbolic.PROOFS]
+    names = args.properties or list(symbolic_properties.PROOFS)
+    unknown = [n for n in names if n not in symbolic_properties.PROOFS]
     if unknown:
-        raise UsageError(f"unknown property {unknown[0]!r} (known: {', '.join(symbolic.PROOFS)})")
+        raise UsageError(f"unknown property {unknown[0]!r} (known: {', '.join(symbolic_properties.PROOFS)})")
     if args.bmc_depth is not None and args.bmc_depth < 0:
         raise UsageError("--bmc-depth must be >= 0")
     if args.k < 1 or args.timeout <= 0:
@@ -57,7 +57,7 @@ def cmd_prove(args: argparse.Namespace) -> int:
     n = args.partitions
     model = symbolic.build(n, buggy=args.buggy)
     timeout_ms = int(args.timeout * 1000)
-    table = symbolic.proofs(n)
+    table = symbolic_properties.proofs(n)
     report: dict[str, Any] = {"partitions": n, "buggy": args.buggy, "proofs": [], "bmc": None}
     statuses: list[str] = []
     for name in names:
@@ -86,7 +86,7 @@ def cmd_prove(args: argparse.Namespace) -> int:
         props = [table[name][0] for name in names]
         # the strengthening lemmas are proved above for the correct encoding only
         lemmas = [] if args.buggy or args.no_lemmas or any(s != "proved" for s in statuses) else \
-            list(symbolic.strengthening(n).values())
+            list(symbolic_properties.strengthening(n).values())
         found = bmc(model, props, args.bmc_depth, timeout_ms=timeout_ms, logic="QF_LIA", lemmas=lemmas)
         statuses.append({"ok": "proved", "violated": "violated", "unknown": "unknown"}[found.status])
         report["bmc"] = {"depth": args.bmc_depth, "status": found.status, "violation_depth": found.depth
@@ -100,7 +100,7 @@ def cmd_prove(args: argparse.Namespace) -> int:
                     "unknown": f"z3 answered unknown at depth {found.depth} ({found.reason})"}[found.status]
             print(f"bmc      {what} in {found.seconds:.3f} s"
                   + (f" (assuming the proved strengthening as lemmas: {len(lemmas)})" if lemmas else ""))
-            for line in symbolic.describe_path(found.path, found.params):
+            for line in symbolic_explicit.describe_path(found.path, found.params):
                 print(f"         {line}")
     if args.json:
         print(json.dumps(report, indent=2))

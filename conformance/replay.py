@@ -45,7 +45,8 @@ Writing an adapter for your implementation (a worked example, run by the tests)
     >>> from txnspec.conformance.adapters.impl_messages import Names
     >>> from txnspec.conformance.generate import random_walk
     >>> from txnspec.conformance.replay import StepNotEnabledError, replay
-    >>> from txnspec.impl.cluster import Cluster, named
+    >>> from txnspec.impl.cluster import Cluster
+    >>> from txnspec.impl.network import named
     >>> from txnspec.spec.actions import ActionKind as K
     >>> from txnspec.spec.messages import WriteTxnMarkers, WriteTxnMarkersResponse
     >>> from txnspec.spec.network import producer_address, producer_index

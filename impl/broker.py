@@ -32,17 +32,11 @@ from txnspec.impl import durability as _durability
 from txnspec.impl.broker_storage import BrokerStorage
 from txnspec.impl.checkpoint import Checkpoints
 from txnspec.impl.consumer_groups import ConsumerGroups
-from txnspec.impl.coordinator import (
-    GROUP_METADATA_TOPIC,
-    TRANSACTION_STATE_TOPIC,
-    CoordinatorConfig,
-    ProducerIdManager,
-    TransactionCoordinator,
-    TxnMarker,
-)
+from txnspec.impl.coordinator import TransactionCoordinator
 from txnspec.impl.durability import Durability
 from txnspec.impl.errors import Errors, KafkaStorageException
 from txnspec.impl.group import GroupCoordinator, add_partitions_manager_error, txn_offset_commit_verification_error
+from txnspec.impl.internal_topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from txnspec.impl.log import SHORT_MAX, ControlType
 from txnspec.impl.membership import Membership
 from txnspec.impl.messages import (
@@ -60,9 +54,12 @@ from txnspec.impl.messages import (
 )
 from txnspec.impl.partition import Partition
 from txnspec.impl.policy import KAFKA, Rules
+from txnspec.impl.producer_id_manager import ProducerIdManager
 from txnspec.impl.request_checks import validate_request
 from txnspec.impl.topic_partition import TopicPartition
+from txnspec.impl.txn_markers import TxnMarker
 from txnspec.impl.txn_metadata import TV_2, TransactionState
+from txnspec.impl.txn_state_manager import CoordinatorConfig
 
 if TYPE_CHECKING:
     from txnspec.impl.storage import RecoveryReport
@@ -348,14 +345,14 @@ class Broker(BrokerStorage):
                         markers: Iterable[TxnMarker] | None = None) -> list[tuple[TxnMarker, Errors]]:
         """Write the coordinator's pending markers (or ``markers``) and feed the answers back."""
         out = []
-        for m in list(self.txn_coordinator.drain_markers() if markers is None else markers):
+        for m in list(self.txn_coordinator.marker_channel.drain_markers() if markers is None else markers):
             out.append((m, self.write_marker(m, now_ms)))
         return out
 
     def write_marker(self, m: TxnMarker, now_ms: int) -> Errors:
         """``WriteTxnMarkers`` for one partition, then the completion handler on the coordinator."""
         err = self.append_marker(m, now_ms)
-        self.txn_coordinator.on_marker_response(m, err, now_ms)
+        self.txn_coordinator.marker_channel.on_marker_response(m, err, now_ms)
         self._after_storage_failure(now_ms)
         return err
 
@@ -376,7 +373,7 @@ class Broker(BrokerStorage):
         timeout fires), expire ids and producers, retry completions."""
         self.txn_coordinator.abort_timed_out_transactions(now_ms, timed_out)
         self.txn_coordinator.expire_transactional_ids(now_ms)
-        self.txn_coordinator.retry_completions(now_ms)
+        self.txn_coordinator.marker_channel.retry_completions(now_ms)
         for p in self.partitions.values():
             p.remove_expired_producers(now_ms)
         self._after_storage_failure(now_ms)

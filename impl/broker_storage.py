@@ -22,14 +22,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from txnspec.impl.checkpoint import Checkpoints, CorruptDataError, StorageError
-from txnspec.impl.coordinator import TRANSACTION_STATE_TOPIC, TransactionCoordinator
+from txnspec.impl.coordinator import TransactionCoordinator
 from txnspec.impl.durability import Durability
 from txnspec.impl.errors import KafkaStorageException
+from txnspec.impl.internal_topics import TRANSACTION_STATE_TOPIC
 from txnspec.impl.partition import Partition
 from txnspec.impl.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    from txnspec.impl.storage import ProducerIdBlockFile, RecoveryReport
+    from txnspec.impl.producer_id_block import ProducerIdBlockFile
+    from txnspec.impl.storage import RecoveryReport
 
 
 class BrokerStorage:
@@ -57,11 +59,12 @@ class BrokerStorage:
         """Recover every partition found on disk (or listed in the checkpoints): the next producer id and how
         to reserve more. An OS error names its path (:class:`KafkaStorageException`)."""
         from txnspec.impl import storage
+        from txnspec.impl.producer_id_block import ProducerIdBlockFile
         try:
             os.makedirs(data_dir, exist_ok=True)
             self.checkpoints = Checkpoints.load(data_dir, self.durability, self.fsync)
-            self._pid_block = storage.ProducerIdBlockFile(os.path.join(data_dir, "producer_ids"),
-                                                          self._on_storage_failure, self.durability)
+            self._pid_block = ProducerIdBlockFile(os.path.join(data_dir, "producer_ids"),
+                                                  self._on_storage_failure, self.durability)
             names = set(storage.partition_dirs(data_dir))
             for name in sorted(set(self.checkpoints.recovery_points) - names):
                 where = os.path.join(data_dir, name)
@@ -142,12 +145,12 @@ class BrokerStorage:
             return
         self._appends_since_snapshot += 1
         if self._appends_since_snapshot >= self.config.snapshot_every_appends:
-            from txnspec.impl import storage
+            from txnspec.impl import snapshots
             self._appends_since_snapshot = 0
             try:
-                storage.write_snapshot(self.data_dir, p, self.durability)
+                snapshots.write_snapshot(self.data_dir, p, self.durability)
             except KafkaStorageException as exc:  # a snapshot only saves recovery work: the append stands
-                storage.log.warning("snapshot not written: %s", exc)
+                snapshots.log.warning("snapshot not written: %s", exc)
 
     def flush(self) -> None:
         """fsync every segment, then move the recovery points to the log ends (``LogManager.checkpoint``)."""

@@ -59,110 +59,28 @@ Example: a consume-transform-produce loop, a killed producer, a zombie, and read
     >>> [r.value for r in cluster.read("output-0", "READ_COMMITTED")]
     ['A', 'B', 'C']
 
-A pytest fixture giving a fresh cluster per test is in :mod:`txnspec.impl.testing`.
+The network is :mod:`txnspec.impl.network`, the blocking handles :mod:`txnspec.impl.handles`; a pytest fixture
+giving a fresh cluster per test is in :mod:`txnspec.impl.testing`. Kafka sources: none as such, this is the
+harness around the broker (:mod:`txnspec.impl.broker`) and the clients.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 
 from txnspec.impl.broker import Broker, BrokerConfig
-from txnspec.impl.client import Producer, RecordFuture, State, TransactionalRequestResult
+from txnspec.impl.client import Producer
 from txnspec.impl.consumer import Consumer, ConsumerRecord
-from txnspec.impl.coordinator import TxnMarker
 from txnspec.impl.durability import Durability
-from txnspec.impl.errors import (
-    Errors,
-    IllegalStateException,
-    InvalidRequestError,
-    KafkaStorageException,
-    TimeoutException,
-)
+from txnspec.impl.errors import Errors, InvalidRequestError, KafkaStorageException
+from txnspec.impl.handles import ConsumerHandle, ProducerHandle
 from txnspec.impl.log import Record, RecordValue
-from txnspec.impl.messages import Fetch, Produce, Request, Response
+from txnspec.impl.messages import Produce, Request, Response
+from txnspec.impl.network import Message, Network
 from txnspec.impl.partition import IsolationLevel
 from txnspec.impl.policy import KAFKA, Rules
-
-
-@dataclass
-class Message:
-    """One message on the network: a request to the broker, or the broker's response to a client."""
-
-    id: int
-    client: str
-    request: Request | TxnMarker
-    response: Response | None = None
-
-    @property
-    def kind(self) -> str:
-        return "response" if self.response is not None else "request"
-
-    @property
-    def name(self) -> str:
-        return type(self.request).__name__
-
-    def __repr__(self) -> str:
-        what = self.response.error.name if self.response is not None else "request"
-        return f"<#{self.id} {self.client} {self.name} {what}>"
-
-
-MessageFilter = Callable[[Message], bool]
-
-
-@dataclass
-class Network:
-    """Messages in flight, delivered oldest first unless held; faults are explicit calls."""
-
-    messages: list[Message] = field(default_factory=list)
-    held: list[MessageFilter] = field(default_factory=list)
-    _drop: list[MessageFilter] = field(default_factory=list)
-    _dup: list[MessageFilter] = field(default_factory=list)
-    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-    log: list[str] = field(default_factory=list)
-
-    def send(self, client: str, request: Request | TxnMarker, response: Response | None = None) -> Message:
-        m = Message(next(self._ids), client, request, response)
-        self.messages.append(m)
-        return m
-
-    def hold(self, match: MessageFilter) -> None:
-        """Keep matching messages in flight until :meth:`release` (e.g. delay an EndTxn or a marker)."""
-        self.held.append(match)
-
-    def release(self, match: MessageFilter | None = None) -> None:
-        self.held = [] if match is None else [h for h in self.held if h is not match]
-
-    def drop_next(self, match: MessageFilter) -> None:
-        """Lose the next matching message (a lost request or response: the client sees a disconnect)."""
-        self._drop.append(match)
-
-    def lose(self, m: Message) -> None:
-        """Lose ``m`` now; its sender finds out only when its request times out (:meth:`Cluster.time_out`)."""
-        self.messages.remove(m)
-        self.log.append(f"lost {m!r}")
-
-    def duplicate_next(self, match: MessageFilter) -> None:
-        """Deliver the next matching message twice (a retransmitted request)."""
-        self._dup.append(match)
-
-    def pending(self, match: MessageFilter | None = None) -> list[Message]:
-        return [m for m in self.messages if match is None or match(m)]
-
-    def is_held(self, m: Message) -> bool:
-        return any(h(m) for h in self.held)
-
-    def next_deliverable(self) -> Message | None:
-        for m in self.messages:
-            if not self.is_held(m):
-                return m
-        return None
-
-
-def named(name: str, client: str | None = None) -> MessageFilter:
-    """A message filter: requests/responses of RPC ``name`` (e.g. ``"EndTxn"``), optionally of one client."""
-    return lambda m: m.name == name and (client is None or m.client == client)
+from txnspec.impl.txn_markers import TxnMarker
 
 
 class Cluster:
@@ -274,7 +192,7 @@ class Cluster:
     # --- the network pump ---
 
     def _queue_markers(self) -> None:
-        for marker in self.broker.txn_coordinator.drain_markers():
+        for marker in self.broker.txn_coordinator.marker_channel.drain_markers():
             self.network.send("coordinator", marker)
 
     def _dispatch(self) -> None:
@@ -317,7 +235,8 @@ class Cluster:
         """The sender of lost message ``m`` (or of the request it answers) gives up waiting: a client retries
         (``NetworkClient`` request timeout), the coordinator re-sends a marker (``TransactionMarkerChannelManager``)."""
         if isinstance(m.request, TxnMarker):
-            self.broker.txn_coordinator.on_marker_response(m.request, Errors.REQUEST_TIMED_OUT, self.now_ms)
+            self.broker.txn_coordinator.marker_channel.on_marker_response(m.request, Errors.REQUEST_TIMED_OUT,
+                                                                          self.now_ms)
         elif m.client in self.producers:
             self.producers[m.client].on_disconnect(m.request)  # type: ignore[arg-type]
 
@@ -383,111 +302,4 @@ class Cluster:
         return None if md is None else md.state.value
 
 
-class ProducerHandle:
-    """Blocking-style producer API with Kafka's names; each call pumps the network until it completes."""
-
-    def __init__(self, cluster: Cluster, name: str, producer: Producer) -> None:
-        self.cluster, self.name, self.producer = cluster, name, producer
-
-    def _await(self, result: TransactionalRequestResult) -> None:
-        self.cluster.run(until=lambda: result.completed)
-        if not result.completed:
-            raise TimeoutException(f"Timeout expired while awaiting {result.operation} (the network is held "
-                                   "or a peer is down); call it again to retry")
-        result.result()
-
-    def init_transactions(self) -> None:
-        self._await(self.producer.init_transactions())
-
-    def begin_transaction(self) -> None:
-        self.producer.begin_transaction()
-
-    def send(self, partition: str, value: RecordValue = None, key: RecordValue = None) -> RecordFuture:
-        return self.producer.send(partition, value, key, timestamp=self.cluster.now_ms)
-
-    def flush(self) -> None:
-        self.cluster.run(until=lambda: not self.producer.has_incomplete_batches())
-
-    def send_offsets_to_transaction(self, offsets: Mapping[str, int], group_id: str) -> None:
-        self._await(self.producer.send_offsets_to_transaction(offsets, group_id))
-
-    def commit_transaction(self) -> None:
-        self.flush()
-        self._await(self.producer.commit_transaction())
-
-    def abort_transaction(self) -> None:
-        self._await(self.producer.abort_transaction())
-
-    def close(self) -> None:
-        self.producer.close()
-
-    @property
-    def state(self) -> State:
-        return self.producer.state
-
-    @property
-    def producer_id(self) -> int:
-        return self.producer.producer_id
-
-    @property
-    def producer_epoch(self) -> int:
-        return self.producer.producer_epoch
-
-
-class ConsumerHandle:
-    """A consumer of assigned partitions reading through the broker (fetches are direct calls)."""
-
-    def __init__(self, cluster: Cluster, consumer: Consumer) -> None:
-        self.cluster, self.consumer = cluster, consumer
-
-    def assign(self, partitions: Iterable[str]) -> None:
-        """Assign partitions, starting at the group's committed offsets (``require_stable``) or 0."""
-        parts = list(partitions)
-        offsets: dict[str, int] = {}
-        if self.consumer.group_id is not None:
-            self.cluster.run()
-            err, offsets = self.cluster.broker.group_coordinator.fetch_offsets(self.consumer.group_id, parts,
-                                                                               require_stable=True)
-            if err is not Errors.NONE:
-                raise err.exception(f"OffsetFetch for {self.consumer.group_id}: {err.name}")
-        self.consumer.assign(parts, offsets)
-
-    def seek(self, partition: str, offset: int) -> None:
-        self.consumer.seek(partition, offset)
-
-    def position(self, partition: str) -> int:
-        return self.consumer.position(partition)
-
-    def poll(self, max_batches: int | None = None) -> list[ConsumerRecord]:
-        """Fetch from every assigned partition, after letting the network settle (markers land)."""
-        self.cluster.run()
-        out: list[ConsumerRecord] = []
-        for partition, offset, isolation in self.consumer.fetch_requests():
-            response = self.cluster.broker.handle(Fetch(partition, offset, isolation, max_batches),
-                                                  self.cluster.now_ms)
-            fetched = response.extra.get("fetch")
-            if fetched is not None:
-                out.extend(self.consumer.on_fetch(partition, fetched))  # type: ignore[arg-type]
-        return out
-
-    def read_all(self, partition: str) -> list[ConsumerRecord]:
-        """Every visible record of ``partition`` from offset 0 (a fresh position)."""
-        self.consumer.assign([partition])
-        out: list[ConsumerRecord] = []
-        while True:
-            got = self.poll()
-            if not got:
-                return out
-            out.extend(got)
-
-    def commit_sync(self, offsets: Mapping[str, int]) -> None:
-        if self.consumer.group_id is None:
-            raise IllegalStateException("commit_sync needs a consumer with a group_id")
-        errors = self.cluster.broker.group_coordinator.handle_offset_commit(self.consumer.group_id, offsets,
-                                                                            now_ms=self.cluster.now_ms)
-        for err in errors.values():
-            if err is not Errors.NONE:
-                raise err.exception(err.name)
-
-
-__all__ = ["Cluster", "ConsumerHandle", "Message", "Network", "ProducerHandle", "named"]
+__all__ = ["Cluster"]

@@ -32,8 +32,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from txnspec.impl.consumer_groups import ConsumerGroups
-from txnspec.impl.coordinator import offsets_partition_for
 from txnspec.impl.errors import Errors
+from txnspec.impl.internal_topics import offsets_partition_for
 from txnspec.impl.log import ControlType, Record
 from txnspec.impl.membership import MemberIdentity, Membership
 from txnspec.impl.partition import Partition

@@ -28,6 +28,9 @@ Snapshots carry a CRC32; a damaged or unreadable one is ignored with a warning a
 Every mechanism reads its switch from a :class:`~txnspec.impl.durability.Durability` policy and makes its
 system calls through the policy's ``FileOps``.
 
+Parts of their own: the frame format (:mod:`txnspec.impl.frames`), the snapshot files
+(:mod:`txnspec.impl.snapshots`), the producer-id block file (:mod:`txnspec.impl.producer_id_block`).
+
 Durability: with ``fsync=False`` an acknowledged append is in the operating system's page cache, so it
 survives the process being killed (SIGKILL) but not power loss; with ``fsync=True`` every append, snapshot and
 producer-id block is fsync'd (and new files' directories) before it is acknowledged, and the recovery-point
@@ -37,28 +40,23 @@ Left out: segment rolling, indexes, retention.
 
 from __future__ import annotations
 
-import base64
 import errno
-import json
 import logging
 import os
-import struct
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from txnspec.impl import durability as _durability
-from txnspec.impl.checkpoint import Checkpoints, CorruptDataError, StorageError, atomic_write
+from txnspec.impl.checkpoint import Checkpoints, CorruptDataError, StorageError
 from txnspec.impl.durability import Durability
-from txnspec.impl.log import ControlType, Record, RecordBatch, RecordValue
+from txnspec.impl.frames import HEADER, encode_batch, frame, frames_after, is_torn, read_frame
+from txnspec.impl.log import RecordBatch
 from txnspec.impl.partition import Partition
+from txnspec.impl.snapshots import latest_snapshot
 from txnspec.impl.topic_partition import TopicPartition
 
-_HEADER = struct.Struct(">II")
-_PAYLOAD_START = b'{"o":'  # every payload opens with its base offset (encode_batch): how a frame is found
 SEGMENT = "00000000000000000000.log"
-PID_BLOCK_SIZE = 1000
 log = logging.getLogger("txnspec.impl.storage")
 
 
@@ -93,76 +91,6 @@ class RecoveryReport:
 
 
 FailureSink = Callable[[StorageError], None]
-
-
-def _enc(v: RecordValue) -> Any:
-    if v is None:
-        return None
-    if isinstance(v, bytes):
-        return ["b", base64.b64encode(v).decode("ascii")]
-    return ["s", v]
-
-
-def _dec(v: Any) -> RecordValue:
-    if v is None:
-        return None
-    return base64.b64decode(v[1]) if v[0] == "b" else str(v[1])
-
-
-def encode_batch(b: RecordBatch) -> bytes:
-    return json.dumps({
-        "o": b.base_offset, "p": b.producer_id, "e": b.producer_epoch, "s": b.base_sequence,
-        "t": b.is_transactional, "c": None if b.control_type is None else b.control_type.value,
-        "ce": b.coordinator_epoch, "ts": b.timestamp,
-        "r": [[_enc(r.key), _enc(r.value), r.timestamp] for r in b.records]}, separators=(",", ":")).encode()
-
-
-def decode_batch(raw: bytes) -> RecordBatch:
-    d = json.loads(raw)
-    return RecordBatch(d["o"], tuple(Record(_dec(k), _dec(v), ts) for k, v, ts in d["r"]), d["p"], d["e"], d["s"],
-                       d["t"], None if d["c"] is None else ControlType(d["c"]), d["ce"], d["ts"])
-
-
-def frame(payload: bytes) -> bytes:
-    return _HEADER.pack(len(payload), zlib.crc32(payload)) + payload
-
-
-TORN = ("incomplete frame header", "cut short")  # the reasons a crash explains (a torn tail)
-
-
-def _read_frame(data: bytes, pos: int, check_crc: bool = True) -> tuple[RecordBatch | None, str]:
-    """The batch framed at ``pos``, or None and why not."""
-    if pos + _HEADER.size > len(data):
-        return None, "incomplete frame header"
-    length, crc = _HEADER.unpack_from(data, pos)
-    payload = data[pos + _HEADER.size: pos + _HEADER.size + length]
-    if len(payload) != length:
-        return None, f"frame of {length} bytes cut short"
-    if check_crc and zlib.crc32(payload) != crc:
-        return None, "CRC mismatch"
-    try:
-        return decode_batch(payload), ""
-    except (ValueError, KeyError, TypeError, IndexError, AttributeError, UnicodeDecodeError):
-        return None, "undecodable batch"
-
-
-def _is_torn(reason: str) -> bool:
-    return any(t in reason for t in TORN)
-
-
-def _frames_after(data: bytes, start: int) -> list[tuple[int, RecordBatch]]:
-    """Valid frames beginning after ``start`` (found by their payload's opening bytes), in file order."""
-    found: list[tuple[int, RecordBatch]] = []
-    i = data.find(_PAYLOAD_START, start + _HEADER.size)
-    while i >= 0:
-        pos = i - _HEADER.size
-        batch, _ = _read_frame(data, pos)
-        if batch is not None:
-            found.append((pos, batch))
-            i = data.find(_PAYLOAD_START, pos + _HEADER.size + _HEADER.unpack_from(data, pos)[0])
-        else:
-            i = data.find(_PAYLOAD_START, i + 1)
-    return found
 
 
 class SegmentStore:
@@ -223,7 +151,7 @@ class SegmentStore:
         if self.missing:
             reason = f"segment missing although {self.name} is in the checkpoints (starts at offset {start})"
         while pos < len(data) and not reason:
-            batch, reason = _read_frame(data, pos, self.policy.check_frame_crc)
+            batch, reason = read_frame(data, pos, self.policy.check_frame_crc)
             due = batches[-1].next_offset if batches else start
             if batch is not None and batch.base_offset != due:
                 reason = f"base offset {batch.base_offset} where {due} was due" + (
@@ -233,16 +161,16 @@ class SegmentStore:
                 break
             self.positions.append((batch.base_offset, pos))
             batches.append(batch)
-            pos += _HEADER.size + _HEADER.unpack_from(data, pos)[0]
+            pos += HEADER.size + HEADER.unpack_from(data, pos)[0]
         self.size = pos
         end = batches[-1].next_offset if batches else start
-        torn = pos < len(data) and _is_torn(reason)
+        torn = pos < len(data) and is_torn(reason)
         if (not reason or torn) and end < recovery_point:
             reason = f"log ends at offset {end} below its recovery point {recovery_point} (fsync'd data is gone)"
             torn = False
         if not reason:
             return batches
-        later = _frames_after(data, pos) if pos < len(data) else []
+        later = frames_after(data, pos) if pos < len(data) else []
         torn = torn and not later  # valid frames after a torn one: no crash leaves that
         if not torn and not recover_corruption:
             more = f" followed by {len(later)} valid frames" if later else ""
@@ -343,51 +271,6 @@ def partition_dirs(data_dir: str) -> list[str]:
     return sorted(TopicPartition.parse(d) or d for d in dirs)
 
 
-def write_snapshot(data_dir: str, p: Partition, policy: Durability | None = None) -> str:
-    """Write ``<log end offset>.snapshot`` (producer state + aborted index), CRC-framed, atomically."""
-    snap = p.snapshot()
-    path = os.path.join(data_dir, p.name, f"{int(snap['offset']):020d}.snapshot")  # type: ignore[call-overload]
-    atomic_write(path, frame(json.dumps(snap).encode()), policy or _durability.DEFAULT)
-    for old in os.listdir(os.path.join(data_dir, p.name)):
-        if old.endswith(".snapshot") and os.path.join(data_dir, p.name, old) != path:
-            os.remove(os.path.join(data_dir, p.name, old))
-    return path
-
-
-def _snapshot_offset(name: str) -> int | None:
-    stem = name[:-len(".snapshot")]
-    return int(stem) if stem.isdigit() else None
-
-
-def latest_snapshot(directory: str, log_end_offset: int, policy: Durability | None = None) -> dict[str, Any] | None:
-    """The newest valid snapshot at or below ``log_end_offset``. A damaged or unreadable one is skipped with a
-    warning: a snapshot only saves work, the log replayed from its start rebuilds the same state."""
-    check = (policy or _durability.DEFAULT).check_snapshot_checksum
-    names = sorted((n for n in os.listdir(directory) if n.endswith(".snapshot")), reverse=True)
-    for name in names:
-        path = os.path.join(directory, name)
-        offset = _snapshot_offset(name)
-        if offset is None or offset > log_end_offset:
-            continue
-        why = "unreadable"
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-            length, crc = _HEADER.unpack_from(data, 0) if len(data) >= _HEADER.size else (-1, 0)
-            payload = data[_HEADER.size:]
-            if len(payload) != length or (check and zlib.crc32(payload) != crc):
-                why = "its checksum fails"
-            else:
-                snap = json.loads(payload.decode("utf-8"))
-                if isinstance(snap, dict) and snap.get("offset") == offset:
-                    return snap
-                why = "its contents do not match its name"
-        except (OSError, ValueError, UnicodeDecodeError) as exc:
-            why = f"unreadable ({exc})"
-        log.warning("recovery: snapshot %s ignored, %s (the log is replayed instead)", path, why)
-    return None
-
-
 def open_partition(data_dir: str, name: str, kwargs: dict[str, Any], fsync: bool = False,
                    failures: FailureSink | None = None, recover_corruption: bool = False,
                    policy: Durability | None = None, checkpoints: Checkpoints | None = None) -> Partition:
@@ -423,49 +306,4 @@ def open_partition(data_dir: str, name: str, kwargs: dict[str, Any], fsync: bool
     return p
 
 
-class ProducerIdBlockFile:
-    """Producer ids are reserved in blocks; the block end is written (fsync'd) before an id of it is used."""
-
-    def __init__(self, path: str, failures: FailureSink | None = None, policy: Durability | None = None) -> None:
-        self.path = path
-        self.failures = failures
-        self.policy = policy or _durability.DEFAULT
-        self.block_end = 0
-        if os.path.exists(path):
-            try:
-                with open(path, "rb") as f:
-                    raw = f.read()
-            except OSError as exc:
-                raise StorageError(path, f"reading it failed: {exc.strerror or exc}") from exc
-            text = raw.decode("ascii", "replace").strip()
-            if not text.isdigit():
-                raise CorruptDataError(path, 0, f"producer-id block {raw[:40]!r} is not a number (ids could be "
-                                                "reused); restore the file or write an id above every id in use")
-            self.block_end = int(text)
-
-    def start(self) -> int:
-        """The first id this run may use: the end of the last reserved block (ids before it may be used)."""
-        return self.block_end
-
-    def check_above(self, used: int, where: str) -> None:
-        """Refuse to start if an id already in the logs is at or above the block end (a damaged block)."""
-        if used >= self.block_end:
-            raise CorruptDataError(self.path, 0, f"producer-id block ends at {self.block_end} but producer id "
-                                                 f"{used} is in {where} (ids would be reused)")
-
-    def reserve(self, next_id: int) -> None:
-        """Called before an id below ``next_id`` is handed out; reserves a new block when it runs out."""
-        if next_id > self.block_end:
-            end = next_id - 1 + PID_BLOCK_SIZE
-            if self.policy.persist_producer_ids:
-                try:
-                    atomic_write(self.path, str(end).encode(), self.policy)
-                except StorageError as exc:  # the id is not handed out (ProducerIdManager answers a retriable error)
-                    if self.failures is not None:
-                        self.failures(exc)
-                    raise
-            self.block_end = end
-
-
-__all__ = ["CorruptDataError", "RecoveryReport", "SegmentStore", "StorageError", "decode_batch", "encode_batch",
-           "latest_snapshot", "open_partition", "partition_dirs", "write_snapshot"]
+__all__ = ["CorruptDataError", "RecoveryReport", "SegmentStore", "StorageError", "open_partition", "partition_dirs"]

@@ -10,7 +10,7 @@ Theory of operation (as in Kafka): a handler asks the metadata for a *transit* w
 that sets ``pending_state`` and returns an immutable :class:`TxnTransitMetadata`; the transit is written
 to the transaction log; only when the write succeeded does ``complete_transition_to`` copy the transit's
 fields into the metadata and clear ``pending_state``. A failed write clears ``pending_state`` (done by
-:class:`txnspec.impl.coordinator.TransactionStateManager`).
+:class:`txnspec.impl.txn_state_manager.TransactionStateManager`).
 
 The valid-previous-states table is data (:data:`VALID_PREVIOUS_STATES`), read by the transition gate and
 by the tests. Violations raise :class:`CoordinatorIllegalState` (Kafka's ``IllegalStateException``).

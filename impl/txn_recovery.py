@@ -33,9 +33,10 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from txnspec.impl.coordinator import TRANSACTION_STATE_TOPIC, metadata_from_json
+from txnspec.impl.internal_topics import TRANSACTION_STATE_TOPIC
 from txnspec.impl.partition import Partition
 from txnspec.impl.topic_partition import TopicPartition
+from txnspec.impl.txn_log import metadata_from_json
 from txnspec.impl.txn_metadata import TransactionMetadata, TransactionState
 
 S = TransactionState

@@ -43,8 +43,8 @@ from kafka.protocol.metadata.find_coordinator import FindCoordinatorResponse
 from kafka.protocol.metadata.metadata import MetadataResponse
 
 from txnspec.impl.broker import Broker, BrokerConfig
-from txnspec.impl.coordinator import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from txnspec.impl.errors import Errors
+from txnspec.impl.internal_topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from txnspec.impl.messages import (
     CoordinatorType,
     FindCoordinator,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from txnspec.impl.coordinator import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC, partition_for
+from txnspec.impl.internal_topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC, partition_for
 
 ROUTING_PARTITIONS = 50  # offsets.topic.num.partitions, transaction.state.log.num.partitions
 

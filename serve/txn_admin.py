@@ -23,7 +23,7 @@ from kafka.protocol.admin.transactions import (
 )
 from kafka.protocol.producer.transaction import WriteTxnMarkersResponse
 
-from txnspec.impl.coordinator import GROUP_METADATA_TOPIC
+from txnspec.impl.internal_topics import GROUP_METADATA_TOPIC
 from txnspec.impl.log import ControlType
 from txnspec.impl.topic_partition import TopicPartition
 from txnspec.impl.txn_metadata import TransactionState

@@ -32,9 +32,10 @@ from __future__ import annotations
 from typing import Any, cast
 
 from txnspec.spec import consumer_group as cg
-from txnspec.spec import coordinator as coord
+from txnspec.spec import coordinator_state as coord_state
 from txnspec.spec import group as group_mod
 from txnspec.spec import partition as partition_mod
+from txnspec.spec import verification as spec_verification
 from txnspec.spec.errors import Errors
 from txnspec.spec.ghost import AppendedBatch, after_coordinator_step
 from txnspec.spec.messages import (
@@ -56,7 +57,7 @@ from txnspec.spec.txn_state import PREPARE_STATES
 from txnspec.spec.values import intern, replace
 
 
-def coordinator_step(state: SystemState, result: coord.CoordinatorResult, env: Envelope) -> SystemState:
+def coordinator_step(state: SystemState, result: coord_state.CoordinatorResult, env: Envelope) -> SystemState:
     """``state`` after the coordinator took ``result`` on ``env`` (its ghost updated), before any sending."""
     return replace(state, ghost=after_coordinator_step(state.ghost, state.coordinator, result, env),
                    coordinator=result.state)
@@ -125,7 +126,7 @@ def partition_receives(system: System, state: SystemState, env: Envelope) -> Sys
     return replace(state, network=send(state.network, Envelope(name, env.source, response, env.context)))
 
 
-def _is_fenced_at_coordinator(cs: coord.CoordinatorState, produce: Produce) -> bool:
+def _is_fenced_at_coordinator(cs: coord_state.CoordinatorState, produce: Produce) -> bool:
     md = cs.metadata(produce.transactional_id or "")
     if md is None:
         return False
@@ -164,13 +165,13 @@ def _verify_transactional_produce(system: System, state: SystemState, pstate: An
     return state, map_verification_error(error, supports_epoch_bump=False)
 
 
-def verify_only(cs: coord.CoordinatorState, tid: str, producer_id: int, epoch: int, partition: str,
-                config: coord.CoordinatorConfig = coord.DEFAULT_CONFIG) -> Errors:
+def verify_only(cs: coord_state.CoordinatorState, tid: str, producer_id: int, epoch: int, partition: str,
+                config: coord_state.CoordinatorConfig = coord_state.DEFAULT_CONFIG) -> Errors:
     """A TV1 leader's ``verifyOnly`` AddPartitionsToTxn as the coordinator answers it
     (``handleVerifyPartitionsInTransaction``: a transaction being completed is CONCURRENT_TRANSACTIONS, a
     partition not in the transaction TRANSACTION_ABORTABLE, an id whose transaction-log partition is not served here
     NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS); the caller maps the answer for its request."""
-    unserved = coord.ownership_error(cs, tid, config)
+    unserved = coord_state.ownership_error(cs, tid, config)
     if unserved is not Errors.NONE:
         return unserved
     md = cs.metadata(tid)
@@ -188,8 +189,8 @@ def verify_only(cs: coord.CoordinatorState, tid: str, producer_id: int, epoch: i
 def map_verification_error(error: Errors, supports_epoch_bump: bool) -> Errors:
     """What the producer sees of a failed verification of its Produce; the modelled clients send Produce v11
     (TV1) and v12 (TV2), which handle TRANSACTION_ABORTABLE."""
-    return partition_mod.verification_error(error, generic_error_supported=True,
-                                            supports_epoch_bump=supports_epoch_bump)
+    return spec_verification.verification_error(error, generic_error_supported=True,
+                                                supports_epoch_bump=supports_epoch_bump)
 
 
 def _verify_txn_offset_commit(system: System, state: SystemState, body: TxnOffsetCommit, tag: Tag | None
@@ -302,16 +303,16 @@ def group_receives(system: System, state: SystemState, env: Envelope) -> SystemS
 Sent = tuple[Envelope, ...]  # the messages a step sent, sorted as the network keeps them
 
 
-def coordinator_effect(system: System, cs: coord.CoordinatorState, ghost: Any, env: Envelope, append_error: Errors
-                       ) -> tuple[coord.CoordinatorState, Any, Sent]:
+def coordinator_effect(system: System, cs: coord_state.CoordinatorState, ghost: Any, env: Envelope, append_error: Errors
+                       ) -> tuple[coord_state.CoordinatorState, Any, Sent]:
     """:func:`coordinator_receives` as a function of what it reads: the coordinator and ghost after, and what
     was sent."""
     after = coordinator_receives(system, projection(coordinator=cs, ghost=ghost), env, append_error)
     return intern(after.coordinator), intern(after.ghost), after.network
 
 
-def partition_effect(system: System, pstate: Any, cs: coord.CoordinatorState, ghost: Any, env: Envelope
-                     ) -> tuple[Any, coord.CoordinatorState, Any, Sent] | None:
+def partition_effect(system: System, pstate: Any, cs: coord_state.CoordinatorState, ghost: Any, env: Envelope
+                     ) -> tuple[Any, coord_state.CoordinatorState, Any, Sent] | None:
     """:func:`partition_receives` on the leader of ``env.target`` as a function of what it reads: that
     partition, the coordinator and the ghost after, and what was sent; None when the produce waits."""
     name = cast(str, env.target)  # a partition leader's address is the partition's name
@@ -323,8 +324,8 @@ def partition_effect(system: System, pstate: Any, cs: coord.CoordinatorState, gh
     return intern(after.partition(name)), intern(after.coordinator), intern(after.ghost), after.network
 
 
-def group_effect(system: System, offsets_log: Any, group: Any, cs: coord.CoordinatorState, ghost: Any,
-                 env: Envelope) -> tuple[Any, Any, coord.CoordinatorState, Any, Sent] | None:
+def group_effect(system: System, offsets_log: Any, group: Any, cs: coord_state.CoordinatorState, ghost: Any,
+                 env: Envelope) -> tuple[Any, Any, coord_state.CoordinatorState, Any, Sent] | None:
     """:func:`group_receives` as a function of what it reads: the group's offsets partition, the group
     coordinator, the transaction coordinator and the ghost after, and what was sent; None when the commit
     waits."""

@@ -32,26 +32,17 @@ from collections.abc import Iterator
 from typing import Any
 
 from txnspec.spec import consumer_group as cg
-from txnspec.spec import coordinator as coord
 from txnspec.spec import group as group_mod
 from txnspec.spec import partition as partition_mod
+from txnspec.spec import txn_loading, txn_markers
 from txnspec.spec.actions import Action, ActionKind
 from txnspec.spec.brokers import coordinator_step, marker_envelope
+from txnspec.spec.coordinator_state import CoordinatorState
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import Produce, TransactionResult, WriteTxnMarkers, WriteTxnMarkersResponse
 from txnspec.spec.network import COORDINATOR, GROUP, NETWORK, Envelope, contexts, deliveries, producer_index, send
-from txnspec.spec.producer import (
-    FATAL_ERROR,
-    INITIALIZING,
-    READY,
-    UNINITIALIZED,
-    ClientConfig,
-    Producer,
-    expire_batch,
-    first_in_flight,
-    request_timed_out,
-    restarted,
-)
+from txnspec.spec.producer import expire_batch, first_in_flight, request_timed_out, restarted
+from txnspec.spec.producer_state import FATAL_ERROR, INITIALIZING, READY, UNINITIALIZED, ClientConfig, Producer
 from txnspec.spec.system_state import (
     System,
     SystemState,
@@ -247,14 +238,14 @@ def _plain_commit(system: System, state: SystemState) -> tuple[Action, SystemSta
 PLAIN_COMMIT_PARTITION = "input-0"  # the input partition whose position the applications commit
 
 
-def timeout_effect(system: System, cs: coord.CoordinatorState, ghost: Any, tid: str
-                   ) -> tuple[coord.CoordinatorState, Any, tuple[Envelope, ...]]:
+def timeout_effect(system: System, cs: CoordinatorState, ghost: Any, tid: str
+                   ) -> tuple[CoordinatorState, Any, tuple[Envelope, ...]]:
     """:func:`_abort_timed_out` as a function of what it reads (used with ``System.memo``)."""
     after = _abort_timed_out(system, projection(coordinator=cs, ghost=ghost), tid)
     return intern(after.coordinator), intern(after.ghost), after.network
 
 
-def failover_effect(system: System, cs: coord.CoordinatorState) -> tuple[coord.CoordinatorState, tuple[Envelope, ...]]:
+def failover_effect(system: System, cs: CoordinatorState) -> tuple[CoordinatorState, tuple[Envelope, ...]]:
     """A coordinator failover: the new coordinator and the markers it sends (used with ``System.memo``)."""
     result = system.protocol.coordinator_failover(cs, config=system.coordinator_config)
     return intern(result.state), send((), *(marker_envelope(system, m, tid) for tid, m in result.markers))
@@ -271,14 +262,14 @@ def slow_failover_steps(system: System, state: SystemState) -> Iterator[tuple[Ac
     if b.slow_failover:
         resigned = cs
         for index in range(config.txn_log_partitions):
-            resigned = coord.emigrate(resigned, index, config=config).state
+            resigned = txn_loading.emigrate(resigned, index, config=config).state
         yield (intern(Action(K.RESIGN, COORDINATOR)),
                replace(state, coordinator=intern(resigned), budget=spend(b, "slow_failover")))
     if cs.not_led and not cs.loading:
-        elected = coord.begin_load(cs, cs.not_led, config=config).state
+        elected = txn_loading.begin_load(cs, cs.not_led, config=config).state
         yield intern(Action(K.ELECT, COORDINATOR)), replace(state, coordinator=intern(elected))
     for index in sorted(cs.loading):
-        result = coord.finish_load(cs, index, config=config)
+        result = txn_loading.finish_load(cs, index, config=config)
         markers = [marker_envelope(system, m, tid) for tid, m in result.markers]
         yield (intern(Action(K.LOAD_TXN_PARTITION, COORDINATOR, partition=txn_log_name(index))),
                replace(state, coordinator=intern(result.state), network=send(state.network, *markers)))
@@ -409,7 +400,7 @@ def marker_retry_steps(system: System, state: SystemState) -> Iterator[tuple[Act
                replace(state, network=send(network, envelope)))
 
 
-def marker_resends(system: System, cs: coord.CoordinatorState) -> tuple[Envelope, ...]:
+def marker_resends(system: System, cs: CoordinatorState) -> tuple[Envelope, ...]:
     """The markers the coordinator's channel would re-send if they were no longer in flight (used with
     ``System.memo``)."""
     resends = []
@@ -417,7 +408,7 @@ def marker_resends(system: System, cs: coord.CoordinatorState) -> tuple[Envelope
         md = cs.metadata(tid)
         if md is None or pending.coordinator_epoch != cs.coordinator_epoch:
             continue
-        for _, marker in coord.markers_for(cs, md, pending.result):
+        for _, marker in txn_markers.markers_for(cs, md, pending.result):
             resends.append(intern(marker_envelope(system, marker, tid)))
     return tuple(resends)
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 from bisect import insort
 from typing import Any
 
-from txnspec.spec import coordinator as coord
+from txnspec.spec import constants, two_phase
+from txnspec.spec import coordinator_state as coord_state
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import EndTxn, InitProducerId, InitProducerIdResponse, TransactionResult
 from txnspec.spec.network import Envelope, Tag
@@ -149,7 +150,7 @@ def _completes_kept(ghost: Ghost, env: Envelope, owner: tuple[int, int]) -> bool
             and any(pid == body.producer_id for pid, _ in ghost.kept))
 
 
-def after_coordinator_step(ghost: Ghost, before: coord.CoordinatorState, result: coord.CoordinatorResult,
+def after_coordinator_step(ghost: Ghost, before: coord_state.CoordinatorState, result: coord_state.CoordinatorResult,
                            env: Envelope) -> Ghost:
     """Record which application transaction the coordinator opened or decided on ``env``."""
     for tid, record in result.appended:
@@ -163,7 +164,7 @@ def after_coordinator_step(ghost: Ghost, before: coord.CoordinatorState, result:
             decided = TransactionResult.COMMIT if record.state is PREPARE_COMMIT else TransactionResult.ABORT
             decided_by = env.tag if isinstance(env.body, EndTxn) else None
             if env.body is None and record.state is PREPARE_ABORT and previous is not None \
-                    and previous.txn_timeout_ms == coord.INT_MAX_TIMEOUT:  # the timeout scan (no request)
+                    and previous.txn_timeout_ms == two_phase.INT_MAX_TIMEOUT:  # the timeout scan (no request)
                 ghost = replace(ghost, two_phase_timed_out=True)
             decision = (tid, opened, decided, decided_by)
             ghost = replace(ghost, decisions=in_order(ghost.decisions, decision, decision_order),
@@ -175,7 +176,7 @@ def after_coordinator_step(ghost: Ghost, before: coord.CoordinatorState, result:
     if isinstance(env.body, InitProducerId) and isinstance(result.response, InitProducerIdResponse) \
             and result.response.error is Errors.NONE and env.tag is not None and env.body.transactional_id:
         ghost = replace(ghost, owner=set_pair(ghost.owner, env.body.transactional_id, env.tag[:2]))
-        if result.response.ongoing_txn_producer_id != coord.NO_PRODUCER_ID:
+        if result.response.ongoing_txn_producer_id != constants.NO_PRODUCER_ID:
             kept = (result.response.ongoing_txn_producer_id, result.response.ongoing_txn_producer_epoch)
             ghost = replace(ghost, kept=ghost.kept | {kept})
         if env.body.transactional_id in ghost.expired_ids:

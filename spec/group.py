@@ -36,8 +36,8 @@ from types import MappingProxyType
 from txnspec.spec.consumer_group import ConsumerGroup
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import ErrorResponse, TxnOffsetCommit
-from txnspec.spec.partition import add_partitions_manager_error
 from txnspec.spec.values import replace, value
+from txnspec.spec.verification import add_partitions_manager_error
 
 Offsets = tuple[tuple[str, "OffsetRecord"], ...]  # (partition, offset record), sorted by partition
 

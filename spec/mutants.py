@@ -13,8 +13,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from txnspec.spec import coordinator as coord
+from txnspec.spec import coordinator_state as coord_state
 from txnspec.spec import group as group_mod
 from txnspec.spec import partition as partition_mod
+from txnspec.spec import txn_markers
+from txnspec.spec import txn_metadata as txn_md
+from txnspec.spec.coordinator_state import CoordinatorResult, CoordinatorState
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import AddPartitionsToTxn, ErrorResponse, InitProducerIdResponse
 from txnspec.spec.protocol import CURRENT, Protocol
@@ -37,22 +41,22 @@ def _mutant(name: str, mistake: str, scenario: str, killed_by: str, **overrides:
 
 # --- coordinator mutants -----------------------------------------------------------------------------
 
-def _add_partitions_while_preparing(cs: coord.CoordinatorState, request: AddPartitionsToTxn, **kw: Any
-                                    ) -> coord.CoordinatorResult:
+def _add_partitions_while_preparing(cs: CoordinatorState, request: AddPartitionsToTxn, **kw: Any
+                                    ) -> CoordinatorResult:
     """Forgets the ``PrepareCommit``/``PrepareAbort`` check: the table then refuses the transition."""
     md = cs.metadata(request.transactional_id)
     if md is not None and md.state in PREPARE_STATES and md.pending_state is not None:
         md2 = replace(md, pending_state=None)
-        config = kw.get("config", coord.DEFAULT_CONFIG)
-        transit = coord.prepare_add_partitions(md2, request.partitions, cs.now_ms, request.transaction_version)
-        cs2, pending = coord.prepare_transition_to(coord.with_metadata(cs, md2, md.transactional_id), md2,
-                                                   transit, config)
+        config = kw.get("config", coord_state.DEFAULT_CONFIG)
+        transit = txn_md.prepare_add_partitions(md2, request.partitions, cs.now_ms, request.transaction_version)
+        cs2, pending = txn_md.prepare_transition_to(coord_state.with_metadata(cs, md2, md.transactional_id), md2,
+                                                    transit, config)
         error = Errors.NONE if pending else Errors.UNKNOWN_SERVER_ERROR
-        return coord.CoordinatorResult(cs2, ErrorResponse(error))
+        return CoordinatorResult(cs2, ErrorResponse(error))
     return coord.handle_add_partitions_to_txn(cs, request, **kw)
 
 
-def _init_without_bump(cs: coord.CoordinatorState, request: Any, **kw: Any) -> coord.CoordinatorResult:
+def _init_without_bump(cs: CoordinatorState, request: Any, **kw: Any) -> CoordinatorResult:
     """InitProducerId hands out the current epoch again instead of bumping it."""
     before = cs.metadata(request.transactional_id) if request.transactional_id else None
     result = coord.handle_init_producer_id(cs, request, **kw)
@@ -62,30 +66,31 @@ def _init_without_bump(cs: coord.CoordinatorState, request: Any, **kw: Any) -> c
         return result
     md = result.state.metadata(request.transactional_id)
     assert md is not None
-    state = coord.with_metadata(result.state, replace(md, producer_epoch=before.producer_epoch), md.transactional_id)
+    state = coord_state.with_metadata(result.state, replace(md, producer_epoch=before.producer_epoch),
+                                      md.transactional_id)
     return replace(result, state=state, response=InitProducerIdResponse(Errors.NONE, before.producer_id,
                                                                         before.producer_epoch))
 
 
-def _complete_on_first_marker(cs: coord.CoordinatorState, tid: str, partition: str, coordinator_epoch: int,
-                              error: Errors, **kw: Any) -> coord.CoordinatorResult:
+def _complete_on_first_marker(cs: CoordinatorState, tid: str, partition: str, coordinator_epoch: int,
+                              error: Errors, **kw: Any) -> CoordinatorResult:
     """Writes Complete* as soon as one partition acknowledged its marker."""
     md = cs.metadata(tid)
     if md is not None and error is Errors.NONE and partition in md.partitions:
-        cs = coord.with_metadata(cs, replace(md, partitions=frozenset({partition})), tid)
-    return coord.handle_write_txn_markers_response(cs, tid, partition, coordinator_epoch, error, **kw)
+        cs = coord_state.with_metadata(cs, replace(md, partitions=frozenset({partition})), tid)
+    return txn_markers.handle_write_txn_markers_response(cs, tid, partition, coordinator_epoch, error, **kw)
 
 
-def _add_partitions_forgets_earlier(cs: coord.CoordinatorState, request: AddPartitionsToTxn, **kw: Any
-                                    ) -> coord.CoordinatorResult:
+def _add_partitions_forgets_earlier(cs: CoordinatorState, request: AddPartitionsToTxn, **kw: Any
+                                    ) -> CoordinatorResult:
     """AddPartitionsToTxn replaces the transaction's partitions instead of adding to them."""
     md = cs.metadata(request.transactional_id)
     if md is not None and md.pending_state is None and md.producer_id == request.producer_id:
-        cs = coord.with_metadata(cs, replace(md, partitions=frozenset()), md.transactional_id)
+        cs = coord_state.with_metadata(cs, replace(md, partitions=frozenset()), md.transactional_id)
     return coord.handle_add_partitions_to_txn(cs, request, **kw)
 
 
-def _end_txn_tv2_without_bump(cs: coord.CoordinatorState, request: Any, **kw: Any) -> coord.CoordinatorResult:
+def _end_txn_tv2_without_bump(cs: CoordinatorState, request: Any, **kw: Any) -> CoordinatorResult:
     """Transaction version 2 without the epoch bump at EndTxn (a TV1 coordinator answering a TV2 client)."""
     return coord.handle_end_txn(cs, replace(request, transaction_version=0), **kw)
 

@@ -1,13 +1,13 @@
 """The producer client of the system model: the application's progress and a projection of its client.
 
 System
-    One :class:`Producer` per producer instance: the phase of ``TransactionManager.State``, its producer id
-    and epoch, the transactional request in flight, the partitions added or waiting to be added, the
-    handlers queued in ``TransactionManager.pendingRequests``, the records not yet sent, the batches in
-    flight with their sequences. It is a named projection of the one client, :mod:`txnspec.spec.client`
+    The steps of one producer of the system model, whose state (:class:`~txnspec.spec.producer_state.Producer`:
+    the phase of ``TransactionManager.State``, its producer id and epoch, the transactional request in flight, the
+    queued handlers, the records not yet sent, the batches in flight with their sequences) is
+    :mod:`txnspec.spec.producer_state`. It is a named projection of the one client, :mod:`txnspec.spec.client`
     (:mod:`txnspec.spec.projection` says what it keeps, what it abstracts and why, and lifts a producer back
     into the client's state; ``tests/spec/test_client_agreement.py`` shows both take the same steps). All
-    functions here are pure functions of a producer (and the :class:`ClientConfig`): the system model
+    functions here are pure functions of a producer (and the ``ClientConfig``): the system model
     (:mod:`txnspec.spec.system`) composes them with the network.
 
     * :func:`dispatch` is ``Sender.runOnce``: it sends every request the client can send now (one
@@ -19,7 +19,7 @@ System
       drained and drops the queued handlers (``abortUndrainedBatches``, ``maybeTerminateRequestWithError``); in
       a fatal error it fails every batch and record and sends nothing (``maybeAbortBatches``).
     * :func:`receive` is the client's response handling (``TxnRequestHandler.handleResponse``,
-      ``Sender.completeBatch``) with the error rules of :mod:`txnspec.spec.client` (``classify_response``,
+      ``Sender.completeBatch``) with the error rules of :mod:`txnspec.spec.client_errors` (``classify_response``,
       ``classify_produce_error``): retry (re-enqueue), abortable (``ABORTABLE_ERROR``: the application must
       abort; for TV < 2 the abort is followed by an InitProducerId epoch bump, KIP-360), fatal
       (``FATAL_ERROR``).
@@ -47,12 +47,12 @@ Left out
 
 from __future__ import annotations
 
-import enum
-import functools
 from typing import Any
 
-from txnspec.spec import client as cl
-from txnspec.spec.client import Reaction, classify_produce_error, classify_response
+from txnspec.spec import client_errors as cl_errors
+from txnspec.spec import client_state as cl_state
+from txnspec.spec import client_transitions as cl_transitions
+from txnspec.spec.client_errors import Reaction, classify_produce_error, classify_response
 from txnspec.spec.constants import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import (
@@ -66,179 +66,25 @@ from txnspec.spec.messages import (
     TransactionResult,
     TxnOffsetCommit,
 )
-from txnspec.spec.network import COORDINATOR, GROUP, Envelope, ProducerAddress, Tag, producer_address
-from txnspec.spec.values import replace, value
-
-TXN_TIMEOUT_MS = 60_000
-
-
-class Phase(enum.Enum):
-    """``TransactionManager.State`` (the client's view of its transaction)."""
-
-    UNINITIALIZED = "UNINITIALIZED"
-    INITIALIZING = "INITIALIZING"
-    READY = "READY"
-    IN_TRANSACTION = "IN_TRANSACTION"
-    PREPARED_TRANSACTION = "PREPARED_TRANSACTION"  # KIP-939: prepareTransaction, or a transaction kept at init
-    COMMITTING_TRANSACTION = "COMMITTING_TRANSACTION"
-    ABORTING_TRANSACTION = "ABORTING_TRANSACTION"
-    ABORTABLE_ERROR = "ABORTABLE_ERROR"
-    FATAL_ERROR = "FATAL_ERROR"
-
-
-UNINITIALIZED, INITIALIZING, READY = Phase.UNINITIALIZED, Phase.INITIALIZING, Phase.READY
-IN_TRANSACTION, COMMITTING, ABORTING = Phase.IN_TRANSACTION, Phase.COMMITTING_TRANSACTION, Phase.ABORTING_TRANSACTION
-ABORTABLE_ERROR, FATAL_ERROR = Phase.ABORTABLE_ERROR, Phase.FATAL_ERROR
-PREPARED = Phase.PREPARED_TRANSACTION
-
-
-class OffsetsStage(enum.Enum):
-    """Consume-transform-produce: how far ``sendOffsetsToTransaction`` got in this transaction."""
-
-    NONE = "none"  # not called
-    ADD = "add"  # TV1: AddOffsetsToTxn to send
-    COMMIT = "commit"  # TxnOffsetCommit to send (TV2 sends it at once)
-    DONE = "done"  # the group coordinator holds the offsets
-
-
-class Queued(enum.Enum):
-    """A handler in ``TransactionManager.pendingRequests`` among those of equal priority."""
-
-    PARTITIONS = "partitions"  # the AddPartitionsToTxn of the new partitions
-    OFFSETS = "offsets"  # AddOffsetsToTxn or TxnOffsetCommit, as the offsets stage says
-
-
-Batch = tuple[str, int, int, int]  # a produce in flight: (partition, producer id, epoch, base sequence)
-
-
-@value
-class ClientConfig:
-    """What the application and its client are configured with (from the scenario and the protocol)."""
-
-    partitions: tuple[str, ...]
-    transactions_per_producer: int
-    records_per_transaction: int
-    commit_offsets: bool
-    group_id: str
-    transaction_version: int
-    max_sequence: int
-    waits_for_produce_before_end_txn: bool
-    bumps_epoch_after_abortable_error: bool
-    max_in_flight: int = 1  # batches in flight per partition (max.in.flight.requests.per.connection)
-    # a batch may expire (delivery.timeout.ms): only then is a batch in retry told from one that is not (nothing
-    # else reads ProducerBatch.inRetry), so only then does the producer keep which batches were retried
-    expires_batches: bool = False
-    two_phase_commit: bool = False  # transaction.two.phase.commit.enable: InitProducerId asks for Enable2Pc
-    complete_compares_prepared_state: bool = True  # the protocol's switches (spec/protocol.py)
-    kept_transaction_started: bool = False
-    sends_two_phase_fields: bool = True
-
-    def earlier(self, first: Batch, second: Batch) -> bool:
-        """``first`` was sent before ``second`` on the same partition with the same producer id and epoch
-        (:func:`txnspec.spec.client.sequence_precedes`; the scenario keeps ``max_sequence >= 2 * (max_in_flight -
-        1)``)."""
-        return cl.sequence_precedes(as_produce(first), as_produce(second), self.transaction_manager)
-
-    @property
-    def transaction_manager(self) -> cl.ClientConfig:
-        """The configuration of :mod:`txnspec.spec.client`'s client this producer projects (spec/projection.py)."""
-        return _transaction_manager_config(self.max_in_flight, self.max_sequence)
-
-    @property
-    def tv2(self) -> bool:
-        return self.transaction_version >= 2
-
-
-@value
-class Producer:
-    """One producer instance: the application's progress and its client's ``TransactionManager``."""
-
-    index: int
-    transactional_id: str
-    incarnation: int = 0
-    phase: Phase = UNINITIALIZED
-    producer_id: int = NO_PRODUCER_ID
-    producer_epoch: int = NO_PRODUCER_EPOCH
-    awaiting: tuple[type, int] | None = None  # (request type, correlation) of the transactional request in flight
-    added: frozenset[str] = frozenset()  # partitions the coordinator knows are in the transaction
-    to_add: frozenset[str] = frozenset()  # TV1: partitions waiting for AddPartitionsToTxn
-    adding: frozenset[str] = frozenset()  # TV1: the partitions of the AddPartitionsToTxn in flight
-    # TransactionManager.pendingRequests among its equal-priority handlers, oldest first
-    queued: tuple[Queued, ...] = ()
-    # TV1: the group coordinator was found (TransactionManager keeps it). The first TxnOffsetCommit first looks it
-    # up and is re-enqueued behind the handlers queued meanwhile; TV2 queues nothing beside it, so the flag stays
-    # False there (equal states stay equal)
-    group_found: bool = False
-    unsent: tuple[str, ...] = ()  # records waiting for their partition to be added
-    in_flight: frozenset[Batch] = frozenset()  # produces outstanding: what correlates a response
-    # of those, the batches the retry step sent again (ProducerBatch.inRetry: a batch waiting for its retry is one
-    # too, see expire_batch); kept only while in flight, and only where batches expire (ClientConfig)
-    retried: frozenset[Batch] = frozenset()
-    sequences: tuple[tuple[str, int], ...] = ()
-    offsets: OffsetsStage = OffsetsStage.NONE
-    started: bool = False  # transactionStarted: something was added, so EndTxn must be sent
-    bump_required: bool = False  # TV1 after an abortable produce error: bump the epoch after the abort
-    # TV1: beginCompletingTransaction found the bump required and queued its InitProducerId behind EndTxn. A bump
-    # required only later (a batch expired while completing: maybeResolveSequences) is queued by nobody: after
-    # EndTxn the client is INITIALIZING with nothing to send, and no call of the application is valid any more
-    bump_queued: bool = False
-    end_result: TransactionResult | None = None
-    txn_no: int = 0
-    records_sent: int = 0
-    generation: int = -1  # KIP-447: the consumer's generation as its member last learned it (-1: no group)
-    # the generation of the group metadata handed to sendOffsetsToTransaction: its TxnOffsetCommit carries it,
-    # however late it is sent
-    offsets_generation: int = -1
-    # KIP-939: initTransactions(keepPreparedTxn) asked to keep a prepared transaction; the PreparedTxnState the
-    # client holds (prepareTransaction's, or the kept transaction's from InitProducerId); whether it is a kept one
-    keep_prepared: bool = False
-    prepared: tuple[int, int] = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
-    kept: bool = False
-    # the external coordinator's durable record, which survives a crash: its decision for the transaction (with
-    # the transaction's tag) and the PreparedTxnState it stored when it decided to commit
-    decision: tuple[Tag, TransactionResult] | None = None
-    recorded: tuple[int, int] = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
-
-    def next_sequence(self, partition: str) -> int:
-        for p, seq in self.sequences:
-            if p == partition:
-                return seq
-        return 0
-
-    @property
-    def member_id(self) -> str:
-        """Its application's consumer-group member id (KIP-447); "" outside group management."""
-        return f"member-{self.index}" if self.generation >= 0 else ""
-
-    @property
-    def tag(self) -> Tag:
-        # a kept transaction is the previous incarnation's (one crash at most: the 2PC scenarios)
-        return (self.index, self.incarnation - 1 if self.kept else self.incarnation, self.txn_no)
-
-    @property
-    def address(self) -> ProducerAddress:
-        return producer_address(self.index)
-
-
-@functools.cache
-def _transaction_manager_config(max_in_flight: int, max_sequence: int) -> cl.ClientConfig:
-    # one record per batch (batch.size), a retried batch waits for the model's retry step (retry.backoff.ms)
-    return cl.ClientConfig(max_in_flight_per_partition=max_in_flight, max_sequence=max_sequence, max_batch_records=1,
-                           retry_backoff=True)
-
-
-def as_produce(batch: Batch, transactional_id: str | None = None) -> Produce:
-    """The Produce request of a batch in flight (one record)."""
-    partition, producer_id, epoch, sequence = batch
-    return Produce(partition, producer_id, epoch, sequence, 1, True, transactional_id)
-
-
-def _set(pairs: tuple[tuple[str, int], ...], key: str, value: int) -> tuple[tuple[str, int], ...]:
-    kept = [(k, v) for k, v in pairs if k != key]
-    kept.append((key, value))
-    kept.sort(key=lambda kv: repr(kv[0]))
-    return tuple(kept)
-
+from txnspec.spec.network import COORDINATOR, GROUP, Envelope
+from txnspec.spec.producer_state import (
+    ABORTABLE_ERROR,
+    ABORTING,
+    COMMITTING,
+    FATAL_ERROR,
+    IN_TRANSACTION,
+    INITIALIZING,
+    PREPARED,
+    READY,
+    TXN_TIMEOUT_MS,
+    Batch,
+    ClientConfig,
+    OffsetsStage,
+    Producer,
+    Queued,
+    set_entry,
+)
+from txnspec.spec.values import replace
 
 # --- the Sender: what a producer sends after each step -------------------------------------------------
 
@@ -323,7 +169,7 @@ def dispatch(config: ClientConfig, p: Producer, used: frozenset[object] = frozen
         unsent.remove(partition)
         key = (partition, p.producer_id, p.producer_epoch, seq)
         used = used | {key}  # its Produce is on its way
-        p = replace(p, in_flight=p.in_flight | {key}, sequences=_set(p.sequences, partition, nxt),
+        p = replace(p, in_flight=p.in_flight | {key}, sequences=set_entry(p.sequences, partition, nxt),
                     started=True, unsent=tuple(unsent))
         out.append(Envelope(src, partition, Produce(partition, p.producer_id, p.producer_epoch, seq, 1, True, tid),
                             key, p.tag))
@@ -380,7 +226,7 @@ def receive(config: ClientConfig, p: Producer, body: Any, context: Any
             ) -> tuple[Producer, Outcome | None] | None:
     """The client handles an answer: the producer after it and what the application learns of its
     transaction's outcome, or None when the answer changes nothing (a stale or duplicated answer, or one to
-    a produce the client gave up on). Errors are classified by :mod:`txnspec.spec.client`'s rules
+    a produce the client gave up on). Errors are classified by :mod:`txnspec.spec.client_errors`' rules
     (``classify_produce_error``, ``classify_response``)."""
     if isinstance(body, ProduceResponse):
         if context not in p.in_flight:
@@ -457,7 +303,7 @@ def abortable(p: Producer) -> Producer:
     """``transitionToAbortableError``: a no-op while aborting; an invalid transition (the Sender thread) is fatal."""
     if p.phase in (ABORTING, ABORTABLE_ERROR, FATAL_ERROR):
         return p
-    if cl.is_transition_valid(cl.State[p.phase.name], cl.ABORTABLE_ERROR):
+    if cl_state.is_transition_valid(cl_state.State[p.phase.name], cl_state.ABORTABLE_ERROR):
         return replace(p, phase=ABORTABLE_ERROR)
     return replace(p, phase=FATAL_ERROR)
 
@@ -468,15 +314,15 @@ def produce_failed(config: ClientConfig, p: Producer, error: Errors, batch: Batc
     completion; an error answer gives the batch's sequence back (``adjust``: ``adjustSequencesDueToFailedBatch``);
     ``unresolved``: the client gave up on a batch in retry, so it cannot know whether it was written:
     ``maybeResolveSequences`` then requires an epoch bump even while completing."""
-    if error in cl.PRODUCE_FATAL_ERRORS:
+    if error in cl_errors.PRODUCE_FATAL_ERRORS:
         return replace(p, phase=FATAL_ERROR)
     completing = p.phase in (COMMITTING, ABORTING)
     bump = _bumps_epoch(config) and (unresolved or not completing)
     p = replace(abortable(p), bump_required=p.bump_required or bump)
     if batch is not None and adjust and batch[1:3] == (p.producer_id, p.producer_epoch) \
             and any(partition == batch[0] for partition, _ in p.sequences):
-        seq = cl.decrement_sequence(p.next_sequence(batch[0]), 1, config.max_sequence)
-        p = replace(p, sequences=_set(p.sequences, batch[0], seq))
+        seq = cl_transitions.decrement_sequence(p.next_sequence(batch[0]), 1, config.max_sequence)
+        p = replace(p, sequences=set_entry(p.sequences, batch[0], seq))
     return p
 
 

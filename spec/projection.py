@@ -2,13 +2,14 @@
 :mod:`txnspec.spec.client`.
 
 What it projects
-    ``spec/client.py`` is the client: Kafka's ``TransactionManager`` with the parts of ``Sender`` and
-    ``RecordAccumulator`` that decide what goes out, and the error rules of both (``RESPONSE_RULES``,
-    ``classify_produce_error``), which ``spec/producer.py`` imports. The model checker's :class:`Producer` keeps
-    what of a :class:`ClientState` the protocol's state space needs: the state, producer id and epoch, the
-    partitions added, waiting or being added, the transactional request in flight and the handlers queued (as
-    ``Queued`` marks), the records not yet drained, the batches in flight with their sequences, the next sequence
-    per partition, the consumer-offsets stage, whether the transaction started and whether an epoch bump is due.
+    ``spec/client.py`` (with its ``spec/client_*.py`` modules) is the client: Kafka's ``TransactionManager`` with
+    the parts of ``Sender`` and ``RecordAccumulator`` that decide what goes out, and the error rules of both
+    (``RESPONSE_RULES``, ``classify_produce_error``), which ``spec/producer.py`` imports. The model checker's
+    :class:`Producer` keeps what of a :class:`ClientState` the protocol's state space needs: the state, producer id
+    and epoch, the partitions added, waiting or being added, the transactional request in flight and the handlers
+    queued (as ``Queued`` marks), the records not yet drained, the batches in flight with their sequences, the
+    next sequence per partition, the consumer-offsets stage, whether the transaction started and whether an epoch
+    bump is due.
     :func:`lift` rebuilds the :class:`ClientState` a producer stands for; :func:`client_step` runs
     ``spec/client.py`` on it for a step the system model takes; :func:`compare_step` says where the two disagree,
     as (step, aspect) pairs, over the :class:`View` both are seen through.
@@ -19,7 +20,8 @@ What is abstracted, and why (the state space)
     * One record per batch (``max_batch_records=1``, batch.size) and the in-flight limit per partition.
     * A batch without its Produce or answer on the network waits for the model's retry step: a lost Produce
       (request timeout) and a retriable answer (``retry.backoff.ms``) are both a retry batch backing off
-      (``retry_backoff=True``); the model's produce retry step is :func:`~txnspec.spec.client.retry_backoff_elapsed`.
+      (``retry_backoff=True``); the model's produce retry step is
+      :func:`~txnspec.spec.client_responses.retry_backoff_elapsed`.
     * Correlation ids, the application's progress (transaction number, records sent, the generation of its
       consumer) and the ghost are the system model's, not the client's: the view leaves them out.
     * Under TV2 the partitions of the transaction are implicit (the leader adds them, KIP-890): the producer
@@ -31,20 +33,23 @@ What is abstracted, and why (the state space)
       before the first one still in it was acknowledged or gave its sequence back). Which batches were retried
       (``ProducerBatch.inRetry``) is kept only where a batch can expire, the one step that reads it.
 
-    What still differs is data: :data:`KNOWN_DIFFERENCES`, each with its reason; ``tests/spec/
-    test_client_agreement.py`` checks that exactly those differ on every reachable (state, step) pair of its
-    scenarios.
+    What still differs is data: :data:`txnspec.spec.client_agreement.KNOWN_DIFFERENCES`, each with its reason;
+    ``tests/spec/test_client_agreement.py`` checks that exactly those differ on every reachable (state, step) pair
+    of its scenarios (:func:`txnspec.spec.client_agreement.agreement`).
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from txnspec.spec import client as cl
-from txnspec.spec import producer as pr
+from txnspec.spec import client_errors as cl_errors
+from txnspec.spec import client_responses as cl_responses
+from txnspec.spec import client_sender as cl_sender
+from txnspec.spec import client_state as cl_state
+from txnspec.spec import producer_state as pr_state
 from txnspec.spec.actions import Action, ActionKind
 from txnspec.spec.constants import NO_PRODUCER_ID
 from txnspec.spec.errors import Errors
@@ -60,56 +65,59 @@ from txnspec.spec.messages import (
     TransactionResult,
     TxnOffsetCommit,
 )
-from txnspec.spec.network import Address, producer_index
-from txnspec.spec.producer import OffsetsStage, Phase, Producer, Queued
+from txnspec.spec.producer_state import OffsetsStage, Phase, Producer, Queued
 
 K = ActionKind
+
+
 OFFSETS_PARTITION = "input-0"  # the input partition whose position the application commits (spec/producer.py)
 
 
 # --- lift: the ClientState a producer stands for ----------------------------------------------------------
 
-def _handler(request: cl.TxnRequest, priority: cl.Priority, completes_call: bool = False,
-             offsets: tuple[tuple[str, int], ...] = (), member: tuple[str, int] = ("", -1)) -> cl.TxnRequestHandler:
-    return cl.TxnRequestHandler(request, priority, completes_call=completes_call, offsets=offsets, member=member)
+def _handler(request: cl_state.TxnRequest, priority: cl_state.Priority, completes_call: bool = False,
+             offsets: tuple[tuple[str, int], ...] = (), member: tuple[str, int] = ("", -1)
+             ) -> cl_state.TxnRequestHandler:
+    return cl_state.TxnRequestHandler(request, priority, completes_call=completes_call, offsets=offsets, member=member)
 
 
 def _offsets(p: Producer) -> tuple[tuple[str, int], ...]:
     return ((OFFSETS_PARTITION, p.txn_no),)
 
 
-def _request_handler(config: pr.ClientConfig, p: Producer, request: type) -> cl.TxnRequestHandler:
+def _request_handler(config: pr_state.ClientConfig, p: Producer, request: type) -> cl_state.TxnRequestHandler:
     """The handler of a transactional request of ``p``'s, as ``dispatch`` builds the request."""
     tid, pid, epoch = p.transactional_id, p.producer_id, p.producer_epoch
     if request is InitProducerId:
         bump = pid != NO_PRODUCER_ID
-        return _handler(InitProducerId(tid, pr.TXN_TIMEOUT_MS, pid if bump else -1, epoch if bump else -1),
-                        cl.Priority.EPOCH_BUMP if bump else cl.Priority.INIT_PRODUCER_ID, completes_call=True)
+        return _handler(InitProducerId(tid, pr_state.TXN_TIMEOUT_MS, pid if bump else -1, epoch if bump else -1),
+                        cl_state.Priority.EPOCH_BUMP if bump else cl_state.Priority.INIT_PRODUCER_ID,
+                        completes_call=True)
     if request is AddPartitionsToTxn:
         return _handler(AddPartitionsToTxn(tid, pid, epoch, p.adding or p.to_add, 0),
-                        cl.Priority.ADD_PARTITIONS_OR_OFFSETS)
+                        cl_state.Priority.ADD_PARTITIONS_OR_OFFSETS)
     member = (p.member_id, p.offsets_generation)
     if request is AddOffsetsToTxn:
-        return _handler(AddOffsetsToTxn(tid, pid, epoch, config.group_id), cl.Priority.ADD_PARTITIONS_OR_OFFSETS,
+        return _handler(AddOffsetsToTxn(tid, pid, epoch, config.group_id), cl_state.Priority.ADD_PARTITIONS_OR_OFFSETS,
                         offsets=_offsets(p), member=member)
     if request is TxnOffsetCommit:
         return _handler(TxnOffsetCommit(tid, config.group_id, pid, epoch, _offsets(p), *member),
-                        cl.Priority.ADD_PARTITIONS_OR_OFFSETS)
+                        cl_state.Priority.ADD_PARTITIONS_OR_OFFSETS)
     assert request is EndTxn and p.end_result is not None
-    return _handler(EndTxn(tid, pid, epoch, p.end_result, 2 if config.tv2 else 0), cl.Priority.END_TXN,
+    return _handler(EndTxn(tid, pid, epoch, p.end_result, 2 if config.tv2 else 0), cl_state.Priority.END_TXN,
                     completes_call=not p.bump_queued)
 
 
-def _commit_pending(config: pr.ClientConfig, p: Producer) -> bool:
+def _commit_pending(config: pr_state.ClientConfig, p: Producer) -> bool:
     """A failed commit's EndTxn handler still waits in the queue: a transactional request in flight or a batch
     not completed keeps ``nextRequest`` from terminating it (the model lets the application abort only after)."""
     return p.phase is Phase.ABORTABLE_ERROR and p.end_result is TransactionResult.COMMIT \
         and (p.awaiting is not None or (bool(p.in_flight) and config.waits_for_produce_before_end_txn))
 
 
-def _pending_requests(config: pr.ClientConfig, p: Producer) -> tuple[cl.TxnRequestHandler, ...]:
+def _pending_requests(config: pr_state.ClientConfig, p: Producer) -> tuple[cl_state.TxnRequestHandler, ...]:
     """``pendingRequests``, by priority: the first InitProducerId, the queued adds, EndTxn, the epoch bump."""
-    queue: list[cl.TxnRequestHandler] = []
+    queue: list[cl_state.TxnRequestHandler] = []
     waiting = p.awaiting[0] if p.awaiting is not None else None
     if p.phase is Phase.INITIALIZING and waiting is None and (p.producer_id == NO_PRODUCER_ID or p.bump_queued):
         queue.append(_request_handler(config, p, InitProducerId))
@@ -128,27 +136,27 @@ def _pending_requests(config: pr.ClientConfig, p: Producer) -> tuple[cl.TxnReque
     return tuple(queue)
 
 
-def _pending_call(config: pr.ClientConfig, p: Producer) -> tuple[cl.State, str] | None:
+def _pending_call(config: pr_state.ClientConfig, p: Producer) -> tuple[cl_state.State, str] | None:
     """The blocking call whose result is pending (``pendingTransition``)."""
     if p.phase is Phase.INITIALIZING:
         if p.producer_id == NO_PRODUCER_ID:
-            return cl.INITIALIZING, "initTransactions"
+            return cl_state.INITIALIZING, "initTransactions"
         # the epoch bump an abort queued completes the abort (a bump due but not queued completes nothing)
-        return (cl.ABORTING_TRANSACTION, "abortTransaction") if p.bump_queued else None
+        return (cl_state.ABORTING_TRANSACTION, "abortTransaction") if p.bump_queued else None
     if p.phase is Phase.COMMITTING_TRANSACTION or _commit_pending(config, p):
-        return cl.COMMITTING_TRANSACTION, "commitTransaction"
+        return cl_state.COMMITTING_TRANSACTION, "commitTransaction"
     if p.phase is Phase.ABORTING_TRANSACTION:
-        return cl.ABORTING_TRANSACTION, "abortTransaction"
+        return cl_state.ABORTING_TRANSACTION, "abortTransaction"
     return None
 
 
-def _in_sequence_order(config: pr.ClientConfig, batches: Iterable[pr.Batch]) -> list[pr.Batch]:
+def _in_sequence_order(config: pr_state.ClientConfig, batches: Iterable[pr_state.Batch]) -> list[pr_state.Batch]:
     """Batches in ``inflightBatchesBySequence`` order within each partition, producer id and epoch."""
     batches = list(batches)
     return sorted(batches, key=lambda b: (b[:3], sum(config.earlier(o, b) for o in batches)))
 
 
-def lift(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any] = frozenset()) -> cl.ClientState:
+def lift(config: pr_state.ClientConfig, p: Producer, in_transit: frozenset[Any] = frozenset()) -> cl_state.ClientState:
     """The :class:`ClientState` that ``p`` projects. ``in_transit``: the contexts of ``p``'s messages on the
     network (a batch in flight without its Produce or answer there waits for its retry)."""
     tv2 = config.tv2
@@ -156,15 +164,15 @@ def lift(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any] = froz
     in_flight = _request_handler(config, p, waiting) if waiting is not None else None
     queued_adds = Queued.PARTITIONS in p.queued
     sent = _in_sequence_order(config, p.in_flight)
-    batches = {b: pr.as_produce(b, p.transactional_id) for b in sent}
+    batches = {b: pr_state.as_produce(b, p.transactional_id) for b in sent}
     retrying = [b for b in sent if b not in in_transit]
     accumulator: dict[str, int] = {}
     for partition in p.unsent:
         accumulator[partition] = accumulator.get(partition, 0) + 1
     implicit = frozenset(p.unsent) | {b[0] for b in p.in_flight}  # TV2: the partitions the leader adds
-    error = cl.KAFKA_EXCEPTION if p.phase in (Phase.ABORTABLE_ERROR, Phase.FATAL_ERROR) else None
-    return cl.ClientState(
-        p.transactional_id, cl.State[p.phase.name], p.producer_id, p.producer_epoch, config.transaction_version,
+    error = cl_errors.KAFKA_EXCEPTION if p.phase in (Phase.ABORTABLE_ERROR, Phase.FATAL_ERROR) else None
+    return cl_state.ClientState(
+        p.transactional_id, cl_state.State[p.phase.name], p.producer_id, p.producer_epoch, config.transaction_version,
         last_error=error,
         new_partitions=p.to_add if not queued_adds else frozenset(),
         pending_partitions=p.adding | (p.to_add if queued_adds else frozenset()),
@@ -214,11 +222,11 @@ def _requests(sends: Iterable[object]) -> tuple[object, ...]:
     return tuple(out)
 
 
-def find_coordinators_at_once(c: cl.ClientState, tm: cl.ClientConfig, sends: tuple[object, ...] = ()
-                              ) -> tuple[cl.ClientState, tuple[object, ...]]:
+def find_coordinators_at_once(c: cl_state.ClientState, tm: cl_state.ClientConfig, sends: tuple[object, ...] = ()
+                              ) -> tuple[cl_state.ClientState, tuple[object, ...]]:
     """Answer every coordinator lookup the client sends, at once (the one coordinator is always found)."""
     while c.in_flight is not None and isinstance(c.in_flight.request, FindCoordinator):
-        c, outcome = cl.on_response(c, "FindCoordinator", ErrorResponse(Errors.NONE), None, tm)
+        c, outcome = cl_responses.on_response(c, "FindCoordinator", ErrorResponse(Errors.NONE), None, tm)
         sends = (*sends, *outcome.sends)
     return c, sends
 
@@ -226,12 +234,12 @@ def find_coordinators_at_once(c: cl.ClientState, tm: cl.ClientConfig, sends: tup
 class ClientStep(NamedTuple):
     """What ``spec/client.py`` does for one step: the state after, the requests sent, the exception thrown."""
 
-    state: cl.ClientState
+    state: cl_state.ClientState
     sends: tuple[object, ...]
     throws: str | None = None
 
 
-def client_step(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any], action: Action
+def client_step(config: pr_state.ClientConfig, p: Producer, in_transit: frozenset[Any], action: Action
                 ) -> ClientStep | None:
     """``spec/client.py``'s step for ``action`` of producer ``p`` (None: the client takes no step: a message
     no request of the client's waits for, which Kafka's NetworkClient never delivers)."""
@@ -239,7 +247,7 @@ def client_step(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any]
     c = lift(config, p, in_transit)
     kind = action.kind
     if kind is K.CRASH:  # a new KafkaProducer with the same configuration
-        return ClientStep(cl.ClientState(p.transactional_id, transaction_version=config.transaction_version), ())
+        return ClientStep(cl_state.ClientState(p.transactional_id, transaction_version=config.transaction_version), ())
     if kind is K.INIT_TRANSACTIONS:
         c, outcome = cl.init_transactions(c, tm)
     elif kind is K.BEGIN_TRANSACTION:
@@ -256,21 +264,23 @@ def client_step(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any]
         c, outcome = cl.abort_transaction(c, tm)
     elif kind is K.EXPIRE_BATCH:  # delivery.timeout.ms
         assert action.batch is not None
-        c, outcome = cl.expire_batch(c, pr.as_produce(action.batch, p.transactional_id), tm)
+        c, outcome = cl_responses.expire_batch(c, pr_state.as_produce(action.batch, p.transactional_id), tm)
     elif kind is K.RETRY and action.message is not None:  # a produce's retry back-off ends
-        c, outcome = cl.retry_backoff_elapsed(c, pr.as_produce(action.message.context, p.transactional_id), tm)
+        batch = pr_state.as_produce(action.message.context, p.transactional_id)
+        c, outcome = cl_responses.retry_backoff_elapsed(c, batch, tm)
     elif kind is K.RETRY:  # the request timed out with its answer: NetworkClient disconnects
-        c, outcome = cl.on_disconnect(c, tm)
+        c, outcome = cl_responses.on_disconnect(c, tm)
     elif action.is_delivery:
         if not action.awaited:
             return None
         assert action.message is not None
         body, context = action.message.body, action.message.context
         if isinstance(body, ProduceResponse):
-            c, outcome = cl.on_response(c, "Produce", body, pr.as_produce(context, p.transactional_id), tm)
+            batch = pr_state.as_produce(context, p.transactional_id)
+            c, outcome = cl_responses.on_response(c, "Produce", body, batch, tm)
         else:
             assert c.in_flight is not None
-            c, outcome = cl.on_response(c, c.in_flight.name, body, None, tm)
+            c, outcome = cl_responses.on_response(c, c.in_flight.name, body, None, tm)
     else:
         raise ValueError(f"no client step for {action}")
     c, sends = find_coordinators_at_once(c, tm, outcome.sends)
@@ -279,14 +289,14 @@ def client_step(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any]
 
 # --- what both are compared on ----------------------------------------------------------------------------
 
-def _batch(b: Produce) -> pr.Batch:
+def _batch(b: Produce) -> pr_state.Batch:
     return b.partition, b.producer_id, b.producer_epoch, b.base_sequence
 
 
 class View(NamedTuple):
     """A client as both sides are compared (see the module doc for what is left out)."""
 
-    state: cl.State
+    state: cl_state.State
     producer_id: int
     producer_epoch: int
     partitions: frozenset[str] | None  # TV1: added to the transaction (TV2: implicit, not compared)
@@ -296,21 +306,21 @@ class View(NamedTuple):
     transaction_started: bool
     epoch_bump_due: bool
     sequences: tuple[tuple[str, int], ...]
-    batches: frozenset[pr.Batch]  # sent and not completed
-    retrying: frozenset[pr.Batch]  # of those, waiting for their retry
+    batches: frozenset[pr_state.Batch]  # sent and not completed
+    retrying: frozenset[pr_state.Batch]  # of those, waiting for their retry
     undrained: tuple[tuple[str, int], ...]
     pending_offsets: tuple[tuple[str, int], ...]  # while their TxnOffsetCommit, their only reader, is queued or sent
     call_pending: bool
 
 
-def view(c: cl.ClientState) -> View:
-    if c.state is cl.FATAL_ERROR:
+def view(c: cl_state.ClientState) -> View:
+    if c.state is cl_state.FATAL_ERROR:
         # the Sender sends nothing more (Sender.runOnce) and every call fails: only who the client was is left
         return View(c.state, c.producer_id, c.producer_epoch, None, None, None, (), False, False, (), frozenset(),
                     frozenset(), (), (), False)
     tv1 = not c.tv2
     handlers = (*c.pending_requests, *((c.in_flight,) if c.in_flight is not None else ()))
-    bump = c.client_side_epoch_bump_required or any(h.priority is cl.Priority.EPOCH_BUMP for h in handlers)
+    bump = c.client_side_epoch_bump_required or any(h.priority is cl_state.Priority.EPOCH_BUMP for h in handlers)
     return View(
         c.state, c.producer_id, c.producer_epoch,
         c.partitions if tv1 else None, c.new_partitions | c.pending_partitions if tv1 else None,
@@ -336,7 +346,7 @@ def step_name(action: Action, p: Producer) -> str:
     return str(action.kind.value)
 
 
-def compare_step(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any], action: Action,
+def compare_step(config: pr_state.ClientConfig, p: Producer, in_transit: frozenset[Any], action: Action,
                  after: Producer, after_in_transit: frozenset[Any], sent: Iterable[object]) -> frozenset[Difference]:
     """Where ``spec/client.py`` and the model's producer disagree on ``action``: the model took ``p`` to ``after``
     and sent ``sent``."""
@@ -355,92 +365,10 @@ def compare_step(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any
     return frozenset(differences)
 
 
-def settled(config: pr.ClientConfig, p: Producer, in_transit: frozenset[Any]) -> bool:
+def settled(config: pr_state.ClientConfig, p: Producer, in_transit: frozenset[Any]) -> bool:
     """The producer's client has sent what it can: ``spec/client.py``'s Sender, run on the lift, sends nothing."""
     c = lift(config, p, in_transit)
     tm = config.transaction_manager
-    after, sent = cl.run_sender(c, tm)
+    after, sent = cl_sender.run_sender(c, tm)
     after, sends = find_coordinators_at_once(after, tm, sent)
     return not _requests(sends) and view(after) == view(c)
-
-
-# --- every (state, step) pair of a scenario -----------------------------------------------------------------
-
-# (step, aspect) -> why spec/producer.py deliberately differs from spec/client.py there
-KNOWN_DIFFERENCES: Mapping[Difference, str] = {
-    ("Produce answered OUT_OF_ORDER_SEQUENCE_NUMBER", "retrying"):
-        "a duplicated Produce is the client's re-send of a batch whose first copy is still on its way "
-        "(spec/faults.py): when one copy is answered with a retriable error while the other is on the network, the "
-        "model's batch stays in flight with that copy, where spec/client.py, which sees one copy, re-enqueues it "
-        "for a retry",
-}
-
-
-@dataclass
-class Agreement:
-    """What :func:`agreement` found: the (state, step) pairs compared, and how often each difference showed."""
-
-    states: int = 0
-    pairs: int = 0
-    differences: dict[Difference, int] = field(default_factory=dict)
-    unsettled: int = 0
-    examples: dict[Difference, tuple[Any, Action]] = field(default_factory=dict)
-
-
-PRODUCER_STEPS = frozenset({K.INIT_TRANSACTIONS, K.BEGIN_TRANSACTION, K.SEND, K.SEND_OFFSETS_TO_TRANSACTION,
-                            K.COMMIT_TRANSACTION, K.ABORT_TRANSACTION, K.RETRY, K.CRASH, K.EXPIRE_BATCH})
-
-
-def producer_of(action: Action) -> int | None:
-    """The producer whose client takes ``action`` (None: a step of the servers, the network or the group)."""
-    if action.kind in PRODUCER_STEPS or action.is_delivery:
-        return producer_index(action.target if action.is_delivery else action.actor)
-    return None
-
-
-def agreement(system: Any, limit: int | None = None) -> Agreement:
-    """Explore ``system`` (a :class:`~txnspec.spec.system_state.System`) breadth first and compare every step a
-    producer takes in every reachable state."""
-    from collections import deque
-
-    from txnspec.spec import system as sysm
-    from txnspec.spec.system_state import correlations_in_flight
-
-    config = system.client
-    found = Agreement()
-    # both are pure functions of a producer's own state, met again and again across states
-    compare = functools.lru_cache(maxsize=1 << 18)(compare_step)
-    is_settled = functools.lru_cache(maxsize=1 << 18)(settled)
-    start = sysm.initial_state(system)
-    seen = {start}
-    queue = deque(seen)
-    while queue and (limit is None or found.states < limit):
-        state = queue.popleft()
-        found.states += 1
-        transit = [correlations_in_flight(state, p) for p in state.producers]
-        found.unsettled += sum(not is_settled(config, p, t) for p, t in zip(state.producers, transit, strict=True))
-        for action, nxt in sysm.next_steps(system, state):
-            if nxt not in seen:
-                seen.add(nxt)
-                queue.append(nxt)
-            index = producer_of(action)
-            if index is None:
-                continue
-            p, after = state.producers[index], nxt.producers[index]
-            sent = tuple(_new_requests(state, nxt, p.address))
-            found.pairs += 1
-            for difference in compare(config, p, transit[index], action, after, correlations_in_flight(nxt, after),
-                                      sent):
-                found.differences[difference] = found.differences.get(difference, 0) + 1
-                found.examples.setdefault(difference, (state, action))
-    return found
-
-
-def _new_requests(state: Any, nxt: Any, address: Address) -> Iterator[object]:
-    """The messages ``address`` sent in the step from ``state`` to ``nxt`` (the network is a bag)."""
-    before = list(state.network)
-    for envelope in nxt.network:
-        if envelope in before:
-            before.remove(envelope)
-        elif envelope.source == address:
-            yield envelope.body

@@ -17,8 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from txnspec.spec import consumer_group
+from txnspec.spec import consumer_group, two_phase, txn_expiry, txn_loading, txn_markers
 from txnspec.spec import coordinator as coord
+from txnspec.spec import coordinator_state as coord_state
 from txnspec.spec import group as group_mod
 from txnspec.spec import partition as partition_mod
 
@@ -34,12 +35,12 @@ class Protocol:
     handle_add_partitions_to_txn: Handler = coord.handle_add_partitions_to_txn
     handle_add_offsets_to_txn: Handler = coord.handle_add_offsets_to_txn
     handle_end_txn: Handler = coord.handle_end_txn
-    handle_write_txn_markers_response: Handler = coord.handle_write_txn_markers_response
-    abort_timed_out_transaction: Handler = coord.abort_timed_out_transaction
-    coordinator_failover: Handler = coord.coordinator_failover
-    expire_transactional_id: Handler = coord.expire_transactional_id
-    is_timeout_candidate: Handler = coord.is_timeout_candidate  # which transactions the timeout scan may abort
-    coordinator_config: coord.CoordinatorConfig = field(default_factory=coord.CoordinatorConfig)
+    handle_write_txn_markers_response: Handler = txn_markers.handle_write_txn_markers_response
+    abort_timed_out_transaction: Handler = txn_expiry.abort_timed_out_transaction
+    coordinator_failover: Handler = txn_loading.coordinator_failover
+    expire_transactional_id: Handler = txn_expiry.expire_transactional_id
+    is_timeout_candidate: Handler = two_phase.is_timeout_candidate  # which transactions the timeout scan may abort
+    coordinator_config: coord_state.CoordinatorConfig = field(default_factory=coord_state.CoordinatorConfig)
     # partition leader
     append_data: Handler = partition_mod.append_data
     append_end_txn_marker: Handler = partition_mod.append_end_txn_marker

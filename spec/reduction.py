@@ -52,7 +52,7 @@ Left out
 from __future__ import annotations
 
 from txnspec.spec.actions import Action, ActionKind
-from txnspec.spec.producer import FATAL_ERROR, READY, UNINITIALIZED, Producer
+from txnspec.spec.producer_state import FATAL_ERROR, READY, UNINITIALIZED, Producer
 from txnspec.spec.system_state import SystemState
 from txnspec.spec.txn_state import ONGOING
 

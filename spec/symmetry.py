@@ -52,12 +52,12 @@ import math
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from txnspec.spec import coordinator as coord
+from txnspec.spec import coordinator_state as coord_state
 from txnspec.spec import group as group_mod
 from txnspec.spec.constants import group_offsets_partition
 from txnspec.spec.ghost import AppendedBatch, Ghost, batch_order, decision_order
 from txnspec.spec.network import COORDINATOR, GROUP, NETWORK, Envelope, ProducerAddress, bag, producer_address
-from txnspec.spec.producer import Producer
+from txnspec.spec.producer_state import Producer
 from txnspec.spec.scenarios import Scenario
 from txnspec.spec.system_state import SystemState
 from txnspec.spec.values import intern
@@ -219,7 +219,7 @@ def _ghost(r: Renaming, g: Ghost) -> Ghost:
                    owner=_by_repr_of_key((r(t), (r.indexes[i], incarnation)) for t, (i, incarnation) in g.owner))
 
 
-def _coordinator(r: Renaming, cs: coord.CoordinatorState) -> coord.CoordinatorState:
+def _coordinator(r: Renaming, cs: coord_state.CoordinatorState) -> coord_state.CoordinatorState:
     def by_id(pairs: Any) -> tuple[Any, ...]:  # coordinator._put keeps its maps sorted by transactional id
         return tuple(sorted(((r(t), r(x)) for t, x in pairs), key=lambda kv: kv[0]))
 
@@ -233,7 +233,7 @@ def _classic_group(r: Renaming, g: group_mod.ClassicGroup) -> group_mod.ClassicG
 
 _HANDLERS: dict[type, Callable[[Renaming, Any], Any]] = {
     SystemState: _state, Producer: _producer, Envelope: _envelope, AppendedBatch: _appended, Ghost: _ghost,
-    coord.CoordinatorState: _coordinator, group_mod.ClassicGroup: _classic_group,
+    coord_state.CoordinatorState: _coordinator, group_mod.ClassicGroup: _classic_group,
     ProducerAddress: lambda r, a: producer_address(r.indexes[a.index]),
 }
 

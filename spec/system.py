@@ -96,7 +96,8 @@ from txnspec.spec.network import (
     producer_index,
     send,
 )
-from txnspec.spec.producer import (
+from txnspec.spec.producer import receive
+from txnspec.spec.producer_state import (
     ABORTABLE_ERROR,
     ABORTING,
     COMMITTING,
@@ -111,7 +112,6 @@ from txnspec.spec.producer import (
     Phase,
     Producer,
     Queued,
-    receive,
 )
 from txnspec.spec.system_state import (
     Budget,

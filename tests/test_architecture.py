@@ -3,7 +3,8 @@ nothing of ours, spec imports only checker's model contract (and its symbolic tw
 conformance joins spec, checker and impl, audit (real brokers) stands on conformance, cli may import
 everything and nothing imports cli. And no import
 cycles among txnspec's modules, counting imports inside functions too (a lazy import that closes a cycle is
-still a cycle: the two modules cannot be understood apart)."""
+still a cycle: the two modules cannot be understood apart). And one concern per module: a module over 500 lines
+says why in its docstring ("Long because ...")."""
 
 from __future__ import annotations
 
@@ -197,3 +198,36 @@ def test_no_document_links_outside_the_repository() -> None:
                for n, line in enumerate(d.read_text(encoding="utf-8").splitlines(), 1)
                if OUTSIDE.search(line)]
     assert outside == []
+
+
+# --- one concern per module (issue 28) -------------------------------------------------------------------------
+
+LONG = 500  # lines; a module longer than this says why in its docstring ("Long because ...")
+
+
+def unexplained_long_modules(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> list[str]:
+    """Modules over ``LONG`` lines whose docstring gives no reason ("Long because ...") for their length."""
+    found = []
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            name = path.relative_to(root).as_posix()
+            if text.count("\n") <= LONG:
+                continue
+            doc = ast.get_docstring(ast.parse(text, filename=str(path))) or ""
+            if "Long because " not in doc:
+                found.append(f"{name} ({text.count(chr(10))} lines)")
+    return found
+
+
+def test_a_long_module_says_why() -> None:
+    assert unexplained_long_modules() == []
+
+
+def test_the_length_rule_sees_a_long_module_without_a_reason(tmp_path: Path) -> None:
+    (tmp_path / "spec").mkdir()
+    body = "x = 1\n" * LONG
+    (tmp_path / "spec" / "long.py").write_text(f'"""A module."""\n{body}')
+    (tmp_path / "spec" / "explained.py").write_text(f'"""A module.\n\nLong because it must be."""\n{body}')
+    (tmp_path / "spec" / "short.py").write_text('"""A module."""\nx = 1\n')
+    assert unexplained_long_modules(tmp_path, ("spec",)) == [f"spec/long.py ({LONG + 1} lines)"]

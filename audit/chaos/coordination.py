@@ -39,15 +39,12 @@ from typing import Any
 from txnspec.audit.chaos.anomalies import Txn
 from txnspec.audit.chaos.history import Op
 from txnspec.spec.coordinator import (
-    CoordinatorConfig,
-    CoordinatorState,
-    abort_timed_out_transaction,
     handle_add_offsets_to_txn,
     handle_add_partitions_to_txn,
     handle_end_txn,
     handle_init_producer_id,
-    markers_written,
 )
+from txnspec.spec.coordinator_state import CoordinatorConfig, CoordinatorState
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import (
     AddOffsetsToTxn,
@@ -58,6 +55,8 @@ from txnspec.spec.messages import (
     InitProducerIdResponse,
     TransactionResult,
 )
+from txnspec.spec.txn_expiry import abort_timed_out_transaction
+from txnspec.spec.txn_markers import markers_written
 from txnspec.spec.txn_state import TxnState
 
 NODE_BUDGET = 50_000

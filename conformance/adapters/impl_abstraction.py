@@ -35,7 +35,7 @@ UNTAGGED_LOG: dict[str, str] = {
     f"txn_log.*.{field}": "a version-0 transaction log value (the cluster at transaction version 0) has no previous "
                           "or next producer id nor client transaction version (tagged fields of version 1, "
                           "TransactionLog.valueToBytes); the spec keeps the whole transit and drops them when it "
-                          "loads the log (spec/coordinator.py load_from_log)"
+                          "loads the log (spec/txn_loading.py load_from_log)"
     for field in ("prev_producer_id", "next_producer_id", "transaction_version")}
 
 

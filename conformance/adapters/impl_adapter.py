@@ -55,8 +55,9 @@ from txnspec.conformance.adapters.impl_reads import VisibleReads
 from txnspec.conformance.adapters.spec_adapter import StepNotEnabledError
 from txnspec.conformance.envelope_diff import compared_json, describe_mismatch, key, plain, same
 from txnspec.impl import messages as implm
-from txnspec.impl.coordinator import GROUP_METADATA_TOPIC, TxnMarker
+from txnspec.impl.internal_topics import GROUP_METADATA_TOPIC
 from txnspec.impl.topic_partition import TopicPartition
+from txnspec.impl.txn_markers import TxnMarker
 from txnspec.spec import messages as spec
 from txnspec.spec.actions import APPLICATION_CALLS, ActionKind
 from txnspec.spec.network import Envelope, producer_address, producer_index
@@ -332,7 +333,7 @@ class ImplAdapter(FaultSteps):
                 self.results.append(result)
         elif kind is K.DELIVER_WRITE_TXN_MARKERS_RESPONSE:
             marker, error = self._take_marker_answer(step)
-            self.cluster.broker.txn_coordinator.on_marker_response(marker, error, self.cluster.now_ms)
+            self.cluster.broker.txn_coordinator.marker_channel.on_marker_response(marker, error, self.cluster.now_ms)
             self.cluster._dispatch()
         elif kind is K.DELIVER_WRITE_TXN_MARKERS:
             m = self._match(step)

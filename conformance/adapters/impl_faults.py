@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from txnspec.impl.coordinator import TxnMarker
+from txnspec.impl.txn_markers import TxnMarker
 from txnspec.spec import messages as spec
 
 
@@ -75,7 +75,8 @@ class FaultSteps:
         if not lost:
             raise self._not_enabled(step, "no marker to that partition was lost")
         self.lost_markers.remove(lost[-1])
-        self.cluster.broker.txn_coordinator.on_marker_response(lost[-1], Errors.REQUEST_TIMED_OUT, self.cluster.now_ms)
+        self.cluster.broker.txn_coordinator.marker_channel.on_marker_response(lost[-1], Errors.REQUEST_TIMED_OUT,
+                                                                              self.cluster.now_ms)
         self.cluster._dispatch()
 
     def _append_fails(self, step: Any) -> None:

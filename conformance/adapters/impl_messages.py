@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from txnspec.impl import messages as implm
-from txnspec.impl.coordinator import TxnMarker
+from txnspec.impl.txn_markers import TxnMarker
 from txnspec.spec import messages as spec
 from txnspec.spec.errors import Errors as SpecErrors
 from txnspec.spec.network import COORDINATOR, GROUP, Envelope
@@ -142,7 +142,7 @@ RESPONSES: dict[type, Callable[[Any, implm.Response], Any]] = {
 
 
 def envelope(message: Any, names: Names) -> Envelope | None:
-    """The spec's envelope of an implementation's message in flight (a ``cluster.Message``); None for a
+    """The spec's envelope of an implementation's message in flight (an ``impl.network.Message``); None for a
     message the spec does not model (``FindCoordinator``) or of a client that is none of the spec's producers."""
     request = message.request
     to_spec = REQUESTS.get(type(request))

@@ -12,11 +12,12 @@ from dataclasses import replace
 from typing import Any
 
 from txnspec.spec import coordinator as coord
+from txnspec.spec.coordinator_state import CoordinatorResult, CoordinatorState
 from txnspec.spec.messages import EndTxn
 from txnspec.spec.variants import Variant
 
 
-def end_txn_without_epoch_bump(cs: coord.CoordinatorState, request: EndTxn, **kw: Any) -> coord.CoordinatorResult:
+def end_txn_without_epoch_bump(cs: CoordinatorState, request: EndTxn, **kw: Any) -> CoordinatorResult:
     """``TransactionCoordinator.handleEndTransaction`` as if the client had sent a TV1 EndTxn (no bump)."""
     return coord.handle_end_txn(cs, replace(request, transaction_version=0), **kw)
 

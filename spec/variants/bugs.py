@@ -29,20 +29,23 @@ from dataclasses import replace
 from typing import Any
 
 from txnspec.spec import coordinator as coord
+from txnspec.spec import coordinator_state as coord_state
 from txnspec.spec import partition as partition_mod
+from txnspec.spec import txn_expiry
 from txnspec.spec.constants import NO_PRODUCER_EPOCH
+from txnspec.spec.coordinator_state import CoordinatorConfig, CoordinatorResult, CoordinatorState, TxnMetadata
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import EndTxn
 from txnspec.spec.variants.registry import Variant, register
 
 
-def _abort_timed_out_without_epoch_bump(cs: coord.CoordinatorState, tid: str, **kw: Any) -> coord.CoordinatorResult:
+def _abort_timed_out_without_epoch_bump(cs: CoordinatorState, tid: str, **kw: Any) -> CoordinatorResult:
     """Before KAFKA-6119: abort with the producer's own epoch. (Starting the fence as if a failed fence had
     already bumped the epoch makes ``prepareFenceProducerEpoch`` keep it.)"""
     md = cs.metadata(tid)
     if md is not None:
-        cs = coord.with_metadata(cs, replace(md, has_failed_epoch_fence=True), tid)
-    return coord.abort_timed_out_transaction(cs, tid, **kw)
+        cs = coord_state.with_metadata(cs, replace(md, has_failed_epoch_fence=True), tid)
+    return txn_expiry.abort_timed_out_transaction(cs, tid, **kw)
 
 
 register(Variant(
@@ -67,7 +70,7 @@ register(Variant(
     expected_violation="end_txn_applies_to_its_transaction"))
 
 
-def _end_txn_without_epoch_check(cs: coord.CoordinatorState, request: EndTxn, **kw: Any) -> coord.CoordinatorResult:
+def _end_txn_without_epoch_check(cs: CoordinatorState, request: EndTxn, **kw: Any) -> CoordinatorResult:
     md = cs.metadata(request.transactional_id)
     if md is not None and md.producer_id == request.producer_id:
         request = replace(request, producer_epoch=md.producer_epoch)
@@ -81,14 +84,14 @@ register(Variant(
     expected_violation="fenced_producer_never_commits"))
 
 
-def _failover_without_completion(cs: coord.CoordinatorState, *, config: coord.CoordinatorConfig,
-                                 **_: Any) -> coord.CoordinatorResult:
+def _failover_without_completion(cs: CoordinatorState, *, config: CoordinatorConfig,
+                                 **_: Any) -> CoordinatorResult:
     cache = tuple(
-        (tid, coord.TxnMetadata(tid, t.producer_id, t.prev_producer_id, t.next_producer_id, t.producer_epoch,
-                                NO_PRODUCER_EPOCH, t.txn_timeout_ms, t.state, t.partitions, t.txn_start_ms,
-                                t.txn_last_update_ms, t.transaction_version))
+        (tid, TxnMetadata(tid, t.producer_id, t.prev_producer_id, t.next_producer_id, t.producer_epoch,
+                                      NO_PRODUCER_EPOCH, t.txn_timeout_ms, t.state, t.partitions, t.txn_start_ms,
+                                      t.txn_last_update_ms, t.transaction_version))
         for tid, t in cs.txn_log)
-    return coord.CoordinatorResult(coord.CoordinatorState(
+    return CoordinatorResult(CoordinatorState(
         coordinator_epoch=cs.coordinator_epoch + 1, now_ms=cs.now_ms, next_producer_id=cs.next_producer_id,
         cache=cache, txn_log=cs.txn_log))
 

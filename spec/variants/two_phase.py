@@ -29,7 +29,9 @@ from __future__ import annotations
 from typing import Any
 
 from txnspec.spec import coordinator as coord
+from txnspec.spec import coordinator_state as coord_state
 from txnspec.spec.constants import NO_PRODUCER_ID
+from txnspec.spec.coordinator_state import CoordinatorResult, CoordinatorState, TxnMetadata
 from txnspec.spec.messages import InitProducerId
 from txnspec.spec.protocol import Protocol
 from txnspec.spec.txn_state import ONGOING
@@ -43,12 +45,12 @@ def _keep_prepared(p: Protocol) -> Protocol:
                  client_kept_transaction_started=True)
 
 
-def _ongoing_times_out(md: coord.TxnMetadata) -> bool:
+def _ongoing_times_out(md: TxnMetadata) -> bool:
     """The timeout scan's filter without the 2PC exception (before KIP-939)."""
     return md.pending_state is None and md.state is ONGOING
 
 
-def _keep_without_bump(cs: coord.CoordinatorState, request: InitProducerId, **kw: Any) -> coord.CoordinatorResult:
+def _keep_without_bump(cs: CoordinatorState, request: InitProducerId, **kw: Any) -> CoordinatorResult:
     """Keeps the ongoing transaction under its own epoch: the crashed instance stays unfenced."""
     result = coord.handle_init_producer_id_keeping_prepared(cs, request, **kw)
     response = result.response
@@ -57,7 +59,7 @@ def _keep_without_bump(cs: coord.CoordinatorState, request: InitProducerId, **kw
     md = result.state.metadata(request.transactional_id)
     assert md is not None
     unbumped = replace(md, producer_epoch=response.ongoing_txn_producer_epoch)
-    return replace(result, state=coord.with_metadata(result.state, unbumped, request.transactional_id),
+    return replace(result, state=coord_state.with_metadata(result.state, unbumped, request.transactional_id),
                    response=replace(response, producer_epoch=response.ongoing_txn_producer_epoch))
 
 

@@ -164,7 +164,7 @@ def test_messages_map_field_by_field() -> None:
     """The typed mapping of impl messages onto the spec's: every field of every request type is mapped."""
     from txnspec.conformance.adapters import impl_messages
     from txnspec.impl import messages as implm
-    from txnspec.impl.coordinator import TxnMarker
+    from txnspec.impl.txn_markers import TxnMarker
 
     assert set(impl_messages.REQUESTS) == {implm.InitProducerId, implm.AddPartitionsToTxn, implm.AddOffsetsToTxn,
                                            implm.TxnOffsetCommit, implm.EndTxn, implm.Produce, TxnMarker}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from txnspec.impl.client import VALID_PREVIOUS_STATES, Producer, State
+from txnspec.impl.client import Producer
+from txnspec.impl.client_states import VALID_PREVIOUS_STATES, State
 from txnspec.impl.errors import Errors, IllegalStateException, KafkaException, ProducerFencedException
 from txnspec.impl.messages import Response, request_name
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from txnspec.impl.broker import BrokerConfig
-from txnspec.impl.client import State
-from txnspec.impl.cluster import Cluster, named
+from txnspec.impl.client_states import State
+from txnspec.impl.cluster import Cluster
 from txnspec.impl.errors import Errors, KafkaException, ProducerFencedException, TimeoutException
+from txnspec.impl.network import named
 from txnspec.impl.testing import cluster, cluster_tv1  # noqa: F401 — the fixtures users import
 
 pytestmark = pytest.mark.quick  # the whole module is in the quick tier

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from txnspec.impl.coordinator import (
-    CoordinatorConfig,
-    ProducerIdManager,
-    TransactionCoordinator,
-    java_string_hash,
-    offsets_partition_for,
-)
+from txnspec.impl.coordinator import TransactionCoordinator
 from txnspec.impl.errors import Errors
+from txnspec.impl.internal_topics import java_string_hash, offsets_partition_for
 from txnspec.impl.log import ControlType
 from txnspec.impl.partition import Partition
+from txnspec.impl.producer_id_manager import ProducerIdManager
 from txnspec.impl.txn_metadata import (
     TV_0,
     TV_2,
@@ -22,6 +18,7 @@ from txnspec.impl.txn_metadata import (
     TransactionMetadata,
     TransactionState,
 )
+from txnspec.impl.txn_state_manager import CoordinatorConfig
 
 pytestmark = pytest.mark.quick  # the whole module is in the quick tier
 
@@ -37,8 +34,8 @@ def coordinator(tv: int = TV_2, manual: bool = False) -> tuple[TransactionCoordi
 
 
 def deliver(tc: TransactionCoordinator, now: int = 0) -> None:
-    for m in tc.drain_markers():
-        tc.on_marker_response(m, Errors.NONE, now)
+    for m in tc.marker_channel.drain_markers():
+        tc.marker_channel.on_marker_response(m, Errors.NONE, now)
 
 
 def test_the_transition_table_is_kafkas() -> None:
@@ -86,9 +83,9 @@ def test_init_on_an_ongoing_transaction_aborts_it_and_answers_concurrent(tv: int
     assert tc.handle_init_producer_id("t", 1000, now_ms=2).error is Errors.CONCURRENT_TRANSACTIONS
     md = tc.metadata("t")
     assert md is not None and md.state is S.PREPARE_ABORT and md.producer_epoch == 1
-    [marker] = tc.drain_markers()
+    [marker] = tc.marker_channel.drain_markers()
     assert (marker.partition, marker.producer_epoch, marker.result) == ("a-0", 1, ABORT)
-    tc.on_marker_response(marker, Errors.NONE, 3)
+    tc.marker_channel.on_marker_response(marker, Errors.NONE, 3)
     assert tc.handle_init_producer_id("t", 1000, now_ms=4).producer_epoch == 2  # epoch + 2 in total
 
 
@@ -114,9 +111,9 @@ def test_tv2_end_txn_bumps_the_epoch_and_rotates_the_producer_id_on_overflow() -
     tc.handle_add_partitions_to_txn("t", 100, 32766, ["a-0"], TV_2, now_ms=1)
     r = tc.handle_end_txn("t", 100, 32766, COMMIT, TV_2, now_ms=2)
     assert (r.error, r.producer_id, r.producer_epoch) == (Errors.NONE, 101, 0)
-    [marker] = tc.drain_markers()
+    [marker] = tc.marker_channel.drain_markers()
     assert (marker.producer_id, marker.producer_epoch) == (100, 32767)  # old pid, bumped epoch
-    tc.on_marker_response(marker, Errors.NONE, 3)
+    tc.marker_channel.on_marker_response(marker, Errors.NONE, 3)
     assert (md.state, md.producer_id, md.producer_epoch, md.prev_producer_id) == (S.COMPLETE_COMMIT, 101, 0, 100)
     retry = tc.handle_end_txn("t", 100, 32766, COMMIT, TV_2, now_ms=4)  # the response was lost: a retry
     assert (retry.error, retry.producer_id, retry.producer_epoch) == (Errors.NONE, 101, 0)
@@ -137,15 +134,15 @@ def test_failover_reloads_the_log_and_completes_prepared_transactions() -> None:
     tc.handle_init_producer_id("t", 1000, now_ms=0)
     tc.handle_add_partitions_to_txn("t", 100, 0, ["a-0", "b-0"], TV_2, now_ms=0)
     tc.handle_end_txn("t", 100, 0, ABORT, TV_2, now_ms=1)
-    tc.drain_markers()  # lost with the old coordinator
+    tc.marker_channel.drain_markers()  # lost with the old coordinator
     successor = TransactionCoordinator([log], ProducerIdManager(200), CoordinatorConfig(transaction_version=TV_2),
                                        coordinator_epoch=1, now_ms=5)
     md = successor.metadata("t")
     assert md is not None and md.state is S.PREPARE_ABORT and md.last_producer_epoch == -1
-    markers = successor.drain_markers()
+    markers = successor.marker_channel.drain_markers()
     assert sorted(m.partition for m in markers) == ["a-0", "b-0"] and {m.coordinator_epoch for m in markers} == {1}
     for m in markers:
-        successor.on_marker_response(m, Errors.NONE, 6)
+        successor.marker_channel.on_marker_response(m, Errors.NONE, 6)
     assert md.state is S.COMPLETE_ABORT
 
 

@@ -229,7 +229,7 @@ def test_every_created_or_renamed_file_has_its_directory_fsynced(tmp_path: Path)
         p.init_transactions()  # the producer-id block, renamed into place
         assert str(data_dir) in ops.dirs
         ops.dirs.clear()
-        from txnspec.impl.storage import write_snapshot
+        from txnspec.impl.snapshots import write_snapshot
         write_snapshot(str(data_dir), c.broker.partition("out-0"), policy)
         assert ops.dirs == [str(data_dir / "out-0")]
 

@@ -7,16 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from txnspec.impl.cluster import Cluster, named
+from txnspec.impl.cluster import Cluster
 from txnspec.impl.log import Record
-from txnspec.impl.storage import (
-    SEGMENT,
-    CorruptDataError,
-    ProducerIdBlockFile,
-    SegmentStore,
-    open_partition,
-    write_snapshot,
-)
+from txnspec.impl.network import named
+from txnspec.impl.producer_id_block import ProducerIdBlockFile
+from txnspec.impl.snapshots import write_snapshot
+from txnspec.impl.storage import SEGMENT, CorruptDataError, SegmentStore, open_partition
 from txnspec.impl.testing import restart
 
 pytestmark = pytest.mark.quick  # the whole module is in the quick tier

@@ -24,8 +24,9 @@ import pytest
 
 from txnspec.impl.broker import BrokerConfig
 from txnspec.impl.cluster import Cluster
+from txnspec.impl.frames import decode_batch
 from txnspec.impl.log import RecordBatch
-from txnspec.impl.storage import SEGMENT, RecoveryReport, decode_batch
+from txnspec.impl.storage import SEGMENT, RecoveryReport
 
 IDS = ("a", "b", "c")
 UNFINISHED = ("x-3", "x-4", "re-0", "re-1")

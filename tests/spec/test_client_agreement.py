@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import pytest
 
-from txnspec.spec import client as cl
+from txnspec.spec import client_errors as cl_errors
+from txnspec.spec import client_state as cl_state
 from txnspec.spec import producer as pr
 from txnspec.spec import projection as pj
 from txnspec.spec import system as sysm
+from txnspec.spec.client_agreement import KNOWN_DIFFERENCES, agreement
 from txnspec.spec.errors import Errors
-from txnspec.spec.projection import KNOWN_DIFFERENCES, agreement
 from txnspec.spec.scenarios import scenario_named
 from txnspec.spec.system_state import System
 from txnspec.spec.values import clear_caches
@@ -97,7 +98,7 @@ def test_the_lift_of_a_new_producer_is_a_new_client() -> None:
     system = _system("tiny", 1)
     p = sysm.initial_state(system).producers[0]
     lifted = pj.lift(system.client, p)
-    assert lifted == cl.ClientState("t1", transaction_version=1)
+    assert lifted == cl_state.ClientState("t1", transaction_version=1)
     assert pj.settled(system.client, p, frozenset())
 
 
@@ -112,11 +113,11 @@ def fresh_caches() -> object:
 def test_a_producer_that_breaks_a_rule_is_caught(monkeypatch: pytest.MonkeyPatch, fresh_caches: object) -> None:
     """The bug this comparison first found: a Produce answered NOT_ENOUGH_REPLICAS (the TV1 leader's answer while
     the transaction is being prepared) failing its batch, where Kafka's Sender retries it."""
-    real = cl.classify_produce_error
+    real = cl_errors.classify_produce_error
 
-    def failing(error: Errors, earlier_in_flight: bool) -> cl.Reaction:
+    def failing(error: Errors, earlier_in_flight: bool) -> cl_errors.Reaction:
         if error is Errors.NOT_ENOUGH_REPLICAS:
-            return cl.Reaction.ABORTABLE
+            return cl_errors.Reaction.ABORTABLE
         return real(error, earlier_in_flight)
 
     monkeypatch.setattr(pr, "classify_produce_error", failing)

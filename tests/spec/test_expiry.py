@@ -11,9 +11,8 @@ import pytest
 
 from txnspec.checker import check
 from txnspec.checker.model import Model
-from txnspec.spec import coordinator as coord
-from txnspec.spec import faults
-from txnspec.spec import partition as partition_mod
+from txnspec.spec import coordinator_state as coord_state
+from txnspec.spec import faults, txn_expiry, values
 from txnspec.spec import properties as props
 from txnspec.spec import system as sysm
 from txnspec.spec.model import build_model
@@ -52,17 +51,17 @@ def _expire_open_transactions_too(state: Any, producer_ids: frozenset[int]) -> A
     """A partition that forgets producers with an open transaction too: the duplicate of a produce in that
     transaction is no longer recognised."""
     kept = tuple((pid, e) for pid, e in state.producers if pid not in producer_ids)
-    return partition_mod.replace(state, producers=kept)
+    return values.replace(state, producers=kept)
 
 
 def _reuse_the_expired_producer_id(cs: Any, tid: str, **kwargs: Any) -> Any:
     """An allocator that hands the expired id's producer id out again."""
     md = cs.metadata(tid)
-    result = coord.expire_transactional_id(cs, tid, **kwargs)
+    result = txn_expiry.expire_transactional_id(cs, tid, **kwargs)
     if md is None or result.state is cs:
         return result
-    return coord.CoordinatorResult(coord.replace(result.state, next_producer_id=md.producer_id), None,
-                                   result.appended)
+    return coord_state.CoordinatorResult(values.replace(result.state, next_producer_id=md.producer_id), None,
+                                         result.appended)
 
 
 def _newest_transactional_offset_wins(state: Any, producer_id: int, commit: bool) -> Any:
@@ -71,8 +70,8 @@ def _newest_transactional_offset_wins(state: Any, producer_id: int, commit: bool
     for p in state.pending:
         if p.producer_id == producer_id and commit:
             merged.update(((p.group_id, partition), record) for partition, record in p.offsets)
-    return partition_mod.replace(state, committed=tuple(sorted(merged.items())),
-                                 pending=tuple(p for p in state.pending if p.producer_id != producer_id))
+    return values.replace(state, committed=tuple(sorted(merged.items())),
+                          pending=tuple(p for p in state.pending if p.producer_id != producer_id))
 
 
 @pytest.mark.parametrize(("name", "broken"), [

@@ -12,8 +12,10 @@ import pytest
 from txnspec.checker import check
 from txnspec.checker.model import Model
 from txnspec.spec import coordinator as coord
+from txnspec.spec import coordinator_state as coord_state
 from txnspec.spec import properties as props
 from txnspec.spec import system as sysm
+from txnspec.spec import txn_loading, values
 from txnspec.spec.errors import Errors
 from txnspec.spec.model import build_model
 from txnspec.spec.protocol import CURRENT
@@ -57,25 +59,25 @@ def test_failover_twice_reaches_a_second_new_coordinator_epoch() -> None:
 
 
 def test_an_id_lives_in_its_transaction_log_partition() -> None:
-    config = coord.CoordinatorConfig(txn_log_partitions=2)
-    assert coord.txn_log_partition("t1", config) == 1 and coord.txn_log_partition("t2", config) == 0
-    cs = coord.emigrate(coord.CoordinatorState(), 1, config=config).state
-    assert coord.ownership_error(cs, "t1", config) is Errors.NOT_COORDINATOR
-    assert coord.ownership_error(cs, "t2", config) is Errors.NONE
-    loading = coord.begin_load(cs, frozenset({1}), config=config).state
+    config = coord_state.CoordinatorConfig(txn_log_partitions=2)
+    assert coord_state.txn_log_partition("t1", config) == 1 and coord_state.txn_log_partition("t2", config) == 0
+    cs = txn_loading.emigrate(coord_state.CoordinatorState(), 1, config=config).state
+    assert coord_state.ownership_error(cs, "t1", config) is Errors.NOT_COORDINATOR
+    assert coord_state.ownership_error(cs, "t2", config) is Errors.NONE
+    loading = txn_loading.begin_load(cs, frozenset({1}), config=config).state
     assert loading.coordinator_epoch == 1
-    assert coord.ownership_error(loading, "t1", config) is Errors.COORDINATOR_LOAD_IN_PROGRESS
-    assert coord.finish_load(coord.emigrate(loading, 1, config=config).state, 1, config=config).state.not_led \
-        == frozenset({1})  # a cancelled load leaves the partition unled
+    assert coord_state.ownership_error(loading, "t1", config) is Errors.COORDINATOR_LOAD_IN_PROGRESS
+    emigrated = txn_loading.emigrate(loading, 1, config=config).state  # a cancelled load leaves the partition unled
+    assert txn_loading.finish_load(emigrated, 1, config=config).state.not_led == frozenset({1})
 
 
 def _answers_while_loading(cs: Any, request: Any, **kwargs: Any) -> Any:
     """InitProducerId that does not look at the transaction-log partition's state: it creates (or bumps) the id's
     metadata while the partition is still loading, which the load then overwrites."""
-    served = coord.replace(cs, loading=frozenset(), not_led=frozenset())
+    served = values.replace(cs, loading=frozenset(), not_led=frozenset())
     result = coord.handle_init_producer_id(served, request, **kwargs)
-    return coord.CoordinatorResult(coord.replace(result.state, loading=cs.loading, not_led=cs.not_led),
-                                   result.response, result.appended, result.markers)
+    return coord_state.CoordinatorResult(values.replace(result.state, loading=cs.loading, not_led=cs.not_led),
+                                         result.response, result.appended, result.markers)
 
 
 def test_a_coordinator_answering_during_the_load_breaks_nothing_cached_while_unloaded() -> None:

@@ -10,7 +10,7 @@ from txnspec.checker.model import Expectation
 from txnspec.spec import partition as part
 from txnspec.spec import properties as props
 from txnspec.spec import system as sysm
-from txnspec.spec.coordinator import IllegalTransition
+from txnspec.spec.coordinator_state import IllegalTransition
 from txnspec.spec.group import GroupState, OffsetRecord
 from txnspec.spec.messages import TransactionResult
 from txnspec.spec.model import build_system

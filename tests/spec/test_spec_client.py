@@ -8,7 +8,13 @@ from dataclasses import replace
 import pytest
 
 from txnspec.spec import client as cl
-from txnspec.spec.client import State as S
+from txnspec.spec import client_batches as cl_batches
+from txnspec.spec import client_errors as cl_errors
+from txnspec.spec import client_responses as cl_responses
+from txnspec.spec import client_sender as cl_sender
+from txnspec.spec import client_state as cl_state
+from txnspec.spec import client_transitions as cl_transitions
+from txnspec.spec.client_state import State as S
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import (
     AddPartitionsToTxn,
@@ -28,23 +34,23 @@ from txnspec.spec.messages import (
 OK = ErrorResponse(Errors.NONE)
 
 
-def names(out: cl.ClientOutcome) -> tuple[str, ...]:
+def names(out: cl_state.ClientOutcome) -> tuple[str, ...]:
     return tuple(type(r).__name__ for r in out.sends)
 
 
-def ready(tv: int = 0) -> cl.ClientState:
-    return cl.ClientState("t1", S.READY, 7, 1, tv, txn_coordinator_known=True)
+def ready(tv: int = 0) -> cl_state.ClientState:
+    return cl_state.ClientState("t1", S.READY, 7, 1, tv, txn_coordinator_known=True)
 
 
-def in_transaction(tv: int = 0) -> cl.ClientState:
+def in_transaction(tv: int = 0) -> cl_state.ClientState:
     c, out = cl.begin_transaction(ready(tv))
-    assert out == cl.ClientOutcome()
+    assert out == cl_state.ClientOutcome()
     return c
 
 
-def respond(c: cl.ClientState, name: str, error: Errors = Errors.NONE, pid: int = -1,
-            epoch: int = -1) -> tuple[cl.ClientState, cl.ClientOutcome]:
-    response: cl.Response
+def respond(c: cl_state.ClientState, name: str, error: Errors = Errors.NONE, pid: int = -1,
+            epoch: int = -1) -> tuple[cl_state.ClientState, cl_state.ClientOutcome]:
+    response: cl_state.Response
     if name == "InitProducerId":
         response = InitProducerIdResponse(error, pid, epoch)
     elif name == "EndTxn":
@@ -53,11 +59,11 @@ def respond(c: cl.ClientState, name: str, error: Errors = Errors.NONE, pid: int 
         response = ProduceResponse(error)
     else:
         response = ErrorResponse(error)
-    result: tuple[cl.ClientState, cl.ClientOutcome] = cl.on_response(c, name, response)
+    result: tuple[cl_state.ClientState, cl_state.ClientOutcome] = cl_responses.on_response(c, name, response)
     return result
 
 
-def produced(tv: int = 0) -> cl.ClientState:
+def produced(tv: int = 0) -> cl_state.ClientState:
     """A transaction with one record on p0, acknowledged."""
     c, _ = cl.send(in_transaction(tv), "p0")
     if tv < 2:
@@ -82,14 +88,14 @@ KAFKA_TABLE = {  # TransactionManager.State.isTransitionValid, trunk
 
 
 def test_the_transition_table_is_kafkas() -> None:
-    assert {t: set(s) for t, s in cl.VALID_PREVIOUS_STATES.items()} == KAFKA_TABLE
+    assert {t: set(s) for t, s in cl_state.VALID_PREVIOUS_STATES.items()} == KAFKA_TABLE
 
 
 CALLS = {
     "initTransactions": (cl.init_transactions, S.INITIALIZING),
     "beginTransaction": (cl.begin_transaction, S.IN_TRANSACTION),
     # KafkaProducer.prepareTransaction needs transaction.two.phase.commit.enable (else InvalidTxnStateException)
-    "prepareTransaction": (lambda c: cl.prepare_transaction(c, cl.ClientConfig(enable_two_pc=True)),
+    "prepareTransaction": (lambda c: cl.prepare_transaction(c, cl_state.ClientConfig(enable_two_pc=True)),
                            S.PREPARED_TRANSACTION),
     "commitTransaction": (cl.commit_transaction, S.COMMITTING_TRANSACTION),
     "abortTransaction": (cl.abort_transaction, S.ABORTING_TRANSACTION),
@@ -100,15 +106,15 @@ CALLS = {
 @pytest.mark.parametrize("call", sorted(CALLS))
 def test_each_call_follows_the_table_and_an_invalid_one_throws_leaving_the_state(source: S, call: str) -> None:
     fn, target = CALLS[call]
-    c = cl.ClientState("t1", source, 7, 1, txn_coordinator_known=True)
+    c = cl_state.ClientState("t1", source, 7, 1, txn_coordinator_known=True)
     after, out = fn(c)
     blocked_by_prepared = source is S.PREPARED_TRANSACTION and call in ("initTransactions", "beginTransaction")
-    if cl.is_transition_valid(source, target) and not blocked_by_prepared:
+    if cl_state.is_transition_valid(source, target) and not blocked_by_prepared:
         assert out.throws is None
         assert after.state is target or (after.state is S.READY and target in (
             S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION))  # an empty transaction completes locally
     else:
-        assert (after, out) == (c, cl.ClientOutcome(cl.ILLEGAL_STATE))
+        assert (after, out) == (c, cl_state.ClientOutcome(cl_errors.ILLEGAL_STATE))
 
 
 @pytest.mark.parametrize(("last_error", "thrown"), [
@@ -118,9 +124,9 @@ def test_each_call_follows_the_table_and_an_invalid_one_throws_leaving_the_state
     ("TopicAuthorizationException", "KafkaException"),
 ])
 def test_an_error_state_makes_every_call_throw_maybe_fail_with_error(last_error: str, thrown: str) -> None:
-    fatal = cl.ClientState("t1", S.FATAL_ERROR, 7, 1, last_error=last_error, txn_coordinator_known=True)
+    fatal = cl_state.ClientState("t1", S.FATAL_ERROR, 7, 1, last_error=last_error, txn_coordinator_known=True)
     for fn in (cl.init_transactions, cl.begin_transaction, cl.commit_transaction, cl.abort_transaction):
-        assert fn(fatal) == (fatal, cl.ClientOutcome(thrown))
+        assert fn(fatal) == (fatal, cl_state.ClientOutcome(thrown))
     assert cl.send_offsets_to_transaction(fatal, "g", {})[1].throws == thrown
     abortable = replace(fatal, state=S.ABORTABLE_ERROR)
     assert cl.commit_transaction(abortable)[1].throws == thrown
@@ -128,24 +134,24 @@ def test_an_error_state_makes_every_call_throw_maybe_fail_with_error(last_error:
 
 
 def test_send_throws_kafka_exceptions_but_returns_api_exceptions_in_the_future() -> None:
-    fenced = cl.ClientState("t1", S.FATAL_ERROR, 7, 1, last_error="ProducerFencedException")
+    fenced = cl_state.ClientState("t1", S.FATAL_ERROR, 7, 1, last_error="ProducerFencedException")
     c, out = cl.send(fenced, "p0")
     assert (out.throws, c.state, c.accumulator) == (None, S.FATAL_ERROR, ())  # the Sender aborts the batch
     failed = replace(fenced, last_error="KafkaException")
     assert cl.send(failed, "p0")[1].throws == "KafkaException"
     assert cl.send(ready(), "p0")[1].throws == "IllegalStateException"  # no transaction
-    assert cl.send(cl.ClientState("t1"), "p0")[1].throws == "IllegalStateException"  # no producer id
+    assert cl.send(cl_state.ClientState("t1"), "p0")[1].throws == "IllegalStateException"  # no producer id
 
 
 # --- the Sender ------------------------------------------------------------------------------------
 
 def test_init_looks_up_the_coordinator_then_sends_init_producer_id_once() -> None:
-    c, out = cl.init_transactions(cl.ClientState("t1"))
+    c, out = cl.init_transactions(cl_state.ClientState("t1"))
     assert c.state is S.INITIALIZING
     assert out.sends == (FindCoordinator(CoordinatorType.TRANSACTION, "t1"),)
     c, out = respond(c, "FindCoordinator")
     assert out.sends == (InitProducerId("t1", 60_000, -1, -1),)
-    assert cl.init_transactions(c) == (c, cl.ClientOutcome())  # the pending call's result is returned
+    assert cl.init_transactions(c) == (c, cl_state.ClientOutcome())  # the pending call's result is returned
     assert cl.begin_transaction(c)[1].throws == "IllegalStateException"  # init has not completed
     c, out = respond(c, "InitProducerId", Errors.NONE, 7, 0)
     assert (c.state, c.producer_id, c.producer_epoch, out.sends, c.pending_transition) == (S.READY, 7, 0, (), None)
@@ -223,7 +229,7 @@ def test_a_moved_coordinator_is_looked_up_again_and_retriable_errors_resend() ->
     assert names(out) == ("FindCoordinator",)
     c, out = respond(c, "FindCoordinator")
     assert names(out) == ("AddPartitionsToTxn",)
-    c, out = cl.on_disconnect(c)
+    c, out = cl_responses.on_disconnect(c)
     assert names(out) == ("FindCoordinator",)
 
 
@@ -264,18 +270,18 @@ def test_add_partitions_errors(error: Errors, kind: str, exception: str | None) 
     (Errors.INVALID_TXN_STATE, S.FATAL_ERROR, "KafkaException"),
 ])
 def test_init_producer_id_errors(error: Errors, state: S, exception: str) -> None:
-    c, _ = cl.init_transactions(cl.ClientState("t1"))
+    c, _ = cl.init_transactions(cl_state.ClientState("t1"))
     c, _ = respond(c, "FindCoordinator")
     c, out = respond(c, "InitProducerId", error)
     assert (c.state, c.last_error, out.sends) == (state, exception, ())
 
 
 def test_an_authorization_error_resets_the_client_on_the_senders_next_iteration() -> None:
-    c, _ = cl.init_transactions(cl.ClientState("t1"))
+    c, _ = cl.init_transactions(cl_state.ClientState("t1"))
     c, _ = respond(c, "FindCoordinator")
     c, _ = respond(c, "InitProducerId", Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    assert cl.awaiting_authorization_reset(c)
-    c, _ = cl.sender_handle_authorization_error(c)
+    assert cl_sender.awaiting_authorization_reset(c)
+    c, _ = cl_sender.sender_handle_authorization_error(c)
     assert (c.state, c.last_error) == (S.UNINITIALIZED, None)
     assert cl.init_transactions(c)[0].state is S.INITIALIZING
 
@@ -377,7 +383,7 @@ def test_a_produce_failing_while_committing_needs_no_bump() -> None:
     assert out.sends == (EndTxn("t1", 7, 1, TransactionResult.ABORT, 0),)
 
 
-def _expired_while_aborting(retried: bool) -> tuple[cl.ClientState, cl.ClientOutcome]:
+def _expired_while_aborting(retried: bool) -> tuple[cl_state.ClientState, cl_state.ClientOutcome]:
     """TV1: the batch in flight expires once the abort is under way (``retried``: after a retriable answer)."""
     c, _ = cl.send(in_transaction(), "p0")
     c, _ = respond(c, "AddPartitionsToTxn")
@@ -386,16 +392,16 @@ def _expired_while_aborting(retried: bool) -> tuple[cl.ClientState, cl.ClientOut
         c, _ = respond(c, "Produce", Errors.NOT_ENOUGH_REPLICAS)
         assert c.in_flight_batches == (batch,) and batch in c.retried
     c, _ = cl.abort_transaction(c)
-    c, _ = cl.expire_batch(c, batch)
+    c, _ = cl_responses.expire_batch(c, batch)
     assert c.state is S.ABORTING_TRANSACTION and not c.in_flight_batches
     c, _ = respond(c, "EndTxn")
-    return c, cl.expire_batch(c, batch)[1]
+    return c, cl_responses.expire_batch(c, batch)[1]
 
 
 def test_a_batch_expiring_on_its_first_attempt_while_completing_needs_no_bump() -> None:
     """Sender.sendProducerData: failBatch(TimeoutException); the sequence is unresolved only for a batch in retry."""
     c, again = _expired_while_aborting(retried=False)
-    assert (c.state, c.producer_epoch, c.unresolved, again) == (S.READY, 1, (), cl.ClientOutcome())
+    assert (c.state, c.producer_epoch, c.unresolved, again) == (S.READY, 1, (), cl_state.ClientOutcome())
 
 
 def test_a_retried_batch_expiring_while_aborting_requires_a_bump_nobody_queued() -> None:
@@ -409,23 +415,23 @@ def test_a_retried_batch_expiring_while_aborting_requires_a_bump_nobody_queued()
 def test_an_expired_batch_whose_later_batch_is_acknowledged_is_resolved_without_a_bump() -> None:
     """maybeResolveSequences waits for the partition's batches in flight, then finds "a batch was expired, but
     subsequent batches succeeded": no bump (TV1, committing: maybeTransitionToErrorState bumps none either)."""
-    config = replace(cl.DEFAULT_CONFIG, max_in_flight_per_partition=2, max_batch_records=1)
+    config = replace(cl_state.DEFAULT_CONFIG, max_in_flight_per_partition=2, max_batch_records=1)
     c, _ = cl.send(in_transaction(), "p0", config)
     c, _ = cl.send(c, "p0", config)
     c, _ = cl.commit_transaction(c, config)
-    c, _ = cl.on_response(c, "AddPartitionsToTxn", OK, None, config)
+    c, _ = cl_responses.on_response(c, "AddPartitionsToTxn", OK, None, config)
     first, second = c.in_flight_batches
-    c, _ = cl.on_response(c, "Produce", ProduceResponse(Errors.NOT_ENOUGH_REPLICAS), first, config)
-    c, _ = cl.expire_batch(c, first, config)
+    c, _ = cl_responses.on_response(c, "Produce", ProduceResponse(Errors.NOT_ENOUGH_REPLICAS), first, config)
+    c, _ = cl_responses.expire_batch(c, first, config)
     assert (c.state, c.unresolved, c.client_side_epoch_bump_required) == (S.ABORTABLE_ERROR, (("p0", 1),), False)
-    c, _ = cl.on_response(c, "Produce", ProduceResponse(Errors.NONE), second, config)
+    c, _ = cl_responses.on_response(c, "Produce", ProduceResponse(Errors.NONE), second, config)
     assert (c.unresolved, c.last_acked, c.client_side_epoch_bump_required) == ((), (("p0", 1),), False)
 
 
 def test_without_coordinator_epoch_bumps_unknown_producer_id_is_fatal() -> None:
-    old = cl.ClientConfig(coordinator_supports_bumping_epoch=False)
+    old = cl_state.ClientConfig(coordinator_supports_bumping_epoch=False)
     c, _ = cl.send(in_transaction(), "p0", old)
-    c, _ = cl.on_response(c, "AddPartitionsToTxn", ErrorResponse(Errors.UNKNOWN_PRODUCER_ID), config=old)
+    c, _ = cl_responses.on_response(c, "AddPartitionsToTxn", ErrorResponse(Errors.UNKNOWN_PRODUCER_ID), config=old)
     assert (c.state, c.last_error) == (S.FATAL_ERROR, "UnknownProducerIdException")
 
 
@@ -433,7 +439,7 @@ def test_an_upgrade_to_tv2_bumps_the_epoch_after_the_last_tv1_transaction() -> N
     c, _ = cl.send(in_transaction(), "p0")
     c, _ = respond(c, "AddPartitionsToTxn")
     c, _ = respond(c, "Produce")
-    c = cl.finalized_features_changed(c, 2)
+    c = cl_transitions.finalized_features_changed(c, 2)
     c, out = cl.commit_transaction(c)
     assert out.sends == (EndTxn("t1", 7, 1, TransactionResult.COMMIT, 0),)  # the version it started with
     assert c.tv2 and c.client_side_epoch_bump_required
@@ -444,16 +450,16 @@ def test_an_upgrade_to_tv2_bumps_the_epoch_after_the_last_tv1_transaction() -> N
 # --- sequences, pending calls, poisoning ------------------------------------------------------------
 
 def test_sequences_advance_per_partition_and_wrap() -> None:
-    assert cl.increment_sequence(2147483647, 1) == 0
-    assert cl.increment_sequence(5, 3, max_sequence=6) == 1
-    assert cl.decrement_sequence(0, 1, max_sequence=6) == 6
-    small = cl.ClientConfig(max_sequence=1)
+    assert cl_transitions.increment_sequence(2147483647, 1) == 0
+    assert cl_transitions.increment_sequence(5, 3, max_sequence=6) == 1
+    assert cl_transitions.decrement_sequence(0, 1, max_sequence=6) == 6
+    small = cl_state.ClientConfig(max_sequence=1)
     c = replace(in_transaction(tv=2), accumulator=(("p0", 1),), partitions=frozenset({"p0"}))
     for expected in (0, 1, 0):
         c = replace(c, accumulator=(("p0", 1),))
-        c, batch = cl.next_produce(c, "p0", small)
+        c, batch = cl_batches.next_produce(c, "p0", small)
         assert batch is not None and batch.base_sequence == expected
-        c, _ = cl.on_response(c, "Produce", ProduceResponse(Errors.NONE), batch, small)
+        c, _ = cl_responses.on_response(c, "Produce", ProduceResponse(Errors.NONE), batch, small)
 
 
 def test_a_failed_batch_gives_its_sequence_back_and_unknown_producer_id_restarts_at_zero() -> None:
@@ -470,7 +476,7 @@ def test_a_failed_batch_gives_its_sequence_back_and_unknown_producer_id_restarts
 def test_a_timed_out_commit_must_be_retried_before_anything_else() -> None:
     c = produced()
     c, _ = cl.commit_transaction(c)  # EndTxn in flight: the result is still pending
-    assert cl.commit_transaction(c) == (c, cl.ClientOutcome())
+    assert cl.commit_transaction(c) == (c, cl_state.ClientOutcome())
     assert cl.abort_transaction(c)[1].throws == "IllegalStateException"
     assert cl.send(c, "p0")[1].throws == "IllegalStateException"
 

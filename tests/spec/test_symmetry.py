@@ -103,7 +103,7 @@ def test_an_illegal_transition_is_renamed_by_its_transactional_id_field() -> Non
     """The coordinator's illegal-transition records are renamed as values (nothing parses their text)."""
     from dataclasses import replace
 
-    from txnspec.spec.coordinator import IllegalTransition
+    from txnspec.spec.coordinator_state import IllegalTransition
     from txnspec.spec.model import build_system
     from txnspec.spec.system import initial_state
 

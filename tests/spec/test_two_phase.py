@@ -8,6 +8,8 @@ import pytest
 
 from txnspec.checker import check
 from txnspec.spec import coordinator as coord
+from txnspec.spec import coordinator_state as coord_state
+from txnspec.spec import two_phase, txn_expiry, txn_state, values
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import InitProducerId
 from txnspec.spec.model import build_model
@@ -90,8 +92,8 @@ def _init(tid: str = "t1", **kw: object) -> InitProducerId:
 def test_init_producer_id_follows_kafka_4_4() -> None:
     """``TransactionCoordinator.handleInitProducerId`` (4.4): 2PC needs the broker config; keepPreparedTxn is
     UNSUPPORTED_VERSION; 2PC lifts the timeout bound and stores Int.MaxValue, which the timeout scan skips."""
-    on = coord.CoordinatorConfig(transaction_two_phase_commit_enable=True)
-    cs = coord.CoordinatorState()
+    on = coord_state.CoordinatorConfig(transaction_two_phase_commit_enable=True)
+    cs = coord_state.CoordinatorState()
     assert coord.handle_init_producer_id(cs, _init(enable_two_pc=True)).response.error \
         is Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     assert coord.handle_init_producer_id(cs, _init(keep_prepared_txn=True), config=on).response.error \
@@ -100,22 +102,22 @@ def test_init_producer_id_follows_kafka_4_4() -> None:
     result = coord.handle_init_producer_id(cs, huge, config=on)
     assert result.response.error is Errors.NONE
     md = result.state.metadata("t1")
-    assert md is not None and md.txn_timeout_ms == coord.INT_MAX_TIMEOUT
-    ongoing = coord.replace(md, state=coord.ONGOING, partitions=frozenset({"p0"}), txn_start_ms=0)
-    assert not coord.is_timeout_candidate(ongoing)
-    assert coord.timed_out_transactions(coord.with_metadata(result.state, ongoing, "t1"), 10**12) == ()
+    assert md is not None and md.txn_timeout_ms == two_phase.INT_MAX_TIMEOUT
+    ongoing = values.replace(md, state=txn_state.ONGOING, partitions=frozenset({"p0"}), txn_start_ms=0)
+    assert not two_phase.is_timeout_candidate(ongoing)
+    assert txn_expiry.timed_out_transactions(coord_state.with_metadata(result.state, ongoing, "t1"), 10**12) == ()
     assert InitProducerId("t1", 10**9).txn_timeout_ms > on.txn_max_timeout_ms
     assert coord.handle_init_producer_id(cs, InitProducerId("t1", 10**9), config=on).response.error \
         is Errors.INVALID_TRANSACTION_TIMEOUT
 
 
 def test_the_kips_keep_prepared_txn_keeps_the_ongoing_transaction() -> None:
-    on = coord.CoordinatorConfig(transaction_two_phase_commit_enable=True)
-    cs = coord.handle_init_producer_id(coord.CoordinatorState(), _init(enable_two_pc=True), config=on).state
+    on = coord_state.CoordinatorConfig(transaction_two_phase_commit_enable=True)
+    cs = coord.handle_init_producer_id(coord_state.CoordinatorState(), _init(enable_two_pc=True), config=on).state
     md = cs.metadata("t1")
     assert md is not None
-    ongoing = coord.replace(md, state=coord.ONGOING, partitions=frozenset({"p0"}), txn_start_ms=0)
-    cs = coord.with_metadata(cs, ongoing, "t1")
+    ongoing = values.replace(md, state=txn_state.ONGOING, partitions=frozenset({"p0"}), txn_start_ms=0)
+    cs = coord_state.with_metadata(cs, ongoing, "t1")
     result = coord.handle_init_producer_id_keeping_prepared(cs, _init(enable_two_pc=True, keep_prepared_txn=True),
                                                             config=on)
     response = result.response
@@ -124,7 +126,7 @@ def test_the_kips_keep_prepared_txn_keeps_the_ongoing_transaction() -> None:
     assert (response.ongoing_txn_producer_id, response.ongoing_txn_producer_epoch) == (md.producer_id,
                                                                                        md.producer_epoch)
     kept = result.state.metadata("t1")
-    assert kept is not None and kept.state is coord.ONGOING and kept.partitions == frozenset({"p0"})
+    assert kept is not None and kept.state is txn_state.ONGOING and kept.partitions == frozenset({"p0"})
     # without keepPreparedTxn the same request fences and aborts it (CONCURRENT_TRANSACTIONS)
     fenced = coord.handle_init_producer_id_keeping_prepared(cs, _init(enable_two_pc=True), config=on)
     assert fenced.response.error is Errors.CONCURRENT_TRANSACTIONS

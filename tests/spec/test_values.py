@@ -22,7 +22,6 @@ from txnspec.spec.brokers import (
     marker_envelope,
     partition_receives,
 )
-from txnspec.spec.coordinator import markers_for
 from txnspec.spec.errors import Errors
 from txnspec.spec.faults import (
     _abandoned,
@@ -51,6 +50,7 @@ from txnspec.spec.network import (
 )
 from txnspec.spec.producer import dispatch, expire_batch, first_in_flight, receive, request_timed_out, restarted
 from txnspec.spec.system_state import UNREAD, Budget, projection
+from txnspec.spec.txn_markers import markers_for
 from txnspec.spec.values import Interner, cache_stats, clear_caches, intern, memoised, replace, value
 
 K = ActionKind

@@ -1,7 +1,7 @@
 """The z3 encoding and the explicit handlers agree: same state, same request, same successor.
 
 A consistent coordinator + partition-leader state is sampled (hypothesis), turned into explicit states
-with ``spec.symbolic.to_explicit``; each action runs on both sides: the explicit handler
+with ``spec.symbolic_explicit.to_explicit``; each action runs on both sides: the explicit handler
 (``spec/coordinator.py``, ``spec/partition.py``) and the z3 transition, whose successor z3 computes
 from the concrete values. The encoded fields of both successors must be equal.
 """
@@ -15,15 +15,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from txnspec.spec import coordinator as coord
+from txnspec.spec import coordinator_state as coord_state
 from txnspec.spec import partition as part
-from txnspec.spec import symbolic
+from txnspec.spec import symbolic, symbolic_explicit, symbolic_vars, txn_expiry, txn_loading, txn_markers
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import AddPartitionsToTxn, EndTxn, InitProducerId, TransactionResult
 from txnspec.spec.txn_state import TxnState
 
 N = 2
 MODEL = symbolic.build(N)
-P = symbolic.PARTITIONS
+P = symbolic_vars.PARTITIONS
 COORDINATOR_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort")
 
 
@@ -69,8 +70,8 @@ def states(draw: st.DrawFn, only: tuple[str, ...] = ()) -> dict[str, Any]:
 
 
 def symbolic_successor(name: str, values: dict[str, Any], params: dict[str, Any]) -> dict[str, Any] | None:
-    encoded = {k: v for k, v in values.items() if k in symbolic.ENCODED_FIELDS}
-    encoded["state"] = symbolic.STATE[TxnState(values["state"])]
+    encoded = {k: v for k, v in values.items() if k in symbolic_explicit.ENCODED_FIELDS}
+    encoded["state"] = symbolic_vars.STATE[TxnState(values["state"])]
     return MODEL.successor(MODEL.transition(name), encoded, params)
 
 
@@ -80,18 +81,18 @@ def assert_agree(explicit: dict[str, Any], sym: dict[str, Any] | None, context: 
     assert not diff, f"explicit vs z3 differ on {diff}: {context}"
 
 
-def _verified(cs: coord.CoordinatorState, ps: part.PartitionState, name: str, pid: int, epoch: int,
+def _verified(cs: coord_state.CoordinatorState, ps: part.PartitionState, name: str, pid: int, epoch: int,
               transactional: bool) -> bool:
     """``system._verify_transactional_produce`` (TV1 leader verification, verification enabled)."""
     if not transactional or part.has_ongoing_transaction(ps, pid, epoch):
         return True
-    md = cs.metadata(symbolic.TID)
+    md = cs.metadata(symbolic_vars.TID)
     return (md is not None and md.producer_id == pid and md.producer_epoch == epoch
             and md.state not in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT) and name in md.partitions)
 
 
 def check_action(values: dict[str, Any], data: st.DataObject, action: str | None = None) -> None:
-    cs, parts = symbolic.to_explicit(values, N)
+    cs, parts = symbolic_explicit.to_explicit(values, N)
     exists = values["exists"]
     pid = values["producer_id"]
     pid_choices = st.sampled_from([pid, pid, pid, pid + 1]) if exists else st.integers(0, 3)
@@ -114,30 +115,31 @@ def check_action(values: dict[str, Any], data: st.DataObject, action: str | None
         expected = data.draw(st.booleans())
         rq_pid, rq_epoch = (data.draw(pid_choices), data.draw(epoch_choices)) if expected else (-1, -1)
         params = {"expected": expected, "pid": rq_pid, "epoch": rq_epoch}
-        result = coord.handle_init_producer_id(cs, InitProducerId(symbolic.TID, symbolic.TIMEOUT_MS, rq_pid, rq_epoch))
+        request = InitProducerId(symbolic_vars.TID, symbolic_vars.TIMEOUT_MS, rq_pid, rq_epoch)
+        result = coord.handle_init_producer_id(cs, request)
         cs = result.state
     elif action == "AddPartitionsToTxn":
         add = data.draw(st.lists(st.booleans(), min_size=N, max_size=N).filter(lambda x: any(x)))
         params = {"pid": data.draw(pid_choices), "epoch": data.draw(epoch_choices), "tv2": data.draw(st.booleans()),
                   **{f"add{i}": add[i] for i in range(N)}}
-        request = AddPartitionsToTxn(symbolic.TID, params["pid"], params["epoch"],
+        request = AddPartitionsToTxn(symbolic_vars.TID, params["pid"], params["epoch"],
                                      frozenset(P[i] for i in range(N) if add[i]), 2 if params["tv2"] else 0)
         cs = coord.handle_add_partitions_to_txn(cs, request).state
     elif action == "EndTxn":
         params = {"pid": data.draw(pid_choices), "epoch": data.draw(epoch_choices), "commit": data.draw(st.booleans()),
                   "tv2": data.draw(st.booleans())}
         result_kind = TransactionResult.COMMIT if params["commit"] else TransactionResult.ABORT
-        end = EndTxn(symbolic.TID, params["pid"], params["epoch"], result_kind, 2 if params["tv2"] else 0)
+        end = EndTxn(symbolic_vars.TID, params["pid"], params["epoch"], result_kind, 2 if params["tv2"] else 0)
         cs = coord.handle_end_txn(cs, end).state
     elif action == "timeout":
-        cs = coord.abort_timed_out_transaction(cs, symbolic.TID).state
+        cs = txn_expiry.abort_timed_out_transaction(cs, symbolic_vars.TID).state
     elif action == "failover":
-        cs = coord.coordinator_failover(cs).state
+        cs = txn_loading.coordinator_failover(cs).state
     elif action == "WriteTxnMarkers":
-        md = cs.metadata(symbolic.TID)
+        md = cs.metadata(symbolic_vars.TID)
         assert md is not None
         outcome = TransactionResult.COMMIT if md.state is TxnState.PREPARE_COMMIT else TransactionResult.ABORT
-        markers = coord.markers_for(cs, md, outcome)
+        markers = txn_markers.markers_for(cs, md, outcome)
         _, marker = data.draw(st.sampled_from(markers))
         i = P.index(marker.partition)
         params = {"partition": i}
@@ -148,8 +150,8 @@ def check_action(values: dict[str, Any], data: st.DataObject, action: str | None
             assert sym is None, f"z3 accepts a marker the leader rejects: {values}"
             return
         parts = {**parts, marker.partition: ps}
-        cs = coord.handle_write_txn_markers_response(cs, symbolic.TID, marker.partition, marker.coordinator_epoch,
-                                                     Errors.NONE).state
+        cs = txn_markers.handle_write_txn_markers_response(cs, symbolic_vars.TID, marker.partition,
+                                                           marker.coordinator_epoch, Errors.NONE).state
     elif action == "Produce":
         i = data.draw(st.integers(0, N - 1))
         params = {"partition": i, "epoch": data.draw(st.integers(0, values["producer_epoch"])),
@@ -161,7 +163,7 @@ def check_action(values: dict[str, Any], data: st.DataObject, action: str | None
                                      params["transactional"])
             parts = {**parts, name: ps}
     assert not cs.illegal_transitions, cs.illegal_transitions
-    explicit = symbolic.from_explicit(cs, parts, N)
+    explicit = symbolic_explicit.from_explicit(cs, parts, N)
     assert_agree(explicit, symbolic_successor(action, values, params), (action, params, values))
 
 

@@ -8,12 +8,12 @@ import pytest
 
 from txnspec.checker.symbolic import bmc, check_inductive
 from txnspec.cli import main
-from txnspec.spec import symbolic
+from txnspec.spec import symbolic, symbolic_explicit, symbolic_properties, symbolic_vars
 from txnspec.spec.txn_state import TxnState
 from txnspec.spec.variants import variant_named
 
 MODEL = symbolic.build()
-PROOFS = symbolic.proofs()
+PROOFS = symbolic_properties.proofs()
 
 
 @pytest.mark.parametrize("name", list(PROOFS))
@@ -24,7 +24,7 @@ def test_property_is_proved_inductively(name: str) -> None:
     assert result.seconds < 60
 
 
-@pytest.mark.parametrize("name", [n for n, p in symbolic.PROOFS.items() if p.helpers])
+@pytest.mark.parametrize("name", [n for n, p in symbolic_properties.PROOFS.items() if p.helpers])
 def test_the_strengthening_is_needed(name: str) -> None:
     prop, _ = PROOFS[name]
     result = check_inductive(MODEL, [prop])
@@ -33,33 +33,33 @@ def test_the_strengthening_is_needed(name: str) -> None:
 
 
 def test_every_property_holds_to_depth_6_without_lemmas() -> None:
-    result = bmc(symbolic.build(1), list(symbolic.invariants(1).values()), 6, logic="QF_LIA")
+    result = bmc(symbolic.build(1), list(symbolic_properties.invariants(1).values()), 6, logic="QF_LIA")
     assert result.ok
 
 
 def test_bmc_finds_the_zombie_commit_and_it_replays_in_the_explicit_variant() -> None:
     result = bmc(symbolic.build(buggy="zombie-not-fenced"),
-                 [symbolic.invariants()["fenced_producer_never_commits"]], 8, logic="QF_LIA")
+                 [symbolic_properties.invariants()["fenced_producer_never_commits"]], 8, logic="QF_LIA")
     assert result.status == "violated" and result.depth == 4
     assert [a for a, _ in result.path][-1] == "EndTxn"
     last = result.params[-1]
     assert last["commit"] and last["epoch"] < result.path[-2][1]["producer_epoch"]
     protocol = variant_named("zombie-not-fenced").protocol
-    cs, _ = symbolic.replay_explicit(result.path, result.params, protocol)[-1]
-    md = cs.metadata(symbolic.TID)
+    cs, _ = symbolic_explicit.replay_explicit(result.path, result.params, protocol)[-1]
+    md = cs.metadata(symbolic_vars.TID)
     assert md is not None and md.state is TxnState.PREPARE_COMMIT
     with pytest.raises(AssertionError):  # the current protocol fences the zombie
-        symbolic.replay_explicit(result.path, result.params)
+        symbolic_explicit.replay_explicit(result.path, result.params)
 
 
 def test_bmc_finds_the_duplicate_append_and_it_replays_in_the_explicit_variant() -> None:
-    result = bmc(symbolic.build(buggy="no-duplicate-detection"), [symbolic.invariants()["no_duplicate_append"]], 8,
-                 logic="QF_LIA")
+    result = bmc(symbolic.build(buggy="no-duplicate-detection"),
+                 [symbolic_properties.invariants()["no_duplicate_append"]], 8, logic="QF_LIA")
     assert result.status == "violated" and result.depth == 3
     assert [a for a, _ in result.path][-2:] == ["Produce", "Produce"]
     protocol = variant_named("no-duplicate-detection").protocol
-    _, parts = symbolic.replay_explicit(result.path, result.params, protocol)[-1]
-    name = symbolic.PARTITIONS[result.params[-1]["partition"]]
+    _, parts = symbolic_explicit.replay_explicit(result.path, result.params, protocol)[-1]
+    name = symbolic_vars.PARTITIONS[result.params[-1]["partition"]]
     assert parts[name].log_end_offset == result.path[-1][1][f"log_end_offset[{name}]"]
 
 

@@ -17,7 +17,9 @@ from typing import Any
 
 from txnspec.conformance.cases.format import CaseInputError
 from txnspec.conformance.cases.steps import client as steps
-from txnspec.impl.client import Producer, State, TransactionalRequestResult
+from txnspec.impl.client import Producer
+from txnspec.impl.client_results import TransactionalRequestResult
+from txnspec.impl.client_states import State
 from txnspec.impl.errors import Errors, InvalidRequestError, KafkaException
 from txnspec.impl.messages import CoordinatorType, FindCoordinator, Produce, Response, request_name
 

@@ -17,11 +17,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from txnspec.conformance.cases.steps import coordinator as steps
-from txnspec.impl.coordinator import CoordinatorConfig, ProducerIdManager, TransactionCoordinator, value_to_json
+from txnspec.impl.coordinator import TransactionCoordinator
 from txnspec.impl.errors import Errors
 from txnspec.impl.log import ControlType, Record
 from txnspec.impl.partition import Partition
+from txnspec.impl.producer_id_manager import ProducerIdManager
+from txnspec.impl.txn_log import value_to_json
 from txnspec.impl.txn_metadata import TV_2, TransactionMetadata, TransactionState, TxnTransitMetadata
+from txnspec.impl.txn_state_manager import CoordinatorConfig
 
 
 def metadata_from_case(tid: str, m: steps.TxnMetadataCase) -> TransactionMetadata:
@@ -130,7 +133,7 @@ class CoordinatorSession:
             c.expire_transactional_ids(self.now_ms, step.expiration_ms)
             return None, None, None
         if isinstance(step, steps.MarkersWrittenStep):
-            return c.markers_written(self.tid, self.now_ms).name, None, None
+            return c.marker_channel.markers_written(self.tid, self.now_ms).name, None, None
         c.load(c.coordinator_epoch + 1, self.now_ms)
         return None, None, None
 

@@ -19,6 +19,9 @@ from typing import Any
 from txnspec.conformance.cases.format import CaseInputError
 from txnspec.conformance.cases.steps import client as steps
 from txnspec.spec import client as cl
+from txnspec.spec import client_errors as cl_errors
+from txnspec.spec import client_responses as cl_responses
+from txnspec.spec import client_state as cl_state
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import (
     CoordinatorType,
@@ -32,26 +35,27 @@ from txnspec.spec.messages import (
 
 
 def client_from_case(given: Mapping[str, Any] | steps.ClientGiven,
-                     config: cl.ClientConfig = cl.DEFAULT_CONFIG) -> cl.ClientState:
+                     config: cl_state.ClientConfig = cl_state.DEFAULT_CONFIG) -> cl_state.ClientState:
     g = given if isinstance(given, steps.ClientGiven) else steps.ClientGiven.parse(given)
     config = replace(config, enable_two_pc=g.enable_two_pc)
-    state = cl.State(g.state)
+    state = cl_state.State(g.state)
     tid = g.transactional_id
-    client = cl.ClientState(
+    client = cl_state.ClientState(
         tid, state, g.producer_id, g.producer_epoch, g.transaction_version,
-        last_error=cl.KAFKA_EXCEPTION if state in (cl.ABORTABLE_ERROR, cl.FATAL_ERROR) else None,
-        txn_coordinator_known=state not in (cl.UNINITIALIZED, cl.INITIALIZING))
-    if state is cl.INITIALIZING:
-        init = cl.TxnRequestHandler(InitProducerId(tid, config.txn_timeout_ms, -1, -1, config.enable_two_pc),
-                                    cl.Priority.INIT_PRODUCER_ID,
-                                    is_retry=True, completes_call=True)
-        lookup = cl.TxnRequestHandler(FindCoordinator(CoordinatorType.TRANSACTION, tid), cl.Priority.FIND_COORDINATOR)
+        last_error=cl_errors.KAFKA_EXCEPTION if state in (cl_state.ABORTABLE_ERROR, cl_state.FATAL_ERROR) else None,
+        txn_coordinator_known=state not in (cl_state.UNINITIALIZED, cl_state.INITIALIZING))
+    if state is cl_state.INITIALIZING:
+        init = cl_state.TxnRequestHandler(InitProducerId(tid, config.txn_timeout_ms, -1, -1, config.enable_two_pc),
+                                          cl_state.Priority.INIT_PRODUCER_ID,
+                                          is_retry=True, completes_call=True)
+        lookup = cl_state.TxnRequestHandler(FindCoordinator(CoordinatorType.TRANSACTION, tid),
+                                            cl_state.Priority.FIND_COORDINATOR)
         client = replace(client, in_flight=lookup, pending_requests=(init,),
-                         pending_transition=(cl.INITIALIZING, "initTransactions"))
+                         pending_transition=(cl_state.INITIALIZING, "initTransactions"))
     return client
 
 
-def _response(step: steps.ResponseStep) -> cl.Response:
+def _response(step: steps.ResponseStep) -> cl_state.Response:
     error = Errors.named(step.error)
     if step.response == "InitProducerId":
         return InitProducerIdResponse(error, step.producer_id, step.producer_epoch, *step.ongoing_txn)
@@ -63,7 +67,7 @@ def _response(step: steps.ResponseStep) -> cl.Response:
 
 
 class ClientSession:
-    def __init__(self, given: Mapping[str, Any], config: cl.ClientConfig = cl.DEFAULT_CONFIG) -> None:
+    def __init__(self, given: Mapping[str, Any], config: cl_state.ClientConfig = cl_state.DEFAULT_CONFIG) -> None:
         self.config = replace(config, enable_two_pc=steps.ClientGiven.parse(given).enable_two_pc)
         self.client = client_from_case(given, config)
 
@@ -75,7 +79,7 @@ class ClientSession:
                                        outcome.send_names[0] if outcome.sends else None, c.producer_id,
                                        c.producer_epoch, c.prepared_txn_state).as_json()
 
-    def _call(self, step: steps.CallStep) -> tuple[cl.ClientState, cl.ClientOutcome]:
+    def _call(self, step: steps.CallStep) -> tuple[cl_state.ClientState, cl_state.ClientOutcome]:
         c, config = self.client, self.config
         call = step.call
         if call == "initTransactions":
@@ -96,16 +100,16 @@ class ClientSession:
         assert step.group_id is not None
         return cl.send_offsets_to_transaction(c, step.group_id, dict(step.offsets), config)
 
-    def _respond(self, step: steps.ResponseStep) -> tuple[cl.ClientState, cl.ClientOutcome]:
+    def _respond(self, step: steps.ResponseStep) -> tuple[cl_state.ClientState, cl_state.ClientOutcome]:
         c, config = self.client, self.config
         name = step.response
         response = _response(step)
         if name == "Produce":
             if not c.in_flight_batches:
                 raise CaseInputError("a Produce response, but no produce is in flight")
-            return cl.on_response(c, name, response, None, config)
+            return cl_responses.on_response(c, name, response, None, config)
         if c.in_flight is not None and isinstance(c.in_flight.request, FindCoordinator) and name != "FindCoordinator":
-            c, _ = cl.on_response(c, "FindCoordinator", ErrorResponse(Errors.NONE), None, config)
+            c, _ = cl_responses.on_response(c, "FindCoordinator", ErrorResponse(Errors.NONE), None, config)
         if c.in_flight is None or c.in_flight.name != name:
             in_flight = c.in_flight.name if c.in_flight else None
             raise CaseInputError(f"a {name} response, but the request in flight is {in_flight}")
@@ -115,7 +119,7 @@ class ClientSession:
             if lookup.key_type.value != key_type:
                 raise CaseInputError(f"a FindCoordinator({key_type}) response, but the lookup in flight is for "
                                      f"{lookup.key_type.value}")
-        return cl.on_response(c, name, response, None, config)
+        return cl_responses.on_response(c, name, response, None, config)
 
 
 def session(given: Mapping[str, Any]) -> ClientSession:

@@ -13,6 +13,8 @@ from typing import Any
 
 from txnspec.conformance.cases.steps import coordinator as steps
 from txnspec.spec import coordinator as coord
+from txnspec.spec import coordinator_state as coord_state
+from txnspec.spec import txn_expiry, txn_loading, txn_markers
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import (
     AddOffsetsToTxn,
@@ -26,15 +28,15 @@ from txnspec.spec.messages import (
 from txnspec.spec.txn_state import TxnState
 
 
-def metadata_from_case(tid: str, m: steps.TxnMetadataCase) -> coord.TxnMetadata:
-    return coord.TxnMetadata(
+def metadata_from_case(tid: str, m: steps.TxnMetadataCase) -> coord_state.TxnMetadata:
+    return coord_state.TxnMetadata(
         tid, m.producer_id, m.prev_producer_id, m.next_producer_id, m.producer_epoch, m.last_producer_epoch,
         m.txn_timeout_ms, TxnState.named(m.state), frozenset(m.partitions), m.txn_start_ms, m.txn_last_update_ms,
         m.transaction_version, None if m.pending_state is None else TxnState.named(m.pending_state),
         m.has_failed_epoch_fence)
 
 
-def metadata_case(md: coord.TxnMetadata | None) -> steps.TxnMetadataCase | None:
+def metadata_case(md: coord_state.TxnMetadata | None) -> steps.TxnMetadataCase | None:
     if md is None:
         return None
     return steps.TxnMetadataCase(
@@ -44,7 +46,7 @@ def metadata_case(md: coord.TxnMetadata | None) -> steps.TxnMetadataCase | None:
         md.has_failed_epoch_fence)
 
 
-def transit_case(record: coord.TxnTransit | None) -> steps.TxnMetadataCase | str:
+def transit_case(record: coord_state.TxnTransit | None) -> steps.TxnMetadataCase | str:
     if record is None:
         return steps.TOMBSTONE
     return steps.TxnMetadataCase(
@@ -53,10 +55,10 @@ def transit_case(record: coord.TxnTransit | None) -> steps.TxnMetadataCase | str
         record.txn_start_ms, record.txn_last_update_ms, record.transaction_version)
 
 
-def _transit_of(md: coord.TxnMetadata) -> coord.TxnTransit:
-    return coord.TxnTransit(md.producer_id, md.prev_producer_id, md.next_producer_id, md.producer_epoch,
-                            md.last_producer_epoch, md.txn_timeout_ms, md.state, md.partitions, md.txn_start_ms,
-                            md.txn_last_update_ms, md.transaction_version)
+def _transit_of(md: coord_state.TxnMetadata) -> coord_state.TxnTransit:
+    return coord_state.TxnTransit(md.producer_id, md.prev_producer_id, md.next_producer_id, md.producer_epoch,
+                                  md.last_producer_epoch, md.txn_timeout_ms, md.state, md.partitions, md.txn_start_ms,
+                                  md.txn_last_update_ms, md.transaction_version)
 
 
 class CoordinatorSession:
@@ -64,11 +66,11 @@ class CoordinatorSession:
         g = steps.CoordinatorGiven.parse(given)
         self.tid = g.transactional_id
         md = None if g.metadata is None else metadata_from_case(self.tid, g.metadata)
-        server_tv = md.transaction_version if md is not None else coord.TV_2
-        self.config = coord.CoordinatorConfig(txn_max_timeout_ms=g.txn_max_timeout_ms, transaction_version=server_tv,
-                                              complete_without_markers=False,
-                                              transaction_two_phase_commit_enable=g.transaction_two_phase_commit_enable)
-        self.state = coord.CoordinatorState(
+        server_tv = md.transaction_version if md is not None else coord_state.TV_2
+        self.config = coord_state.CoordinatorConfig(txn_max_timeout_ms=g.txn_max_timeout_ms,
+                                                    transaction_version=server_tv, complete_without_markers=False,
+                                                    transaction_two_phase_commit_enable=g.transaction_two_phase_commit_enable)
+        self.state = coord_state.CoordinatorState(
             now_ms=g.now_ms, next_producer_id=g.next_producer_id,
             cache=((self.tid, md),) if md is not None else (),
             # What the cache holds was written to the log (a pending transition was not, yet).
@@ -91,7 +93,7 @@ class CoordinatorSession:
             producer_epoch=response.producer_epoch if ids else None,  # type: ignore[union-attr]
         ).as_json()
 
-    def _step(self, step: steps.CoordinatorStep, append_error: Errors) -> coord.CoordinatorResult | None:
+    def _step(self, step: steps.CoordinatorStep, append_error: Errors) -> coord_state.CoordinatorResult | None:
         config, cs = self.config, self.state
         if isinstance(step, steps.InitProducerIdStep):
             request = InitProducerId(step.transactional_id, step.txn_timeout_ms, step.producer_id, step.producer_epoch,
@@ -110,21 +112,21 @@ class CoordinatorSession:
                          TransactionResult(step.result), step.transaction_version)
             return coord.handle_end_txn(cs, end, config=config, append_error=append_error)
         if isinstance(step, steps.AbortTimedOutTransactionsStep):
-            return coord.abort_timed_out_transactions(cs, step.now_ms, config=config, append_error=append_error)
+            return txn_expiry.abort_timed_out_transactions(cs, step.now_ms, config=config, append_error=append_error)
         if isinstance(step, steps.ExpireTransactionalIdsStep):
-            return coord.expire_transactional_ids(cs, step.now_ms, step.expiration_ms, config=config,
-                                                  append_error=append_error)
+            return txn_expiry.expire_transactional_ids(cs, step.now_ms, step.expiration_ms, config=config,
+                                                       append_error=append_error)
         if isinstance(step, steps.MarkersWrittenStep):
-            return coord.markers_written(cs, self.tid, config=config, append_error=append_error)
+            return txn_markers.markers_written(cs, self.tid, config=config, append_error=append_error)
         if isinstance(step, steps.CoordinatorLoadStep):
-            return coord.coordinator_failover(cs, config=config)
+            return txn_loading.coordinator_failover(cs, config=config)
         if isinstance(step, steps.OwnershipStep):
-            partition = coord.txn_log_partition(self.tid, config)
+            partition = coord_state.txn_log_partition(self.tid, config)
             if step.event == "CoordinatorLoading":
-                return coord.begin_load(cs, frozenset({partition}), config=config)
+                return txn_loading.begin_load(cs, frozenset({partition}), config=config)
             if step.event == "CoordinatorLoaded":
-                return coord.finish_load(cs, partition, config=config)
-            return coord.emigrate(cs, partition, config=config)
+                return txn_loading.finish_load(cs, partition, config=config)
+            return txn_loading.emigrate(cs, partition, config=config)
         self.next_append_error = Errors.named(step.error)
         return None
 

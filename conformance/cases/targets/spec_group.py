@@ -17,6 +17,7 @@ from txnspec.conformance.cases.steps import group as steps
 from txnspec.spec import consumer_group as cg
 from txnspec.spec import group as group_mod
 from txnspec.spec import partition as part
+from txnspec.spec import verification as spec_verification
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import TransactionResult, TxnOffsetCommit
 
@@ -128,7 +129,7 @@ class GroupSession:
         if v.coordinator_error == "NONE":
             return None
         return group_mod.txn_offset_commit_verification_error(
-            Errors(v.coordinator_error), v.version >= part.TXN_OFFSET_COMMIT_VERSION_GENERIC_ERROR)
+            Errors(v.coordinator_error), v.version >= spec_verification.TXN_OFFSET_COMMIT_VERSION_GENERIC_ERROR)
 
 
 def session(given: Mapping[str, Any]) -> GroupSession:

@@ -13,6 +13,7 @@ from typing import Any
 
 from txnspec.conformance.cases.steps import partition as steps
 from txnspec.spec import partition as part
+from txnspec.spec import verification as spec_verification
 from txnspec.spec.errors import Errors
 from txnspec.spec.messages import IsolationLevel, TransactionResult
 
@@ -38,9 +39,10 @@ def _verification_refusal(verification: steps.Verification | None) -> Errors | N
     """The error of a data append whose verification the coordinator did not pass (the leader's mapping)."""
     if verification is None or verification.coordinator_error == "NONE":
         return None
-    return part.verification_error(Errors(verification.coordinator_error),
-                                   verification.produce_version >= part.PRODUCE_VERSION_GENERIC_ERROR,
-                                   verification.produce_version >= part.PRODUCE_VERSION_ADD_PARTITION)
+    version = verification.produce_version
+    return spec_verification.verification_error(Errors(verification.coordinator_error),
+                                                version >= spec_verification.PRODUCE_VERSION_GENERIC_ERROR,
+                                                version >= spec_verification.PRODUCE_VERSION_ADD_PARTITION)
 
 
 class PartitionSession:
