@@ -1,15 +1,19 @@
 """Benchmark: the breadth-first search on Spark (``txnspec check --master``) against the one-process engines.
 
-    python bench/spark_bench.py [scenario] [config ...]
+    python bench/spark_bench.py [scenario] [config ...] [--max-depth D] [--rounds R]
 
 Configurations (default: all, in this order): ``exact`` (``txnspec check``'s engine, the safety properties),
-``levels-2`` (``--workers 2``), ``local-2`` (Spark ``local[2]``), ``standalone-1`` and ``standalone-2`` (a
+``levels-2`` (``--workers 2``), ``partitioned-2`` (``--store partitioned --workers 2``), ``local-2`` (Spark
+``local[2]``), ``standalone-1`` and ``standalone-2`` (a
 standalone master on 127.0.0.1 with one or two workers of one core each: one or two executors). Each runs in a
 fresh process and prints one JSON line: states, transitions, depth, the search's seconds (Spark: without
 starting the session, which is reported apart), and the CPU seconds of every process that worked for it
 (the driver, its JVM and Python workers; for a standalone cluster also its daemons, executors and their
 Python workers), so that a run on a machine shared with other work can still be compared. The load average
-at the start is printed too.
+at the start is printed too. With ``--max-depth`` every configuration stops at that depth (the same states);
+``--rounds`` repeats the configurations in turn. After the JSON lines, a Markdown table gives each run's states
+a second (wall and CPU) and its ratio to the ``levels-2`` run of the same round (issue 34: Spark ``local[2]`` at
+least half the throughput of ``--workers 2``).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-CONFIGS = ("exact", "levels-2", "local-2", "standalone-1", "standalone-2")
+CONFIGS = ("exact", "levels-2", "partitioned-2", "local-2", "standalone-1", "standalone-2")
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -52,29 +56,35 @@ def _cpu_of_tree(roots: list[int]) -> float:
     return total
 
 
-def run(scenario: str, config: str) -> dict[str, Any]:
+def run(scenario: str, config: str, max_depth: int | None) -> dict[str, Any]:
     from txnspec.checker import check
     from txnspec.checker.levels import check_levels
+    from txnspec.checker.partitioned import check_partitioned
     from txnspec.conformance.model_factory import ModelFactory
 
     factory = ModelFactory(scenario)
     model = factory()
     names = [p.name for p in model.properties if p.expectation.value != "leads_to"]
-    row: dict[str, Any] = {"scenario": scenario, "config": config, "load_average": os.getloadavg()[0]}
-    if config in ("exact", "levels-2"):
+    row: dict[str, Any] = {"scenario": scenario, "config": config, "max_depth": max_depth,
+                           "load_average": os.getloadavg()[0]}
+    if config in ("exact", "levels-2", "partitioned-2"):
         before = _cpu_of_tree([os.getpid()])  # with --workers 2, the forked workers are reaped children
-        result = check(model, properties=names) if config == "exact" else check_levels(model, properties=names,
-                                                                                          workers=2)
+        if config == "exact":
+            result = check(model, properties=names, max_depth=max_depth)
+        elif config == "levels-2":
+            result = check_levels(model, properties=names, workers=2, max_depth=max_depth)
+        else:
+            result = check_partitioned(model, properties=names, workers=2, max_depth=max_depth)
         row["cpu_seconds"] = round(_cpu_of_tree([os.getpid()]) - before, 1)
     else:
-        row.update(_spark(factory, names, config))
+        row.update(_spark(factory, names, config, max_depth))
         result = row.pop("result")
     row.update(states=result.states, transitions=result.transitions, depth=result.depth, ok=result.ok,
                seconds=round(result.seconds, 1), states_per_second=round(result.rate))
     return row
 
 
-def _spark(factory: Any, names: list[str], config: str) -> dict[str, Any]:
+def _spark(factory: Any, names: list[str], config: str, max_depth: int | None) -> dict[str, Any]:
     from txnspec.checker.spark_bfs import check_spark
     from txnspec.conformance.spark_cluster import standalone_cluster
     from txnspec.conformance.spark_job import spark_session
@@ -85,7 +95,7 @@ def _spark(factory: Any, names: list[str], config: str) -> dict[str, Any]:
             session = spark_session("local[2]", app_name="txnspec-check-bench")
             row: dict[str, Any] = {"session_seconds": round(time.perf_counter() - started, 1)}
             before = _cpu_of_tree([os.getpid()])
-            row["result"] = check_spark(factory, session.sparkContext, properties=names)
+            row["result"] = check_spark(factory, session.sparkContext, properties=names, max_depth=max_depth)
             row["cpu_seconds"] = round(_cpu_of_tree([os.getpid()]) - before, 1)
             session.stop()
             return row
@@ -96,29 +106,61 @@ def _spark(factory: Any, names: list[str], config: str) -> dict[str, Any]:
             session = spark_session(cluster.master, app_name="txnspec-check-bench")
             row = {"session_seconds": round(time.perf_counter() - started, 1)}
             before = _cpu_of_tree([os.getpid(), *daemons])
-            row["result"] = check_spark(factory, session.sparkContext, properties=names)
+            row["result"] = check_spark(factory, session.sparkContext, properties=names, max_depth=max_depth)
             row["cpu_seconds"] = round(_cpu_of_tree([os.getpid(), *daemons]) - before, 1)
             session.stop()
             return row
 
 
+def _table(rows: list[dict[str, Any]]) -> None:
+    print("| round | configuration | load before | states | transitions | wall s | states/s | CPU s | states / CPU s "
+          "| vs levels-2 (wall) | vs levels-2 (CPU) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        if "error" in row:
+            print(f"| {row['round']} | {row['config']} | error: {row['error'][-200:]!r} |")
+            continue
+        base = next((r for r in rows if r["round"] == row["round"] and r["config"] == "levels-2" and "error" not in r),
+                    None)
+        per_cpu = row["states"] / max(row["cpu_seconds"], 1e-9)
+        ratios = "– | –" if base is None else (f"{row['states_per_second'] / base['states_per_second']:.2f}x | "
+                                                f"{per_cpu / (base['states'] / max(base['cpu_seconds'], 1e-9)):.2f}x")
+        print(f"| {row['round']} | {row['config']} | {row['load_average']:.1f} | {row['states']:,} | "
+              f"{row['transitions']:,} | {row['seconds']} | {row['states_per_second']:,} | {row['cpu_seconds']} | "
+              f"{per_cpu:,.0f} | {ratios} |")
+
+
 def main(argv: list[str]) -> None:
-    scenario = argv[0] if argv else "default"
-    configs = argv[1:] or list(CONFIGS)
+    max_depth, rounds, rest = None, 1, []
+    arguments = iter(argv)
+    for argument in arguments:
+        if argument == "--max-depth":
+            max_depth = int(next(arguments))
+        elif argument == "--rounds":
+            rounds = int(next(arguments))
+        else:
+            rest.append(argument)
+    scenario = rest[0] if rest else "default"
+    configs = rest[1:] or list(CONFIGS)
+    rows: list[dict[str, Any]] = []
     for config in configs:
         if config not in CONFIGS:
             raise SystemExit(f"unknown configuration {config!r}; known: {', '.join(CONFIGS)}")
-        out = subprocess.run([sys.executable, __file__, "--one", scenario, config], capture_output=True, text=True,
-                             check=False)
-        line = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else json.dumps(
-            {"config": config, "error": out.stderr.strip()[-2000:]})
-        print(line, flush=True)
+    for round_ in range(1, rounds + 1):
+        for config in configs:
+            out = subprocess.run([sys.executable, __file__, "--one", scenario, config, str(max_depth or 0)],
+                                 capture_output=True, text=True, check=False)
+            line = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else json.dumps(
+                {"config": config, "error": out.stderr.strip()[-2000:]})
+            print(line, flush=True)
+            rows.append({**json.loads(line), "round": round_})
+    _table(rows)
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--one"]:
         # SIGTERM ends the run through SystemExit, so that a standalone cluster is stopped on the way out
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-        print(json.dumps(run(sys.argv[2], sys.argv[3])))
+        print(json.dumps(run(sys.argv[2], sys.argv[3], int(sys.argv[4]) or None)))
     else:
         main(sys.argv[1:])

@@ -7,14 +7,19 @@ What is modelled
     single Spark job:
 
     1. every partition of the frontier expands its states (``mapPartitionsWithIndex``) and keeps, per
-       successor fingerprint, the first occurrence; the records are shuffled by fingerprint (``partitionBy``
-       with the fingerprint as partition function), with each partition's counts (transitions, action
-       kinds, states without successors);
+       successor fingerprint, the least path key; the candidates are encoded in groups for the partition that
+       owns their fingerprints (:mod:`txnspec.checker.state_codec`: per-field tables of distinct values and
+       rows of indices, 20 to 30 bytes a Kafka state) and shuffled there (``partitionBy``), with each
+       partition's counts (transitions, action kinds, states without successors);
     2. partition ``i`` of the frontier, which holds the visited set of its fingerprints, and partition ``i``
        of the candidates meet (a partitioner-aware ``union``: no second shuffle); the candidates not visited
-       are the level's new states, sorted, judged on the pending ``always`` and ``sometimes`` properties,
-       and added to the set. The new partition holds the set (an ``array('q')`` as bytes), a summary, then
-       the new states pickled in chunks; it is persisted and is the next level's frontier.
+       are the level's new states, decided from fingerprints and keys alone; only they are decoded, judged on
+       the pending ``always`` and ``sometimes`` properties and encoded afresh. The new partition holds the set
+       (an ``array('q')`` as bytes, the new fingerprints appended), a summary, then the new states' groups; it
+       is persisted and is the next level's frontier.
+
+    So the visited set of a partition stays with it across levels (as cached bytes), a state crosses the
+    shuffle once, as encoded bytes, and is decoded twice (judged by its owner, expanded a level later).
 
     The driver collects the summaries only (counts and each property's first hit); states never come back.
     What the executors run, and how a partition is laid out, is :mod:`txnspec.checker.spark_tasks`.

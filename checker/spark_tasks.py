@@ -2,22 +2,25 @@
 
 What is modelled
     A partition of a level holds, in this order, the visited set of the fingerprints it owns (an
-    ``array('q')`` as bytes, tag ``VISITED``), the level's summary for it (``SUMMARY``: how many new states,
-    each pending property's first hit, the counts of the expansion that made it), then its new states as
-    ``(fingerprint, path key, state, parts)`` pickled in chunks (``STATES``), in key order; ``parts`` are the
-    digests of the state's components (:meth:`~txnspec.checker.stable_fingerprint.Fingerprinter.parts`), so
-    that fingerprinting its successors in the next level does not encode again what they share with it.
-    :func:`expand` turns a partition into candidates (the least key per fingerprint), pickled together for
+    ``array('q')`` as bytes, tag ``VISITED``: the previous level's set with this level's new fingerprints
+    appended), the level's summary for it (``SUMMARY``: how many new states, each pending property's first hit,
+    the counts of the expansion that made it), then its new states in groups (``GROUP``): a
+    :class:`~txnspec.checker.state_codec.Batch` of states (a table of distinct values per field, rows of
+    indices), their fingerprints (``array('q')``) and their path keys (of one length), as a :data:`Group`.
+    :func:`expand` turns a partition into candidates (the least key per fingerprint), encoded in groups for
     each partition that owns them (``(CANDIDATES, target, source, start)``), and one ``(STATS, source)``
-    record of counts, and
-    :func:`merge` turns partition ``i`` of the level and the candidates shuffled to ``i`` into partition ``i``
-    of the next level.
+    record of counts, and :func:`merge` turns partition ``i`` of the level and the candidates shuffled to
+    ``i`` into partition ``i`` of the next level: it decides from fingerprints and keys alone which candidates
+    are new, decodes only those (the other rows of a batch are skipped), judges the pending properties on
+    them and encodes them afresh, so the next level's tables hold no loser's values. A state is thus decoded
+    twice: to be judged where its fingerprint's owner keeps it, and to be expanded a level later.
 
 Assumes
     PySpark reuses a Python worker only when its task read all of its input, so every function here reads
-    every record (a reader that wants the set or the summary passes the states over as bytes); the model is
-    built once per Python worker and run (:func:`load`). States form no cycles: the cyclic garbage collector
-    is paused in a task (:func:`task`).
+    every record (a reader that wants the set or the summary passes the groups over as bytes); the model is
+    built once per Python worker and run (:func:`load`), and its fingerprint memory lives as long (keyed by
+    value: the successors of a level share parts with the states of the levels before). States form no cycles:
+    the cyclic garbage collector is paused in a task (:func:`task`).
 
 Left out
     Everything the driver decides (where to stop, the result): :mod:`txnspec.checker.spark_bfs`.
@@ -26,7 +29,6 @@ Left out
 from __future__ import annotations
 
 import gc
-import pickle
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -35,14 +37,17 @@ from typing import Any
 from txnspec.checker.model import Expectation, Model, Property
 from txnspec.checker.report import action_kind
 from txnspec.checker.stable_fingerprint import Fingerprinter
+from txnspec.checker.state_codec import Batch, encode
 
 ModelFactory = Callable[[], Model[Any]]
 
 INDEX = 4  # bytes of one successor index in a path key
-CHUNK = 2048  # states pickled together in a level's partition
-VISITED, SUMMARY, STATES = "visited", "summary", "states"  # tags of a level's records
+CHUNK = 4096  # states encoded together (one batch of tables)
+VISITED, SUMMARY, GROUP = "visited", "summary", "group"  # tags of a level's records
 CANDIDATES, STATS = "candidates", "stats"  # tags of the records shuffled between two levels
 Hit = tuple[bytes, int]  # (path key, fingerprint) of a state
+Group = tuple[Batch, bytes, bytes]
+"""Encoded states, their fingerprints (``array('q')`` bytes) and their path keys (joined, of one length)."""
 
 
 @dataclass(frozen=True)
@@ -93,8 +98,8 @@ class Loaded:
         self.model = model if model is not None else plan.factory()
         self.properties = {p.name: p for p in self.model.properties if p.name in plan.names}
         canonical = self.model.symmetry if plan.symmetry else None
-        # states arrive unpickled: their sub-states are shared within a chunk, never with an earlier task's
-        self.fingerprinter = Fingerprinter(by_identity=True)
+        # keyed by value: decoded states share their parts through the model's own unpickling (interning)
+        self.fingerprinter = Fingerprinter()
         fingerprint = self.fingerprinter.fingerprint
         self.fingerprint: Callable[[Any], int] = fingerprint if canonical is None \
             else (lambda state: fingerprint(canonical(state)))
@@ -129,7 +134,7 @@ def key_of(index: int) -> bytes:
 def task(function: Callable[..., Iterator[Any]], *args: Any) -> Iterator[Any]:
     """Run a partition's function with the cyclic garbage collector paused, as explicit.py does: states form
     no cycles, and a collection would walk every object the Python worker holds (the fingerprint memory, the
-    spec's memos) each time unpickling allocates enough: a level ran ten times slower with it."""
+    spec's memos) each time decoding allocates enough: a level ran ten times slower with it."""
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -139,34 +144,41 @@ def task(function: Callable[..., Iterator[Any]], *args: Any) -> Iterator[Any]:
             gc.enable()
 
 
-def states_of(items: Iterable[tuple[Any, Any]]) -> Iterator[tuple[int, bytes, Any, Any]]:
-    """The ``(fingerprint, key, state, parts)`` records of a level's partition (reading every record, see tagged)."""
-    for tag, value in items:
-        if tag == STATES:
-            yield from pickle.loads(value)
+def group_of(records: list[tuple[int, bytes, Any]]) -> Group:
+    """``(fingerprint, key, state)`` records (keys of one length) as a group."""
+    return (encode([state for _, _, state in records]), array("q", [fp for fp, _, _ in records]).tobytes(),
+            b"".join([key for _, key, _ in records]))
 
 
-def pack(records: list[tuple[int, bytes, Any, Any]]) -> Iterator[tuple[str, bytes]]:
-    """States as pickled chunks: sub-states shared within a chunk are written once, and a reader that wants
-    only the set or the summary skips them as bytes."""
+def groups_of(records: list[tuple[int, bytes, Any]]) -> Iterator[Group]:
     for start in range(0, len(records), CHUNK):
-        yield STATES, pickle.dumps(records[start:start + CHUNK], protocol=pickle.HIGHEST_PROTOCOL)
+        yield group_of(records[start:start + CHUNK])
+
+
+def keys_of(group: Group) -> list[bytes]:
+    _, fps, keys = group
+    n = len(fps) // 8
+    size = len(keys) // n if n else 0
+    return [keys[i * size:(i + 1) * size] for i in range(n)]
+
+
+def records_of(items: Iterable[tuple[Any, Any]]) -> Iterator[tuple[int, bytes, Any]]:
+    """The ``(fingerprint, key, state)`` records of a level's partition (reading every record, see tagged)."""
+    for tag, value in items:
+        if tag == GROUP:
+            batch, fps, _ = value
+            yield from zip(array("q", fps), keys_of(value), batch.decode(), strict=True)
 
 
 def expand(plan: Plan, partition: int, items: Iterable[tuple[Any, Any]]) -> Iterator[tuple[Any, Any]]:
     """Step 1: the successors of a partition's states, the least key per fingerprint, and the counts. The
-    candidates for each partition are pickled together here (C pickle; sub-states shared by siblings written
-    once), so that PySpark's serializer only moves bytes."""
+    candidates for each partition are encoded together here, so that PySpark's serializer only moves bytes."""
     loaded = load(plan)
-    loaded.fingerprinter.clear()
     next_steps, is_final, fingerprint = loaded.model.next_steps, loaded.model.is_final, loaded.fingerprint
-    seed = loaded.fingerprinter.seed if not plan.symmetry else None
     best: dict[int, tuple[bytes, Any]] = {}
     labels: dict[Any, int] = {}
     counts = Counts()
-    for fp, key, state, parts in states_of(items):
-        if seed is not None:
-            seed(state, parts)
+    for fp, key, state in records_of(items):
         successors = next_steps(state)
         if type(successors) is not list:
             successors = list(successors)
@@ -182,63 +194,82 @@ def expand(plan: Plan, partition: int, items: Iterable[tuple[Any, Any]]) -> Iter
             held = best.get(target)
             if held is None or path < held[0]:
                 best[target] = (path, successor)
-    # the digests of each kept successor's components travel with it: its own successors share most of them
-    parts_of = loaded.fingerprinter.parts if seed is not None else (lambda _: None)
-    kept = [(fp, key, state, parts_of(state)) for fp, (key, state) in best.items()]
-    loaded.fingerprinter.clear()
     kinds: dict[str, int] = {}
     for label, n in labels.items():
         kind = action_kind(label)
         kinds[kind] = kinds.get(kind, 0) + n
     counts.kinds = kinds
     yield (STATS, partition), counts
-    shares: list[list[tuple[int, bytes, Any, Any]]] = [[] for _ in range(plan.partitions)]
-    for record in kept:
-        shares[owner(record[0]) % plan.partitions].append(record)
+    shares: list[list[tuple[int, bytes, Any]]] = [[] for _ in range(plan.partitions)]
+    for fp, (key, state) in best.items():
+        shares[owner(fp) % plan.partitions].append((fp, key, state))
     for target, share in enumerate(shares):
         for start in range(0, len(share), CHUNK):
-            blob = pickle.dumps(share[start:start + CHUNK], protocol=pickle.HIGHEST_PROTOCOL)
-            yield (CANDIDATES, target, partition, start), blob
+            yield (CANDIDATES, target, partition, start), group_of(share[start:start + CHUNK])
 
 
 def merge(plan: Plan, pending: tuple[str, ...], items: Iterable[tuple[Any, Any]]) -> Iterator[tuple[Any, Any]]:
     """Step 2: a partition's visited set meets its candidates; the new states, judged, make the next level."""
     loaded = load(plan)
-    visited: set[int] | None = None
-    best: dict[int, tuple[bytes, Any, Any]] = {}
+    visited_bytes: bytes | None = None
+    groups: list[Group] = []
     counts = Counts()
     for tag, value in items:
         if tag == VISITED:
-            visited = set(array("q", value))
+            visited_bytes = value
         elif type(tag) is tuple and tag[0] == CANDIDATES:
-            for fp, key, state, parts in pickle.loads(value):
-                held = best.get(fp)
-                if held is None or key < held[0]:
-                    best[fp] = (key, state, parts)
+            groups.append(value)
         elif type(tag) is tuple:
             counts.add(value)
-    if visited is None:
+    if visited_bytes is None:
         raise RuntimeError("a partition of the candidates met no partition of the visited set: Spark did not "
                            "co-partition them")
-    new = sorted(((key, fp, state, parts) for fp, (key, state, parts) in best.items() if fp not in visited),
-                 key=lambda r: r[0])
+    visited = set(array("q", visited_bytes))
+    best: dict[int, tuple[bytes, int, int]] = {}  # fingerprint -> (key, group, position)
+    for g, group in enumerate(groups):
+        for position, (fp, key) in enumerate(zip(array("q", group[1]), keys_of(group), strict=True)):
+            if fp in visited:
+                continue
+            held = best.get(fp)
+            if held is None or key < held[0]:
+                best[fp] = (key, g, position)
+    chosen: list[list[int]] = [[] for _ in groups]
+    for _, g, position in best.values():
+        chosen[g].append(position)
     checks = [loaded.properties[name] for name in pending]
+    always = tuple(p.condition for p in checks if p.expectation is Expectation.ALWAYS)
+    sometimes = tuple(p.condition for p in checks if p.expectation is Expectation.SOMETIMES)
     hits: dict[str, Hit] = {}
-    for key, fp, state, _ in new:
-        visited.add(fp)
-        if checks and any(hit(p, state) for p in checks):
-            hits.update((p.name, (key, fp)) for p in checks if hit(p, state))
-            checks = [p for p in checks if p.name not in hits]
-    yield VISITED, array("q", visited).tobytes()
-    yield SUMMARY, Summary(len(new), hits, counts)
-    yield from pack([(fp, key, state, parts) for key, fp, state, parts in new])
+    winners: list[tuple[int, bytes, Any]] = []
+    for g, positions in enumerate(chosen):
+        if not positions:
+            continue
+        positions.sort()
+        fps, keys = array("q", groups[g][1]), keys_of(groups[g])
+        for position, state in zip(positions, groups[g][0].decode(positions), strict=True):
+            fp, key = fps[position], keys[position]
+            winners.append((fp, key, state))
+            # as levels.py: one pass over the conditions, a closer look on a hit
+            if checks and (any(not condition(state) for condition in always)
+                           or any(condition(state) for condition in sometimes)):
+                for prop in checks:  # a hit counts only where it gives a property a lesser key
+                    found = hits.get(prop.name)
+                    if (found is None or key < found[0]) and hit(prop, state):
+                        hits[prop.name] = (key, fp)
+    yield VISITED, visited_bytes + array("q", best).tobytes()
+    yield SUMMARY, Summary(len(best), hits, counts)
+    # encoded afresh: a candidate group's tables also hold the values of its losers, which the next level
+    # would decode for nothing
+    for group in groups_of(winners):
+        yield GROUP, group
 
 
 def first_level(items: Iterable[tuple[int, tuple[bytes, Any]]]) -> Iterator[tuple[Any, Any]]:
-    kept = sorted(((fp, key, state, None) for fp, (key, state) in items), key=lambda r: r[1])
-    yield VISITED, array("q", (fp for fp, _, _, _ in kept)).tobytes()
+    kept = sorted(((fp, key, state) for fp, (key, state) in items), key=lambda r: r[1])
+    yield VISITED, array("q", (fp for fp, _, _ in kept)).tobytes()
     yield SUMMARY, None
-    yield from pack(kept)
+    for group in groups_of(kept):
+        yield GROUP, group
 
 
 def tagged(tag: str, items: Iterable[tuple[Any, Any]]) -> Iterator[tuple[Any, Any]]:
@@ -248,12 +279,15 @@ def tagged(tag: str, items: Iterable[tuple[Any, Any]]) -> Iterator[tuple[Any, An
 
 
 def keys(items: Iterable[tuple[Any, Any]]) -> Iterator[bytes]:
-    return (key for _, key, _, _ in states_of(items))
+    """The path keys of a level's partition (no state decoded)."""
+    for tag, value in items:
+        if tag == GROUP:
+            yield from keys_of(value)
 
 
 def successor_counts(plan: Plan, last: bytes, items: Iterable[tuple[Any, Any]]) -> Iterator[int]:
     """How many successors the states up to key ``last`` have (the transitions before a stop within a level)."""
     next_steps = load(plan).model.next_steps
-    for _, key, state, _ in states_of(items):
+    for _, key, state in records_of(items):
         if key <= last:
             yield sum(1 for _ in next_steps(state))
