@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from txnspec.impl.membership import MemberIdentity, Membership
+from txnspec.impl.membership import GroupState, MemberIdentity, Membership
 
 PROTOCOLS = (("range", b""),)
 SESSION_TIMEOUT_MS = 10**9  # no session expires: only the spec's rebalance changes the group
@@ -52,13 +52,22 @@ class GroupMembers:
             self.members[who] = MemberIdentity(member_id, None, group.generation_id)
 
     def form(self, producers: list[Any]) -> None:
-        """The producers' consumers join one by one through JoinGroup (each newcomer makes the earlier members
-        rejoin), then SyncGroup: the group is Stable with all of them, as the spec starts it."""
-        ids: dict[Any, str] = {}
-        for who in producers:
-            ids[who] = self._join("")
-            for earlier in list(ids)[:-1]:
-                self._join(ids[earlier])
+        """The producers' consumers join through JoinGroup (a newcomer first learns its member id, KIP-394), and
+        every member rejoins until the join phase holds all of them (each newcomer restarts it: with three members
+        one pass is not enough), then SyncGroup: the group is Stable with all of them, as the spec starts it."""
+        ids = {who: self._join("") for who in producers}
+        group = self.membership.groups[self.group_id]
+
+        def joined() -> bool:
+            return group.state is GroupState.COMPLETING_REBALANCE and set(group.members) == set(ids.values())
+
+        rejoins = [member_id for _ in range(len(ids) + 1) for member_id in ids.values()]  # bounded passes
+        for member_id in rejoins:
+            if joined():
+                break
+            self._join(member_id)
+        if not joined():
+            raise RuntimeError(f"the group {self.group_id!r} never completed its join phase: {group.state.name}")
         self._sync(ids)
 
     def rebalance(self, zombie: Any) -> None:
