@@ -6,6 +6,13 @@ kept for the rest of the run: the audit's and serve's comparisons with Kafka (``
 ``tests/serve/test_serve_vs_kafka.py``) share one broker per transaction version in a worker. Tests name their
 own topics, groups and transactional ids (uuid suffixes), so they do not see each other's data. Skipped, saying
 why, where Java or Maven is missing.
+
+``local_spark``: the local[2] Spark session, started on first use in a worker and kept for the worker's later
+Spark tests (a test that needs another master stops it; the next user starts it again), stopped at the end.
+
+Both JVMs start once per run, not once per module, because the modules that share one run on one worker: under
+``--dist loadfile`` a custom scheduler (:class:`SharedScopeScheduling`) hands out the Spark modules as one unit
+and the shared broker's modules as another (:data:`SHARED_SCOPES`).
 """
 
 from __future__ import annotations
@@ -14,10 +21,12 @@ import json
 import os
 import resource
 import shutil
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,9 +52,71 @@ def real_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[i
         yield get
 
 
+LOCAL_MASTER = "local[2]"
+
+
+@pytest.fixture
+def local_spark(_spark_stopped_at_end: None) -> Any:
+    """The worker's local[2] Spark session (a pyspark ``SparkSession``), started if none is running."""
+    from pyspark.sql import SparkSession
+
+    from txnspec.conformance.spark_job import spark_session
+
+    active = SparkSession.getActiveSession()
+    if active is not None and active.sparkContext.master != LOCAL_MASTER:  # e.g. local[2,4], left by a test
+        active.stop()
+    return spark_session(LOCAL_MASTER)
+
+
+@pytest.fixture(scope="session")
+def _spark_stopped_at_end() -> Iterator[None]:
+    yield
+    if "pyspark.sql" in sys.modules:
+        active = sys.modules["pyspark.sql"].SparkSession.getActiveSession()
+        if active is not None:
+            active.stop()
+
+
+# --- which modules run together: one unit per shared JVM --------------------------------------------------------
+#
+# Modules named here are handed to a worker as one unit (xdist's loadfile scope, widened), so the session-scoped
+# JVM they share starts once. Within a unit, modules that replace the local session (another master, a standalone
+# cluster) run last, so the others reuse the first session.
+
+SHARED_SCOPES: dict[str, tuple[str, ...]] = {
+    "spark": ("tests/checker/test_spark_bfs.py", "tests/conformance/test_matrix.py",
+              "tests/conformance/test_conform_report.py", "tests/conformance/test_spark.py",
+              "tests/conformance/test_spark_retries.py"),
+    "kafka": ("tests/audit/test_audit_kafka.py", "tests/serve/test_serve_vs_kafka.py",
+              "tests/audit/test_audit_member_epoch.py", "tests/audit/test_audit_request_tv.py"),
+}
+_SCOPE_OF = {module: scope for scope, modules in SHARED_SCOPES.items() for module in modules}
+
+
+def scope_of(module: str) -> str:
+    """The unit a module is scheduled in: its shared scope's name, or the module itself."""
+    return _SCOPE_OF.get(module, module)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which answers for every mode
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadfile":
+        return None  # xdist's own scheduler for the other modes
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedScopeScheduling(LoadFileScheduling):  # type: ignore[misc]
+        """``--dist loadfile``, with each of :data:`SHARED_SCOPES` as one unit."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid.split("::", 1)[0])
+
+    return SharedScopeScheduling(config, log)
+
+
 # --- the order modules run in: the longest first ---------------------------------------------------------
 #
-# `bash run.sh test` runs modules whole on each worker (`--dist loadfile`) and hands them out in collection order
+# `bash run.sh test` runs modules whole on each worker (`--dist loadfile`, a shared scope's modules as one unit)
+# and hands the units out in collection order
 # (`--no-loadscope-reorder`; xdist's default order is by number of tests, which puts a few long tests last).
 # Ordered by their measured cost, longest first, the workers finish together (the longest-processing-time-first
 # rule: the slowest worker ends at most a third above the best schedule). MODULE_COSTS.json holds each
@@ -78,8 +149,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         jvm = any(t.get_closest_marker("kafka") or t.get_closest_marker("spark") for t in tests)
         return float(len(tests)) + (JVM_SECONDS if jvm else 0.0)
 
-    order = sorted(by_module, key=lambda m: -costs.get(m, estimate(m)))
-    items[:] = [item for module in order for item in by_module[module]]
+    cost = {module: costs.get(module, estimate(module)) for module in by_module}
+    by_scope: dict[str, list[str]] = {}
+    for module in sorted(by_module, key=lambda m: -cost[m]):
+        by_scope.setdefault(scope_of(module), []).append(module)
+    for scope, modules in by_scope.items():
+        if scope in SHARED_SCOPES:  # the scope's own order (see SHARED_SCOPES)
+            modules.sort(key=SHARED_SCOPES[scope].index)
+    order = sorted(by_scope, key=lambda scope: -sum(cost[m] for m in by_scope[scope]))
+    items[:] = [item for scope in order for module in by_scope[scope] for item in by_module[module]]
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,19 +33,14 @@ def safety(model: Model[Any]) -> list[str]:
     return [p.name for p in model.properties if p.expectation.value != "leads_to"]
 
 
-@pytest.fixture(scope="module")
-def context() -> Iterator[Any]:
-    from pyspark.sql import SparkSession
-
-    from txnspec.conformance.spark_job import spark_session
-
-    active = SparkSession.getActiveSession()
-    if active is not None:  # another module's session (e.g. one with task retries): this one is local[2]
-        active.stop()
-    session = spark_session("local[2]", app_name="txnspec-check-test")
-    session.sparkContext.addPyFile(toys.__file__)  # the executors import the toy models' states from it
-    yield session.sparkContext
-    session.stop()
+@pytest.fixture
+def context(local_spark: Any) -> Any:
+    """The shared local[2] session's context (tests/conftest.py), shipping the toy models' module once."""
+    sc = local_spark.sparkContext
+    if not getattr(sc, "txnspec_toys_shipped", False):
+        sc.addPyFile(toys.__file__)  # the executors import the toy models' states from it
+        sc.txnspec_toys_shipped = True
+    return sc
 
 
 TOYS = {

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,17 +10,14 @@ import pytest
 from txnspec.cli import main
 from txnspec.cli.progress import progress_line
 from txnspec.conformance.environment import java_problem
-from txnspec.conformance.spark_job import spark_session
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "end_txn_keeps_epoch.py"
 needs_spark = pytest.mark.skipif(java_problem() is not None, reason=str(java_problem()))
 
 
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = spark_session("local[2]")
-    yield session
-    session.stop()
+@pytest.fixture
+def spark(local_spark: Any) -> Any:
+    return local_spark  # the shared local[2] session (tests/conftest.py)
 
 
 @pytest.mark.spark

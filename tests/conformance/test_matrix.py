@@ -63,9 +63,10 @@ def _run_matrix_command(out: Path, capsys: pytest.CaptureFixture[str]) -> tuple[
 @pytest.mark.spark
 @pytest.mark.skipif(java_problem() is not None, reason=str(java_problem()))
 def test_the_matrix_command_on_spark(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
+                                     monkeypatch: pytest.MonkeyPatch, local_spark: object) -> None:
     """``conform --matrix`` end to end on Spark, on two scenarios (one with every fault budget) at both versions;
-    the whole matrix on Spark is the slow test below."""
+    the whole matrix on Spark is the slow test below. The command runs in the shared local session
+    (tests/conftest.py), as it would in a notebook's."""
     monkeypatch.setattr(matrix, "kafka_scenarios", lambda: ("tiny", "faults"))
     rows, table = _run_matrix_command(tmp_path / "matrix", capsys)
     assert [(r["scenario"], r["transaction_version"]) for r in rows] == [

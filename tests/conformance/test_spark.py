@@ -14,7 +14,7 @@ from txnspec.conformance.adapters.spec_adapter import SpecAdapter
 from txnspec.conformance.environment import java_problem
 from txnspec.conformance.replay import replay
 from txnspec.conformance.spark_cluster import standalone_cluster
-from txnspec.conformance.spark_job import JobConfig, run_job, spark_session
+from txnspec.conformance.spark_job import JobConfig, run_job
 from txnspec.conformance.traces import Trace
 
 needs_spark = [pytest.mark.spark, pytest.mark.skipif(java_problem() is not None, reason=str(java_problem()))]
@@ -42,11 +42,9 @@ def test_conform_bad_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFix
     assert "txnspec conform: error:" in capsys.readouterr().err
 
 
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = spark_session("local[2]")
-    yield session
-    session.stop()
+@pytest.fixture
+def spark(local_spark: Any) -> Any:
+    return local_spark  # the shared local[2] session (tests/conftest.py)
 
 
 def _read_results(spark: Any, path: Path) -> list[dict[str, Any]]:
