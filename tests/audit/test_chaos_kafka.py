@@ -21,7 +21,7 @@ def test_a_short_chaos_run_on_three_nodes_is_clean_and_explained(tmp_path: Path)
         pytest.skip(f"real Kafka needs {' and '.join(MISSING)} on PATH (Java 17 and Maven)")
     out = tmp_path / "chaos"
     # seed 6: a zombie, then a coordinator killed
-    summary = run.chaos_run(None, 3, 2, 32.0, faults.DEFAULT_KINDS, 6, out)
+    summary = run.chaos_run(None, 3, 2, 28.0, faults.DEFAULT_KINDS, 6, out)
     assert summary["nodes"] == 3 and summary["kafka"].startswith("4.")
     assert len(summary["faults_injected"]) == 2, summary["faults_injected"]
     assert summary["transactions"].get("committed", 0) >= 10, summary["transactions"]
