@@ -3,11 +3,13 @@ exit statuses for an unreachable broker and bad arguments."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
 import pytest
 
+from txnspec.audit import timeout, wire_traces
 from txnspec.cli import main
 
 # rules each target was found to break (docs/audit.md); any other violation fails the test
@@ -33,6 +35,7 @@ KNOWN = {
                         "init_producer_id.transaction_timeout", "txn.InitProducerId", "txn.Produce",
                         "fetch.read_committed", "fetch.read_uncommitted", "offset_fetch", "txn.timeout_abort"},
 }
+MOCK_GRACE_SECONDS = 2.0  # the timeout rule's wait past transaction.timeout.ms on librdkafka's mock (12 s elsewhere)
 # the requests of audit/member_epoch.py each one's ApiVersions lacks
 MISSING = {"noida": "ConsumerGroupHeartbeat", "tansu": "ConsumerGroupHeartbeat", "librdkafka-mock": "CreateTopics"}
 
@@ -41,7 +44,11 @@ MISSING = {"noida": "ConsumerGroupHeartbeat", "tansu": "ConsumerGroupHeartbeat",
 # about half a minute, with -m slow
 @pytest.mark.parametrize("broker", [b if b == "librdkafka-mock" else pytest.param(b, marks=pytest.mark.slow)
                                     for b in sorted(KNOWN)])
-def test_a_complete_report_at_both_levels(broker: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_complete_report_at_both_levels(broker: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    if broker == "librdkafka-mock":  # it never aborts a timed-out transaction: 2 s of grace show it as well as 12
+        monkeypatch.setattr(wire_traces, "run_timeout_rule",
+                            functools.partial(timeout.run_timeout_rule, grace_seconds=MOCK_GRACE_SECONDS))
     status = main(["audit", "--broker", broker, "--ops", "4", "--traces", "1", "--seed", "1", "--out", str(tmp_path),
                    "--json"])
     report = json.loads(capsys.readouterr().out)
@@ -59,6 +66,10 @@ def test_a_complete_report_at_both_levels(broker: str, tmp_path: Path, capsys: p
                                                    f"not checked: the broker does not offer {MISSING[broker]}")
     for name in violated:
         assert rules[name]["examples"], name  # each violation comes with a reproducing sequence
+    if broker == "librdkafka-mock":
+        assert rules["txn.timeout_abort"]["outcome"] == "violated" and rules["txn.timeout_abort"]["note"] == (
+            f"the broker had not aborted the transaction {1 + MOCK_GRACE_SECONDS:.0f} s after its last write "
+            "(transaction.timeout.ms 1000)")
     assert (tmp_path / "report.txt").read_text().rstrip().endswith("violated")
     assert (tmp_path / "history.jsonl").stat().st_size > 0
 
