@@ -39,9 +39,10 @@ case "${1:-}" in
       fi
     fi
     # Everything but the long runs (-m slow); the Spark and real-Kafka tests are included (-rs: why any skipped).
-    # In parallel on the machine's cores (pytest-xdist). --dist loadfile keeps each module on one worker, so a
-    # module's Spark session and the run's real Kafka broker start once, as in a serial run (--dist loadgroup
-    # would group by xdist_group marks, but pytest-xdist 3.8 cannot tag them under pytest 9.2).
+    # In parallel on the machine's cores (pytest-xdist). --dist loadfile keeps each module on one worker, and
+    # tests/conftest.py's scheduler widens that unit: all Spark modules go to one worker, all modules of the shared
+    # Kafka broker to one, so the Spark session and the broker start once per run (marks and --dist loadgroup are
+    # not needed: pytest-xdist 3.8 cannot tag xdist_group marks under pytest 9.2).
     # --no-loadscope-reorder: modules go out longest first, as tests/conftest.py orders them by their measured
     # cost (tests/MODULE_COSTS.json), not by their number of tests.
     # `bash run.sh test -m quick`: the representative quick tier only (under 90 s on 2 cores).
