@@ -80,13 +80,14 @@ def _spark_stopped_at_end() -> Iterator[None]:
 # --- which modules run together: one unit per shared JVM --------------------------------------------------------
 #
 # Modules named here are handed to a worker as one unit (xdist's loadfile scope, widened), so the session-scoped
-# JVM they share starts once. Within a unit, modules that replace the local session (another master, a standalone
-# cluster) run last, so the others reuse the first session.
+# JVM they share starts once. Within a unit they run in the order named: test_spark_retries first (its local[2,4]
+# session comes before the shared local[2] one, which it then starts and leaves), test_spark last (its standalone
+# cluster's test stops the shared session), so the shared session starts once.
 
 SHARED_SCOPES: dict[str, tuple[str, ...]] = {
-    "spark": ("tests/checker/test_spark_bfs.py", "tests/conformance/test_matrix.py",
-              "tests/conformance/test_conform_report.py", "tests/conformance/test_spark.py",
-              "tests/conformance/test_spark_retries.py"),
+    "spark": ("tests/conformance/test_spark_retries.py", "tests/checker/test_spark_bfs.py",
+              "tests/conformance/test_matrix.py", "tests/conformance/test_conform_report.py",
+              "tests/conformance/test_spark.py"),
     "kafka": ("tests/audit/test_audit_kafka.py", "tests/serve/test_serve_vs_kafka.py",
               "tests/audit/test_audit_member_epoch.py", "tests/audit/test_audit_request_tv.py"),
 }

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,16 +14,15 @@ from txnspec.conformance.spark_job import JobConfig, run_job, spark_session
 pytestmark = [pytest.mark.spark, pytest.mark.skipif(java_problem() is not None, reason=str(java_problem()))]
 
 
-@pytest.fixture(scope="module")
-def retrying_spark() -> Iterator[Any]:
+@pytest.fixture
+def retrying_spark() -> Any:
+    """local[2,4]: stopped by the test, or else by the next user of the shared local[2] session (conftest.py)."""
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:  # a session without task retries (local mode retries only with local[N,F])
         active.stop()
-    session = spark_session("local[2,4]")
-    yield session
-    session.stop()
+    return spark_session("local[2,4]")
 
 
 def _parquet_parts(results: Path) -> list[bytes]:
@@ -38,7 +36,8 @@ def _summary(out: Path) -> bytes:
     return json.dumps(summary, indent=2, sort_keys=True).encode()
 
 
-def test_first_attempts_that_fail_change_nothing_in_the_results(retrying_spark: Any, tmp_path: Path) -> None:
+def test_first_attempts_that_fail_change_nothing_in_the_results(retrying_spark: Any, tmp_path: Path,
+                                                                request: pytest.FixtureRequest) -> None:
     config = JobConfig("faults", 16, strategy="random", adapter="impl", seed=5)
     clean = run_job(config, out=tmp_path / "clean", session=retrying_spark)
     sc = retrying_spark.sparkContext
@@ -51,10 +50,8 @@ def test_first_attempts_that_fail_change_nothing_in_the_results(retrying_spark: 
     assert _summary(tmp_path / "clean") == _summary(tmp_path / "retried")
     # the hook really fails first attempts: with one attempt allowed (local[2]: no retries) the job fails
     retrying_spark.stop()
-    once = spark_session("local[2]")
-    try:
-        with pytest.raises(Exception, match="first attempt of this partition fails"):
-            run_job(JobConfig("tiny", 8, strategy="random", fail_first_attempt_of=(1,)), out=tmp_path / "once",
-                    session=once)
-    finally:
-        once.stop()
+    once = request.getfixturevalue("local_spark")  # the shared session, kept for the Spark modules after this one
+    assert once.sparkContext.master == "local[2]"
+    with pytest.raises(Exception, match="first attempt of this partition fails"):
+        run_job(JobConfig("tiny", 8, strategy="random", fail_first_attempt_of=(1,)), out=tmp_path / "once",
+                session=once)
