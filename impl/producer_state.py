@@ -23,6 +23,10 @@ What is modelled:
 Assumed / left out: the verification guard's identity (the broker verifies and appends in one step). A check
 failure raises :class:`ProducerStateError` carrying Kafka's error; the caller
 (:class:`txnspec.impl.partition.Partition`) turns it into the produce response's error.
+
+Long because it holds ``ProducerStateManager`` with the classes it owns (``ProducerStateEntry``,
+``ProducerAppendInfo``, ``VerificationStateEntry``, ``BatchMetadata``, ``TxnMetadata``, ``CompletedTxn``),
+which read and update each other's fields as in Kafka's one package; split, they would import each other.
 """
 
 from __future__ import annotations
