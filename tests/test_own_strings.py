@@ -6,7 +6,8 @@ pattern of the abstraction's difference table split at ``.``, a missing value re
 transaction's id and instance split at ``#``, a consume-transform-produce output's input split at ``>``, a
 ``partition@offset`` split at ``@``, a verdict cell judged by its first word, a nemesis process by its prefix, a
 group member's client id read back out of the member id made from it, a response told by its class name's
-ending, a segment's base offset cut out of the file name built from it.
+ending, a segment's base offset cut out of the file name built from it, a partition handed to the implementation
+as ``topic-0`` text for it to parse back.
 Each now travels as a typed value (``checker.model.Label``, ``spec.model.state_notes``,
 ``conformance.abstraction.PathPattern``/``Absent``, the history's ``tid``/``instance``/``input`` fields,
 ``audit.chaos.validate.Place``, ``impl.membership.Member.client_id``, ``spec.network.is_request``,
@@ -54,6 +55,8 @@ FORBIDDEN: dict[str, tuple[re.Pattern[str], str]] = {
     "a class told by its name": (
         re.compile(r"""__name__\.(starts|ends)with\(|\.(starts|ends)with\(\s*["'](Response|Request)["']"""),
         "a message's kind is its type (spec.network.is_request, isinstance)"),
+    "a partition named as text": (re.compile(r"""f["']\{\w+\}-0["']"""),
+                                  "a partition is a TopicPartition (impl.topic_partition), read by its fields"),
     "a constant's text cut apart": (re.compile(r"""\b[A-Z][A-Z0-9_]{2,}\.r?(split|partition)\("""),
                                     "what a constant is built from is a constant too (impl.storage.BASE_OFFSET)"),
 }
@@ -70,6 +73,7 @@ REMOVED: dict[str, str] = {
     "process name by its prefix": "return process.startswith(NEMESIS)",
     "a member id matched for its client id": "own = _GENERATED_MEMBER_ID.match(member.member_id)",
     "a class told by its name": 'if name.endswith("Response"):',
+    "a partition named as text": 'self.broker.partition(f"{topic}-0")',
     "a constant's text cut apart": 'self.base_offset = int(SEGMENT.split(".")[0])',
 }
 MORE_REMOVED = ('source, _, name = value.partition(">")', 'tp, _, offset = where.partition("@")',
