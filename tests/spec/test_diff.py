@@ -145,10 +145,10 @@ def test_a_variant_file_against_current_with_a_report(tmp_path: Path, capsys: py
 
 def test_the_wire_name_of_a_message_is_its_type_the_end_txn_result_or_the_answers_error() -> None:
     from txnspec.spec.actions import deliver
+    from txnspec.spec.errors import Errors
     from txnspec.spec.messages import EndTxn, EndTxnResponse, ErrorResponse, Produce, TransactionResult
     from txnspec.spec.network import Envelope, ProducerAddress
     from txnspec.spec.observe import wire_name
-    from txnspec.spec.errors import Errors
 
     p0 = ProducerAddress(0)
     names = [wire_name(deliver(Envelope(source, target, body), None)) for source, target, body in (
