@@ -26,7 +26,8 @@ failure raises :class:`ProducerStateError` carrying Kafka's error; the caller
 
 Long because it holds ``ProducerStateManager`` with the classes it owns (``ProducerStateEntry``,
 ``ProducerAppendInfo``, ``VerificationStateEntry``, ``BatchMetadata``, ``TxnMetadata``, ``CompletedTxn``),
-which read and update each other's fields as in Kafka's one package; split, they would import each other.
+one state machine over one entry a producer (the manager starts an append, the append checks and updates the
+entry, the manager completes it), kept together as Kafka's log package keeps them.
 """
 
 from __future__ import annotations
