@@ -30,7 +30,7 @@ Assumptions
     As :mod:`.levels`: fingerprints are ``hash()`` of the state or its representative (forked workers share the
     hash salt); the model's successor order is deterministic; fewer than 65,536 successors a state.
 
-    One module, over 400 lines: the workers' four steps and the coordinator's cuts are one protocol, read together.
+    Long because the workers' four steps and the coordinator's cuts are one protocol, read together.
 
 Left out
     ``leads_to`` properties and the state graph; keeping levels on disk. Coverage counts whole levels when a
