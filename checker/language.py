@@ -287,6 +287,8 @@ __all__ = ["Projection", "language_difference"]
             if progress is not None and time.perf_counter() - last_report >= 1.0:
                 last_report = time.perf_counter()
                 progress(counter[0], len(parents), counter[0] / (last_report - started))
+        if progress is not None:  # the last word, as the explicit checker gives: the final counts
+            progress(counter[0], len(parents), counter[0] / max(time.perf_counter() - started, 1e-9))
     except _CapReached as stop:
         stop_reason = str(stop)
     finally:

@@ -51,8 +51,11 @@ def trace_pool(scenarios: Sequence[str], per_scenario: int, seed: int = 0, max_s
 
 def mutation_score(scenarios: Sequence[str] = SCENARIOS, per_scenario: int = 20, seed: int = 0,
                    mutants: Sequence[str] | None = None,
-                   on_result: Callable[[MutantResult], None] | None = None) -> list[MutantResult]:
-    pool = list(trace_pool(scenarios, per_scenario, seed))
+                   on_result: Callable[[MutantResult], None] | None = None,
+                   pool: Sequence[Trace] | None = None) -> list[MutantResult]:
+    """Each mutant against the pool of ``trace_pool(scenarios, per_scenario, seed)``, or against ``pool`` when
+    given (a pool built once and shared by several scores: building it replays every walk unmutated)."""
+    pool = list(trace_pool(scenarios, per_scenario, seed)) if pool is None else list(pool)
     results = []
     for name in mutants or list(MUTANTS):
         adapter = ImplMutantAdapter(name)

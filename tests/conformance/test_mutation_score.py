@@ -13,6 +13,7 @@ import pytest
 from txnspec.cli import main
 from txnspec.conformance.adapters import make_adapter
 from txnspec.conformance.mutation import SCENARIOS, ImplMutantAdapter, mutation_score, trace_pool
+from txnspec.conformance.traces import Trace
 from txnspec.impl.mutants import MUTANTS, rules_of
 from txnspec.impl.policy import KAFKA
 
@@ -37,33 +38,46 @@ ONE_IN_FLIGHT = ("default", "zombie", "retry", "multi-partition", "offsets", "lo
                  "faults")
 
 
+@pytest.fixture(scope="module")
+def pool() -> list[Trace]:
+    """The default pool, built once: the walks of a subset of its scenarios are its traces of those scenarios,
+    in the same order (each walk depends only on its scenario and its number)."""
+    return list(trace_pool(SCENARIOS, 40))
+
+
+def pool_of(pool: list[Trace], scenarios: tuple[str, ...] | list[str]) -> list[Trace]:
+    return [t for t in pool if t.id.split("/")[0] in scenarios]
+
+
 def test_there_are_at_least_ten_mutants_and_each_is_pinned() -> None:
     assert len(MUTANTS) >= 10 and set(DETECTED_AFTER) == set(MUTANTS)
 
 
-def test_the_unmutated_implementation_replays_the_whole_pool() -> None:
-    assert len(list(trace_pool(SCENARIOS, 40))) == 40 * len(SCENARIOS)
+def test_the_unmutated_implementation_replays_the_whole_pool(pool: list[Trace]) -> None:
+    assert len(pool) == 40 * len(SCENARIOS)
+    assert pool_of(pool, ["zombie"]) == list(trace_pool(["zombie"], 40))  # a subset's pool is the pool's part
 
 
-def test_every_mutant_is_detected_within_its_pinned_number_of_traces() -> None:
-    results = mutation_score(SCENARIOS, 40)
+def test_every_mutant_is_detected_within_its_pinned_number_of_traces(pool: list[Trace]) -> None:
+    results = mutation_score(SCENARIOS, 40, pool=pool)
     assert {r.mutant: r.traces_needed for r in results} == DETECTED_AFTER
     assert all(r.detected and r.detail for r in results)
 
 
-def test_the_fault_mutants_survive_every_trace_without_those_faults() -> None:
+def test_the_fault_mutants_survive_every_trace_without_those_faults(pool: list[Trace]) -> None:
     without = [s for s in SCENARIOS if s not in ("loss", "append-failure", "faults")]
-    results = mutation_score(without, 40, mutants=ONLY_UNDER_FAULTS)
+    results = mutation_score(without, 40, mutants=ONLY_UNDER_FAULTS, pool=pool_of(pool, without))
     assert [r.detected for r in results] == [False, False]
 
 
-def test_only_several_batches_in_flight_reveal_the_in_flight_mutants() -> None:
+def test_only_several_batches_in_flight_reveal_the_in_flight_mutants(pool: list[Trace]) -> None:
     """With one batch in flight per partition no OUT_OF_ORDER_SEQUENCE_NUMBER answers a batch after an earlier
     one, and no partition holds five batches of one epoch: the old scenarios cannot kill these two."""
     assert set(ONE_IN_FLIGHT) | {"in-flight-2", "in-flight-5"} == set(SCENARIOS)
-    old = mutation_score(ONE_IN_FLIGHT, 40, mutants=IN_FLIGHT_MUTANTS)
+    old = mutation_score(ONE_IN_FLIGHT, 40, mutants=IN_FLIGHT_MUTANTS, pool=pool_of(pool, ONE_IN_FLIGHT))
     assert [r.detected for r in old] == [False, False]
-    new = mutation_score(("in-flight-2", "in-flight-5"), 40, mutants=IN_FLIGHT_MUTANTS)
+    new = mutation_score(("in-flight-2", "in-flight-5"), 40, mutants=IN_FLIGHT_MUTANTS,
+                         pool=pool_of(pool, ("in-flight-2", "in-flight-5")))
     assert [r.detected for r in new] == [True, True], [r.detail for r in new]
     assert [r.trace_id.split("/")[0] for r in new] == ["in-flight-2", "in-flight-5"]
 

@@ -47,8 +47,9 @@ FAULTY = ("loss", "append-failure", "crash", "faults")
 # the scenarios whose verdicts the default tier compares for every variant: small, and where the variants' bugs
 # show (tests/spec/test_variants.py); every other scenario is compared at the current protocol only there, and
 # for every variant under `-m slow` (the whole product: about 8 CPU minutes)
-EVERY_VARIANT_ON = ("tiny", "zombie", "failover", "delayed-end-txn", "multi-partition", "offsets", "retry",
-                    "epoch-exhaustion", "loss")
+# (multi-partition, offsets and epoch-exhaustion, where no variant's bug shows, at the current protocol only;
+# multi-partition at four variants under symmetry as well below)
+EVERY_VARIANT_ON = ("tiny", "zombie", "failover", "delayed-end-txn", "retry", "loss")
 # the reduced counts of some of them (current protocol, no symmetry); the full counts are in test_scenarios.py
 PINNED_REDUCED = {"zombie": 1_544, "failover": 207, "delayed-end-txn": 2_060, "two-ids": 2_327,
                   "two-ids-timeout": 6_091, "two-ids-loss": 23_797}
@@ -68,8 +69,12 @@ def _safety(model: Model[Any]) -> list[str]:
     return [p.name for p in model.properties if p.expectation.value != "leads_to"]
 
 
-@functools.cache  # one search per (scenario, variant, reduction, symmetry): several tests compare the same ones
 def _search(name: str, variant: str, *, reduced: bool, symmetry: bool = False) -> CheckResult:
+    return _cached_search(name, variant, reduced, symmetry)  # one cache key however the flags are passed
+
+
+@functools.cache  # one search per (scenario, variant, reduction, symmetry): several tests compare the same ones
+def _cached_search(name: str, variant: str, reduced: bool, symmetry: bool) -> CheckResult:
     model = _model(name, variant)
     result = check(model.partial_order() if reduced else model, properties=_safety(model), symmetry=symmetry)
     assert result.complete, result.render()

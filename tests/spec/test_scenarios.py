@@ -61,15 +61,22 @@ def test_every_fault_of_the_model_is_budgeted_by_some_pinned_scenario() -> None:
     assert budgeted == set(FAULTS)
 
 
+@pytest.mark.slow
 def test_default_scenario_is_pinned_too() -> None:
-    """About 40 s: the one scenario the README's main job checks."""
+    """About 30 CPU seconds, so slow: the one scenario the README's main job checks (200,342 states, pinned again
+    with the client's agreement under -m slow). Its faults, a duplicate and a timeout, are budgeted by the pinned
+    scenarios above (retry, delayed-produce), which the default tier checks exhaustively, every property included."""
     result = check(build_model("default"), symmetry=False)
     assert result.complete and result.ok, result.render()
     assert result.states == SCENARIOS["default"].expected_states
 
 
+@pytest.mark.slow
 def test_five_batches_in_flight_are_pinned_too() -> None:
-    """About 20 s: Kafka's default max.in.flight.requests.per.connection and the broker's five-batch window."""
+    """About 10 CPU seconds, so slow: Kafka's default max.in.flight.requests.per.connection and the broker's
+    five-batch window (97,978 states). The default tier pins in-flight-2 above, which takes the same out-of-order
+    retries (tests/spec/test_client_agreement.py); in-flight-5 alone holds five batches of one epoch, which the
+    replay of its walks on the implementation checks in the default tier (tests/conformance/test_replay.py)."""
     result = check(build_model("in-flight-5"))
     assert result.complete and result.ok, result.render()
     assert result.states == SCENARIOS["in-flight-5"].expected_states

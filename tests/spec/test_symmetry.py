@@ -126,11 +126,14 @@ def test_names_that_collide_with_other_strings_of_the_state_give_no_symmetry() -
 
 # --- automorphism ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("variant", ["current", "tv1"])
-@pytest.mark.parametrize("name", [*SMALL, *(pytest.param(n, marks=pytest.mark.slow) for n in BIGGER)])
+@pytest.mark.parametrize(("name", "variant"), [
+    *((n, v) if (n, v) != ("two-ids-timeout", "tv1") else pytest.param(n, v, marks=pytest.mark.slow)
+      for n in SMALL for v in ("current", "tv1")),
+    *(pytest.param(n, v, marks=pytest.mark.slow) for n in BIGGER for v in ("current", "tv1"))])
 def test_every_renaming_maps_the_reachable_states_onto_themselves_and_commutes_with_successors(
         name: str, variant: str) -> None:
-    """Slow for the bigger ones: about 2 minutes (zombie-crash-2p: 608,476 states at TV1)."""
+    """Slow for the bigger ones: about 2 minutes (zombie-crash-2p: 608,476 states at TV1); and for two-ids-timeout
+    at TV1 (about 4 CPU seconds: the ids' swap is checked at TV1 on two-ids, the timeout's at TV2)."""
     model, successors = _reachable(name, variant)
     (initial,) = model.init_states()
     for r in _group(model).renamings():
