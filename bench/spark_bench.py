@@ -6,11 +6,12 @@ Configurations (default: all, in this order): ``exact`` (``txnspec check``'s eng
 ``levels-2`` (``--workers 2``), ``partitioned-2`` (``--store partitioned --workers 2``), ``local-2`` (Spark
 ``local[2]``), ``standalone-1`` and ``standalone-2`` (a
 standalone master on 127.0.0.1 with one or two workers of one core each: one or two executors). Each runs in a
-fresh process and prints one JSON line: states, transitions, depth, the search's seconds (Spark: without
-starting the session, which is reported apart), and the CPU seconds of every process that worked for it
+fresh process and prints one JSON line: states, transitions, depth, the search's seconds (Spark: from the barrier
+job's start, so with its tasks' start and their model's build, without starting the session, which is reported
+apart as ``session_seconds``), how the states were stored (Spark: fingerprints and transport), and the CPU seconds of every process that worked for it
 (the driver, its JVM and Python workers; for a standalone cluster also its daemons, executors and their
-Python workers), so that a run on a machine shared with other work can still be compared. The load average
-at the start is printed too. With ``--max-depth`` every configuration stops at that depth (the same states);
+Python workers), so that a run on a machine shared with other work can still be compared. The 1-minute load
+average at the start and at the end is printed too. With ``--max-depth`` every configuration stops at that depth (the same states);
 ``--rounds`` repeats the configurations in turn. After the JSON lines, a Markdown table gives each run's states
 a second (wall and CPU) and its ratio to the ``levels-2`` run of the same round (issue 34: Spark ``local[2]`` at
 least half the throughput of ``--workers 2``).
@@ -80,7 +81,8 @@ def run(scenario: str, config: str, max_depth: int | None) -> dict[str, Any]:
         row.update(_spark(factory, names, config, max_depth))
         result = row.pop("result")
     row.update(states=result.states, transitions=result.transitions, depth=result.depth, ok=result.ok,
-               seconds=round(result.seconds, 1), states_per_second=round(result.rate))
+               seconds=round(result.seconds, 1), states_per_second=round(result.rate), store=result.store,
+               load_average_after=os.getloadavg()[0])
     return row
 
 
