@@ -52,7 +52,7 @@ class Files:
         self.directory = directory
 
     def open(self, level: int, a: int, b: int, what: str, mode: str) -> BinaryIO:
-        return open(os.path.join(self.directory, f"{level}-{a}-{b}.{what}"), mode)  # noqa: SIM115 (the caller's with)
+        return open(os.path.join(self.directory, f"{level}-{a}-{b}.{what}"), mode)
 
     def close(self) -> None:
         pass
@@ -65,10 +65,10 @@ class _Outgoing(io.BytesIO):
         super().__init__()
         self.exchange, self.name = exchange, name
 
-    def __exit__(self, *exc: object) -> None:
-        if exc[0] is None:
+    def __exit__(self, kind: Any, value: Any, traceback: Any) -> None:
+        if kind is None:
             self.exchange.put(self.name, self.getvalue())
-        super().__exit__(*exc)
+        super().__exit__(kind, value, traceback)
 
 
 class Sockets:
@@ -78,7 +78,7 @@ class Sockets:
     def __init__(self, me: int, host: str, authkey: bytes) -> None:
         self.me, self.authkey = me, authkey
         self.listener = Listener((host, 0), authkey=authkey)
-        self.address: tuple[str, int] = self.listener.address  # type: ignore[assignment]
+        self.address: tuple[str, int] = self.listener.address
         self.outgoing: dict[int, Connection] = {}
         self.blobs: dict[tuple[int, int, int, str], bytes] = {}
         self.arrived = threading.Condition()

@@ -321,7 +321,7 @@ class _Search:
         handles = [_Worker(self.model, self.canonical, self.properties, me, self.workers_count, scratch)
                    for me in range(self.workers_count)]
         if self.workers_count == 1:
-            return [_Local(handles[0])]
+            return [_Local(handles[0])]  # type: ignore[arg-type]
         context = multiprocessing.get_context("fork")
         return [_Remote(handle, context) for handle in handles]  # type: ignore[arg-type]
 

@@ -41,6 +41,7 @@ Left out
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -146,10 +147,8 @@ class _Connected:
         return answer
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self.connection.send(("stop", ()))
-        except OSError:
-            pass
         self.connection.close()
 
 
@@ -185,7 +184,7 @@ class _Coordinator:
         self.fingerprints, self.transport = fingerprints, transport
         self.authkey = os.urandom(32)
         self.listener = Listener((host, 0), authkey=self.authkey)
-        self.address: tuple[str, int] = self.listener.address  # type: ignore[assignment]
+        self.address: tuple[str, int] = self.listener.address
         self.group = f"txnspec-check-{uuid.uuid4().hex}"
         self.arrivals: queue.Queue[Connection] = queue.Queue()
         self.job: threading.Thread | None = None
@@ -208,7 +207,7 @@ class _Coordinator:
                 self.arrivals.put(self.listener.accept())
             except OSError:  # closed
                 return
-            except Exception:  # noqa: BLE001 (a stranger without the key: not a task)
+            except Exception:
                 continue
 
     def start(self, plan: tasks.Plan) -> None:
@@ -217,7 +216,7 @@ class _Coordinator:
             try:
                 self.context.parallelize(range(self.partitions), self.partitions).barrier() \
                     .mapPartitions(functools.partial(tasks.barrier_task, plan)).collect()
-            except BaseException as exc:  # noqa: BLE001 (reported by connect or finish)
+            except BaseException as exc:
                 self.failure = exc
 
         self.job = threading.Thread(target=job, daemon=True)
@@ -237,10 +236,13 @@ class _Coordinator:
                 connection = self.arrivals.get(timeout=0.5)
             except queue.Empty:
                 continue
-            if not connection.poll(60):
+            try:
+                hello: tasks.Hello | None = connection.recv() if connection.poll(60) else None
+            except (EOFError, OSError):  # a task lost before its hello: Spark runs its stage again
+                hello = None
+            if hello is None:
                 connection.close()
                 continue
-            hello: tasks.Hello = connection.recv()
             stale = hellos.get(hello.partition)
             if stale is not None:  # a task of an earlier attempt of the stage
                 stale[1].close()

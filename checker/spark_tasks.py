@@ -29,8 +29,10 @@ Left out
 from __future__ import annotations
 
 import gc
+import inspect
 import os
 import shutil
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Client
@@ -45,6 +47,7 @@ from txnspec.checker.stable_fingerprint import Fingerprinter
 ModelFactory = Callable[[], Model[Any]]
 HASH, STABLE, AUTO = "hash", "stable", "auto"  # fingerprints
 FILES, SOCKETS = "files", "sockets"  # transports (and AUTO)
+PROBED = 256  # states hashed by the probe
 
 
 @dataclass(frozen=True)
@@ -77,12 +80,24 @@ class Setup:
 
 def probe(model: Model[Any], canonical: Callable[[Any], Any] | None) -> tuple[int, ...]:
     """``hash()`` of values whose hash depends on the process: strings (the salt), ``None`` (its address in
-    Python 3.11), tuples and frozensets of them, and the model's initial states (and their representatives)."""
+    Python 3.11), tuples and frozensets of them, the first :data:`PROBED` states breadth first (and their
+    representatives), and every class and function of the modules that define them and of this package (a class
+    hashes by its address, and a state may hold one: the spec's producer holds the request class it awaits; the
+    address depends on what the process did before, so a reused Python worker and a fresh one disagree)."""
     values: list[Any] = [None, "txnspec", ("producer-0", None, 3), frozenset({"a", "b", None}), b"\x00", 1.5]
-    for state in list(model.init_states())[:4]:
-        values.append(state)
+    level = list(model.init_states())
+    while level and len(values) < PROBED:
+        values.extend(level)
         if canonical is not None:
-            values.append(canonical(state))
+            values.extend(canonical(state) for state in level)
+        level = [successor for state in level for _, successor in model.next_steps(state)][:PROBED]
+    values = values[:PROBED]
+    names = {type(value).__module__ for value in values} | {name for name in sys.modules if name.startswith("txnspec.")}
+    for name in sorted(names):
+        module = sys.modules.get(name)
+        if module is not None:
+            values.append((name, tuple(sorted((key, hash(value)) for key, value in vars(module).items()
+                                              if isinstance(value, type) or inspect.isroutine(value)))))
     return tuple(hash(value) for value in values)
 
 
@@ -112,7 +127,7 @@ def run_worker(plan: Plan, partition: int, host: str, barrier: Callable[[], None
                          exchange=exchange, fingerprint=fingerprint)
         collecting = gc.isenabled()
         try:
-            _serve(worker, connection)  # pauses the cyclic collector: states form no cycles
+            _serve(worker, connection)  # type: ignore[arg-type]  # pauses the cyclic collector: states form no cycles
         finally:
             if collecting:
                 gc.enable()

@@ -10,13 +10,14 @@ import functools
 import multiprocessing
 import os
 import pickle
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 import toys
-
 from test_levels import signature
 
 from txnspec.checker import check
@@ -122,13 +123,13 @@ class LocalTasks:
         self.runs = 0
         self.processes: list[Any] = []
 
-    def getConf(self) -> dict[str, str]:  # noqa: N802 (Spark's name)
+    def getConf(self) -> dict[str, str]:
         return {"spark.driver.host": "127.0.0.1"}
 
-    def setJobGroup(self, *args: Any, **kwargs: Any) -> None:  # noqa: N802
+    def setJobGroup(self, *args: Any, **kwargs: Any) -> None:
         pass
 
-    def cancelJobGroup(self, group: str) -> None:  # noqa: N802
+    def cancelJobGroup(self, group: str) -> None:
         for process in self.processes:
             process.kill()
 
@@ -139,7 +140,7 @@ class LocalTasks:
     def barrier(self) -> LocalTasks:
         return self
 
-    def mapPartitions(self, function: functools.partial[Any]) -> LocalTasks:  # noqa: N802
+    def mapPartitions(self, function: functools.partial[Any]) -> LocalTasks:
         self.plan = function.args[0]  # barrier_task's plan: run_worker here, without BarrierTaskContext
         return self
 
@@ -187,6 +188,36 @@ def test_the_barrier_protocol_gives_the_exact_result(method: str, hosts: tuple[s
     assert result.store == f"spark (local-processes, 2 partitions, {how})"
 
 
+PROBES = """
+import os, sys
+sys.path.insert(0, {toys!r})
+read, write = os.pipe()
+for history in ("none", "none", "a search"):  # forks of one process that has not loaded the spec, as PySpark's
+    if os.fork() == 0:                          # daemon forks its Python workers
+        if history == "a search":  # a reused Python worker: another model searched before
+            import toys
+            from txnspec.checker import check
+            check(toys.two_phase_commit(3))
+        from txnspec.checker.spark_tasks import probe
+        from txnspec.conformance.model_factory import ModelFactory
+        model = ModelFactory("retry", "no-duplicate-detection")()
+        os.write(write, b"%d\\n" % hash(probe(model, model.symmetry)))
+        os._exit(0)
+    os.wait()
+print(os.read(read, 1000).decode())
+"""
+
+
+def test_the_probe_tells_a_reused_python_worker_from_a_fresh_one() -> None:
+    """Forks of one process with one hash seed: a task that searched another model before holds the spec's classes
+    at other addresses, and a producer's state holds the request class it awaits (hashed by address), so hash()
+    would count states twice (968, not 909, on Spark's local[2] before the probe hashed the classes)."""
+    script = PROBES.format(toys=str(Path(toys.__file__).parent))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=300,
+                         env={**os.environ, "PYTHONHASHSEED": "0"}).stdout.split()
+    assert len(out) == 3 and out[0] == out[1] != out[2], out
+
+
 @pytest.mark.parametrize("caps", [{"max_states": 50}, {"max_depth": 5}, {"stop_on_violation": True}])
 def test_stops_cut_where_the_exact_search_stops(caps: dict[str, Any]) -> None:
     factory = functools.partial(toys.two_phase_commit, 3, broken=True)
@@ -204,7 +235,7 @@ def test_more_partitions_than_task_slots_are_refused() -> None:
 
 @dataclass(frozen=True)
 class DiesOnce:
-    """The counter toy, whose successor function ends its process the first time a task expands ``at``."""
+    """The counter toy, whose successor function ends its process the first time a task's search expands ``at``."""
 
     marker: str
     at: int = 4
@@ -213,9 +244,11 @@ class DiesOnce:
     def __call__(self) -> Model[Any]:
         model = toys.counter(12, bad_at=9)
         driver, marker, at = self.driver, Path(self.marker), self.at
+        calls = [0]
 
         def next_steps(n: int) -> Any:
-            if n == at and os.getpid() != driver and not marker.exists():
+            calls[0] += n == at  # the first time is the task's probe, before the search
+            if calls[0] == 2 and os.getpid() != driver and not marker.exists():
                 marker.touch()
                 os._exit(3)
             return model.next_steps(n)
