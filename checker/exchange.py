@@ -32,7 +32,7 @@ import pickle
 import threading
 from collections.abc import Sequence
 from multiprocessing.connection import Client, Connection, Listener
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol, cast
 
 from txnspec.checker.state_codec import Batch, encode
 
@@ -52,7 +52,7 @@ class Files:
         self.directory = directory
 
     def open(self, level: int, a: int, b: int, what: str, mode: str) -> BinaryIO:
-        return open(os.path.join(self.directory, f"{level}-{a}-{b}.{what}"), mode)
+        return cast(BinaryIO, open(os.path.join(self.directory, f"{level}-{a}-{b}.{what}"), mode))  # noqa: SIM115
 
     def close(self) -> None:
         pass
