@@ -52,7 +52,7 @@ class Files:
         self.directory = directory
 
     def open(self, level: int, a: int, b: int, what: str, mode: str) -> BinaryIO:
-        return cast(BinaryIO, open(os.path.join(self.directory, f"{level}-{a}-{b}.{what}"), mode))  # noqa: SIM115
+        return cast(BinaryIO, open(os.path.join(self.directory, f"{level}-{a}-{b}.{what}"), mode))
 
     def close(self) -> None:
         pass
