@@ -18,6 +18,12 @@ from txnspec.audit.trace_replay import (
     first_error_name,
     run_trace,
 )
+from txnspec.impl.topic_partition import TopicPartition
+
+
+def _only(topic: str) -> TopicPartition:
+    """A topic's one partition, as the implementation names it (made whole, never text to be parsed again)."""
+    return TopicPartition(topic, 0)
 
 
 class ImplTxnWire:
@@ -37,7 +43,7 @@ class ImplTxnWire:
 
     def prepare(self, topics: list[str]) -> None:
         for topic in topics:
-            self.broker.partition(f"{topic}-0")
+            self.broker.partition(_only(topic))
 
     def pause(self) -> None:
         self.now_ms += int(PAUSE_SECONDS * 1000)
@@ -58,7 +64,7 @@ class ImplTxnWire:
     def add_partitions(self, tid: str, producer_id: int, epoch: int, topics: list[str]) -> dict[str, Any]:
         from txnspec.impl.messages import AddPartitionsToTxn as Add
 
-        r = self._handle(Add(tid, producer_id, epoch, tuple(f"{t}-0" for t in topics)))
+        r = self._handle(Add(tid, producer_id, epoch, tuple(_only(t) for t in topics)))
         return {"error": first_error_name([r.error.name, *(e.name for _, e in r.partition_errors)])}
 
     def add_offsets(self, tid: str, producer_id: int, epoch: int, group: str) -> dict[str, Any]:
@@ -70,7 +76,7 @@ class ImplTxnWire:
                           offsets: list[tuple[str, int]]) -> dict[str, Any]:
         from txnspec.impl.messages import TxnOffsetCommit as Commit
 
-        r = self._handle(Commit(tid, group, producer_id, epoch, tuple((f"{t}-0", o) for t, o in offsets)))
+        r = self._handle(Commit(tid, group, producer_id, epoch, tuple((_only(t), o) for t, o in offsets)))
         return {"error": first_error_name([r.error.name, *(e.name for _, e in r.partition_errors)])}
 
     def end_txn(self, tid: str, producer_id: int, epoch: int, commit: bool) -> dict[str, Any]:
@@ -90,7 +96,7 @@ class ImplTxnWire:
         from txnspec.impl.messages import Produce as Send
 
         records = tuple(Record(None, f"{base_sequence + i}".encode(), self.now_ms) for i in range(count))
-        r = self._handle(Send(f"{topic}-0", producer_id, epoch, base_sequence, records, tid is not None, tid,
+        r = self._handle(Send(_only(topic), producer_id, epoch, base_sequence, records, tid is not None, tid,
                               self.transaction_version))
         return {"error": r.error.name, **({"base_offset": r.base_offset} if r.error.name == "NONE" else {})}
 
@@ -98,7 +104,7 @@ class ImplTxnWire:
         from txnspec.impl.messages import Fetch as Read
         from txnspec.impl.partition import IsolationLevel as Level
 
-        r = self._handle(Read(f"{topic}-0", 0, Level.READ_COMMITTED if committed else Level.READ_UNCOMMITTED))
+        r = self._handle(Read(_only(topic), 0, Level.READ_COMMITTED if committed else Level.READ_UNCOMMITTED))
         if r.error.name != "NONE":
             return {"error": r.error.name}
         f = r.extra["fetch"]
@@ -113,11 +119,11 @@ class ImplTxnWire:
     def offset_fetch(self, group: str, topic: str) -> dict[str, Any]:
         from txnspec.impl.messages import OffsetFetch as Read
 
-        r = self._handle(Read(group, (f"{topic}-0",), True))
+        r = self._handle(Read(group, (_only(topic),), True))
         offsets = dict(r.offsets)
         if r.error.name != "NONE":
             return {"error": r.error.name, "committed_offset": -1}
-        return {"error": "NONE", "committed_offset": offsets.get(f"{topic}-0", -1)}
+        return {"error": "NONE", "committed_offset": offsets.get(_only(topic), -1)}
 
 
 class ImplTransport(ImplTxnWire):

@@ -16,6 +16,7 @@ from typing import Any
 from txnspec.audit.impl_wire import ImplTransport, ImplTxnWire, run_impl_wire_audit
 from txnspec.audit.report import RuleResult
 from txnspec.audit.request_tv import run_request_tv_rules
+from txnspec.audit.socket_rules import socket_transport
 from txnspec.audit.socket_wire import SocketTxnWire, consumer_view, socket_txn_wire
 from txnspec.audit.timeout import run_timeout_rule
 from txnspec.audit.trace_plan import (
@@ -39,7 +40,7 @@ from txnspec.audit.trace_replay import (
     run_plans,
     run_trace,
 )
-from txnspec.audit.wire import run_init_rules, run_rules, socket_transport
+from txnspec.audit.wire import run_init_rules, run_rules
 
 __all__ = [
     "RULE_DESCRIPTIONS", "SCENARIOS", "ImplTransport", "ImplTxnWire", "RecordedWire", "RecordingWire",

@@ -32,6 +32,10 @@ Assumptions
 
 Left out
     Parallel exploration, disk-backed or hash-compacted visited sets, partial-order reduction.
+
+Long because the search keeps two expansion loops on purpose (:meth:`_Search._expand_plain` for the common
+case without symmetry or edges, :meth:`_Search._expand_general` otherwise: the plain one is the speed of a safety
+check), and the result assembly that reads what both store.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ Assumptions
     hash salt; :mod:`.spark_bfs` passes another function where its tasks do not); the model's successor order is
     deterministic; fewer than 65,536 successors a state.
 
-    One module, over 400 lines: the workers' four steps and the coordinator's cuts are one protocol, read together.
+    Long because the workers' four steps and the coordinator's cuts are one protocol, read together.
 
 Left out
     ``leads_to`` properties and the state graph; keeping levels on disk. Coverage counts whole levels when a

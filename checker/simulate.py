@@ -43,6 +43,10 @@ Left out
     its own earlier state, and judged on that loop alone, not on the strongly connected component the exact
     engine judges). Symmetry and partial-order reduction (a walk explores one behaviour; they would only rename
     it).
+
+Long because the walk (choices, the fair-loop and unanswered-trigger bookkeeping of ``leads_to``, deadlocks)
+and the result it reports (the first violation shrunk, coverage, per-worker tallies) are one engine; shrinking
+is :mod:`.shrink_violation`, and the workers only run walks.
 """
 
 from __future__ import annotations

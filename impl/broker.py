@@ -20,6 +20,10 @@ leaves every in-memory state as it was; a failed transaction-log write makes the
 
 Left out: more than one broker, replication, ACLs, quotas, topic management (a partition ``topic-N``
 exists as soon as it is used).
+
+Long because :class:`Broker` is ``KafkaApis``'s dispatch together with ``ReplicaManager``'s transactional
+produce (KIP-890's add, verify-only and no-verification paths, TxnOffsetCommit's verification) and the durable
+recovery at construction, all over the partitions and coordinators it holds; the parts it composes are modules.
 """
 
 from __future__ import annotations

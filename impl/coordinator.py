@@ -29,6 +29,9 @@ KIP-939 as Kafka 4.4 ships it (docs/kip-939.md): ``enable2Pc`` needs ``transacti
 Assumed / left out: one coordinator epoch for every transaction-log partition (Kafka keeps one per
 partition); no ACLs (nor the ``TWO_PHASE_COMMIT``
 one); Describe/ListTransactions are plain views.
+
+Long because it is Kafka's one ``TransactionCoordinator`` class: the handlers share its metadata cache,
+epoch and load state; its parts (the log, the markers, EndTxn's decision, the producer ids) are modules already.
 """
 
 from __future__ import annotations

@@ -53,6 +53,9 @@ class Member:
     joined: bool = False  # has (re)joined the rebalance in progress
     awaiting_join: bool = False  # its JoinGroup is not answered yet
     assignment: bytes = b""
+    # ClassicGroupMember.clientId / clientHost: from the JoinGroup that created the member, kept while it lives
+    client_id: str = ""
+    client_host: str = ""
 
 
 @dataclass(frozen=True)
@@ -148,9 +151,12 @@ class Membership:
 
     def join(self, group_id: str, member_id: str, group_instance_id: str | None, protocol_type: str,
              protocols: tuple[tuple[str, bytes], ...], session_timeout_ms: int, rebalance_timeout_ms: int,
-             now_ms: int, *, require_member_id: bool = False, client_id: str = "") -> JoinResult | JoinPending:
+             now_ms: int, *, require_member_id: bool = False, client_id: str = "", client_host: str = ""
+             ) -> JoinResult | JoinPending:
         """A JoinGroup: its answer, or :class:`JoinPending` (naming the member) while the rebalance is in
-        progress (then ask :meth:`join_result`)."""
+        progress (then ask :meth:`join_result`). ``client_id`` (the request header's) and ``client_host`` (the
+        connection's peer) are kept by the member the join creates, as ``classicGroupJoin`` does, for
+        DescribeGroups."""
         if not group_id:
             return JoinResult(Errors.INVALID_REQUEST, member_id=member_id)
         if session_timeout_ms <= 0 or rebalance_timeout_ms <= 0:
@@ -183,7 +189,8 @@ class Membership:
         member = group.members.get(member_id)
         if member is None:
             member = group.members[member_id] = Member(member_id, group_instance_id, protocols, session_timeout_ms,
-                                                       rebalance_timeout_ms, now_ms)
+                                                       rebalance_timeout_ms, now_ms, client_id=client_id,
+                                                       client_host=client_host)
         member.protocols, member.session_timeout_ms = protocols, session_timeout_ms
         member.rebalance_timeout_ms, member.last_heartbeat_ms = rebalance_timeout_ms, now_ms
         member.joined = member.awaiting_join = True

@@ -23,6 +23,11 @@ What is modelled:
 Assumed / left out: the verification guard's identity (the broker verifies and appends in one step). A check
 failure raises :class:`ProducerStateError` carrying Kafka's error; the caller
 (:class:`txnspec.impl.partition.Partition`) turns it into the produce response's error.
+
+Long because it holds ``ProducerStateManager`` with the classes it owns (``ProducerStateEntry``,
+``ProducerAppendInfo``, ``VerificationStateEntry``, ``BatchMetadata``, ``TxnMetadata``, ``CompletedTxn``),
+one state machine over one entry a producer (the manager starts an append, the append checks and updates the
+entry, the manager completes it), kept together as Kafka's log package keeps them.
 """
 
 from __future__ import annotations

@@ -56,7 +56,8 @@ from txnspec.impl.partition import Partition
 from txnspec.impl.snapshots import latest_snapshot
 from txnspec.impl.topic_partition import TopicPartition
 
-SEGMENT = "00000000000000000000.log"
+BASE_OFFSET = 0  # one segment, from the log start
+SEGMENT = f"{BASE_OFFSET:020d}.log"  # LogFileUtils.logFile: the base offset, 20 digits
 log = logging.getLogger("txnspec.impl.storage")
 
 
@@ -104,7 +105,7 @@ class SegmentStore:
         base = os.path.basename(os.path.normpath(directory))  # Kafka's parseTopicPartitionName of its directory
         self.name = TopicPartition.parse(base) or base
         self.path = os.path.join(directory, SEGMENT)
-        self.base_offset = int(SEGMENT.split(".")[0])
+        self.base_offset = BASE_OFFSET
         self.fsync = fsync
         self.failures = failures
         self.checkpoints = checkpoints

@@ -12,6 +12,9 @@ Assumed: a handler sees its manager through :class:`Manager`, the part of
 :class:`txnspec.impl.transaction_manager.TransactionManager` it reads and changes (the manager builds the
 handlers, so this module does not import it). Left out: request versions, throttling, the handlers' timing
 (``retryBackoffMs``).
+
+Long because it holds every subclass of Kafka's ``TxnRequestHandler`` (six), each a short ``handleResponse``
+table of fatal, abortable and retriable answers that a reader compares side by side, as Kafka keeps them.
 """
 
 from __future__ import annotations

@@ -5,10 +5,10 @@ partition leader, groups and their admin, transaction admin).
 
 from __future__ import annotations
 
-from txnspec.serve import admin, broker, consumer_group, group_admin, groups, leader, transactions, txn_admin
+from txnspec.serve import admin, consumer_group, group_admin, groups, leader, metadata, transactions, txn_admin
 from txnspec.serve.broker import Handler
 
-HANDLERS: dict[str, Handler] = {**broker.HANDLERS, **admin.HANDLERS, **transactions.HANDLERS, **leader.HANDLERS,
+HANDLERS: dict[str, Handler] = {**metadata.HANDLERS, **admin.HANDLERS, **transactions.HANDLERS, **leader.HANDLERS,
                                 **groups.HANDLERS, **group_admin.HANDLERS, **txn_admin.HANDLERS,
                                 **consumer_group.HANDLERS}
 

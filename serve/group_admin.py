@@ -7,13 +7,12 @@ admin, is Empty with no protocol type). DeleteGroups refuses a group with member
 OffsetDelete refuses the partitions of a topic a member subscribes to (GROUP_SUBSCRIBED_TO_TOPIC: the
 subscription is read from the members' ``consumer`` protocol metadata). DescribeGroups v6 answers an unknown
 group GROUP_ID_NOT_FOUND (KIP-1043), older versions the Dead state. Left out: KIP-848 consumer groups (the
-types filter knows ``classic`` only), client hosts (answered ""), a member's client id where its member id was
-not made from one.
+types filter knows ``classic`` only). A member's client id and host are the ones its JoinGroup came with
+(``ClassicGroupMember.describe``: the request header's client id, the peer address as ``"/127.0.0.1"``).
 """
 
 from __future__ import annotations
 
-import re
 import struct
 from typing import Any
 
@@ -28,7 +27,6 @@ from txnspec.serve.protocol import Request
 
 CLASSIC = "classic"
 DEAD = "Dead"
-_GENERATED_MEMBER_ID = re.compile(r"^(.*)-\d{8}$")  # Membership._new_member_id: "<client id>-<8 digits>"
 
 
 def _groups(wb: WireBroker) -> dict[str, tuple[ClassicGroup | None, bool]]:
@@ -95,11 +93,10 @@ def handle_describe_groups(wb: WireBroker, request: Request) -> Any:
         stable = group is not None and group.state is GroupState.STABLE
         members = []
         for member in (group.members.values() if group else ()):
-            own = _GENERATED_MEMBER_ID.match(member.member_id)
             metadata = dict(member.protocols).get(group.protocol_name or "", b"") if stable and group else b""
             members.append(R.DescribedGroupMember(
                 member_id=member.member_id, group_instance_id=member.group_instance_id,
-                client_id=own.group(1) if own else "", client_host="", member_metadata=metadata,
+                client_id=member.client_id, client_host=member.client_host, member_metadata=metadata,
                 member_assignment=member.assignment if stable else b""))
         described.append(R(error_code=0, error_message=None, group_id=group_id, group_state=_state(group),
                            protocol_type=(group.protocol_type if group else "") or "",

@@ -48,7 +48,8 @@ def handle_join_group(wb: WireBroker, request: Request) -> Any:
     protocols = tuple((p.name, bytes(p.metadata or b"")) for p in body.protocols)
     r = membership.join(body.group_id, body.member_id or "", body.group_instance_id if v >= 5 else None,
                         body.protocol_type, protocols, int(body.session_timeout_ms), rebalance_timeout, wb.now(),
-                        require_member_id=v >= 4, client_id=request.client_id or "")
+                        require_member_id=v >= 4, client_id=request.client_id or "",
+                        client_host=request.client_host)
     if isinstance(r, JoinResult):
         return _join_response(v, r)
     group, member_id = membership.groups[body.group_id], r.member_id

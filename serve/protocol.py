@@ -212,6 +212,7 @@ class Request:
     body: Any
     header_version: int | None = None
     node_id: int = 0  # the node whose port it came in on (txnspec serve --nodes)
+    client_host: str = ""  # the peer's address as Kafka prints it (RequestContext.clientAddress: "/127.0.0.1")
 
     @property
     def unsupported_version(self) -> bool:

@@ -204,6 +204,7 @@ class Server:
         if task is not None:
             self.tasks.add(task)
         peer = writer.get_extra_info("peername")
+        host = f"/{peer[0]}" if isinstance(peer, tuple) and peer else ""  # InetAddress.toString of an unresolved peer
         try:
             while True:
                 try:
@@ -217,7 +218,7 @@ class Server:
                         payload = await read_frame(reader, size)
                     except asyncio.IncompleteReadError:
                         return  # the client closed mid-frame: nothing to answer
-                    answer = await self._answer(payload, node)
+                    answer = await self._answer(payload, node, host)
                     del payload
                     if answer:
                         writer.write(answer)
@@ -239,8 +240,9 @@ class Server:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _answer(self, payload: bytes | bytearray, node: int = 0) -> bytes | None:
-        request = dataclasses.replace(decode_request(payload, self.config.unstable_api_versions_enable), node_id=node)
+    async def _answer(self, payload: bytes | bytearray, node: int = 0, host: str = "") -> bytes | None:
+        request = dataclasses.replace(decode_request(payload, self.config.unstable_api_versions_enable), node_id=node,
+                                      client_host=host)
         self.requests[(request.api.name, request.version)] += 1
         try:
             response = self.broker.handle(request)

@@ -38,6 +38,10 @@ Deliberate deviations
     or fails ``completeTransitionTo``'s checks. The spec records the offending transition in
     ``CoordinatorState.illegal_transitions`` instead (and answers ``UNKNOWN_SERVER_ERROR``), so that the
     model checker reports it as a violation of ``valid_coordinator_transitions`` with a trace.
+
+Long because the four handlers and EndTxn's two decision paths (transaction version 0/1 and 2) are one table
+of ``TransactionCoordinator``'s branches, read side by side against Kafka's; its state, transitions, markers,
+expiry, loading and two-phase commit already are modules of their own.
 """
 
 from __future__ import annotations

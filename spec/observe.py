@@ -36,7 +36,7 @@ from typing import Literal
 from txnspec.checker.model import Projection
 from txnspec.spec.actions import APPLICATION_CALLS, Action
 from txnspec.spec.messages import EndTxn, IsolationLevel
-from txnspec.spec.network import producer_index
+from txnspec.spec.network import is_request, producer_index
 from txnspec.spec.system import System, SystemState, Tag
 
 Level = Literal["application", "wire"]
@@ -118,7 +118,7 @@ def wire_name(action: Action) -> str:
     name = type(body).__name__
     if isinstance(body, EndTxn):
         return f"EndTxn({body.result})"
-    if name.endswith("Response"):
+    if not is_request(body):  # a response type (spec.network.RESPONSES): every one carries its error
         return f"{name}({body.error})"
     return name
 

@@ -30,6 +30,11 @@ Not modelled
     Log retention and ``log_start_offset`` moving, compaction, producer-state snapshots, record
     timestamps other than the producer entry's last timestamp, ``UNKNOWN_PRODUCER_ID`` (removed from
     the broker by KIP-360).
+
+Long because it is one partition leader's whole rule set, as Kafka's log package holds it: the append checks,
+the marker, verification state, expiry and the read side (LSO, aborted index, read_committed filter) all read and
+write the same :class:`PartitionState` and :class:`ProducerStateEntry`; the ongoing-transaction bookkeeping that
+appends change is what fetch reads, so the two halves apart would share every type.
 """
 
 from __future__ import annotations

@@ -95,7 +95,7 @@ def _live(p: Producer) -> bool:
 
 def _abandonment_unaffected(state: SystemState, producer: Producer) -> bool:
     """No step of ``producer`` can enable or disable the abandoned-transaction timeout of its id before it
-    is taken (``txnspec.spec.faults._abandoned``): the producer is live, or it is the id's only instance and
+    is taken (``txnspec.spec.recovery._abandoned``): the producer is live, or it is the id's only instance and
     the id has no Ongoing transaction."""
     if _live(producer):
         return True

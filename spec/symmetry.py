@@ -41,6 +41,10 @@ Leaves out
     :data:`MAX_GROUP` elements (the canonicaliser tries every element). ``tests/spec/test_symmetry.py`` checks
     on small scenarios that every generator maps the reachable set onto itself and commutes with successors,
     that the reduced count is the number of orbits, and that verdicts and counterexample lengths agree.
+
+Long because a renaming must walk every component of the state (one function a component, :func:`_state` down
+to :func:`_classic_group`) and restore each one's order; a component added to the state is renamed here or the
+reduction is unsound, so the walk, the group it generates and the canonicaliser are read together.
 """
 
 from __future__ import annotations

@@ -4,10 +4,14 @@ Each pattern below is a way the project once recovered structure from its own ou
 its label (``"send(p0, 3)".split("(")``), a state's component from the prefix of a ``describe_state`` line, a
 pattern of the abstraction's difference table split at ``.``, a missing value recognised by its ``(``, a chaos
 transaction's id and instance split at ``#``, a consume-transform-produce output's input split at ``>``, a
-``partition@offset`` split at ``@``, a verdict cell judged by its first word, a nemesis process by its prefix.
+``partition@offset`` split at ``@``, a verdict cell judged by its first word, a nemesis process by its prefix, a
+group member's client id read back out of the member id made from it, a response told by its class name's
+ending, a segment's base offset cut out of the file name built from it, a partition handed to the implementation
+as ``topic-0`` text for it to parse back.
 Each now travels as a typed value (``checker.model.Label``, ``spec.model.state_notes``,
 ``conformance.abstraction.PathPattern``/``Absent``, the history's ``tid``/``instance``/``input`` fields,
-``audit.chaos.validate.Place``) and text is only rendered for reports. A module that parses text a person or
+``audit.chaos.validate.Place``, ``impl.membership.Member.client_id``, ``spec.network.is_request``,
+``impl.storage.BASE_OFFSET``) and text is only rendered for reports. A module that parses text a person or
 another program wrote (a Kafka version, a host:port, a file format) is not concerned, and not matched here.
 
 Every pattern is shown to match the line it replaced (:data:`REMOVED`), so a pattern that matches nothing cannot
@@ -46,6 +50,15 @@ FORBIDDEN: dict[str, tuple[re.Pattern[str], str]] = {
                                       "a verdict cell is matched whole"),
     "process name by its prefix": (re.compile(r"""process\.startswith\("""),
                                    "the nemesis processes are named constants (history.NEMESIS, NEMESIS_CLIENTS)"),
+    "a member id matched for its client id": (re.compile(r"""\.(match|search|fullmatch)\(\s*[\w.]*member_id\b"""),
+                                              "a member keeps its JoinGroup's client id (Member.client_id)"),
+    "a class told by its name": (
+        re.compile(r"""__name__\.(starts|ends)with\(|\.(starts|ends)with\(\s*["'](Response|Request)["']"""),
+        "a message's kind is its type (spec.network.is_request, isinstance)"),
+    "a partition named as text": (re.compile(r"""f["']\{\w+\}-0["']"""),
+                                  "a partition is a TopicPartition (impl.topic_partition), read by its fields"),
+    "a constant's text cut apart": (re.compile(r"""\b[A-Z][A-Z0-9_]{2,}\.r?(split|partition)\("""),
+                                    "what a constant is built from is a constant too (impl.storage.BASE_OFFSET)"),
 }
 
 # the lines the patterns replaced, each with the pattern that must catch it
@@ -58,9 +71,14 @@ REMOVED: dict[str, str] = {
     "describe_state line picked by its prefix": 'if line not in old and not line.startswith(_NOT_STATE))',
     "first word of a rendered cell": 'word = text.split(" ")[0].lower()',
     "process name by its prefix": "return process.startswith(NEMESIS)",
+    "a member id matched for its client id": "own = _GENERATED_MEMBER_ID.match(member.member_id)",
+    "a class told by its name": 'if name.endswith("Response"):',
+    "a partition named as text": 'self.broker.partition(f"{topic}-0")',
+    "a constant's text cut apart": 'self.base_offset = int(SEGMENT.split(".")[0])',
 }
 MORE_REMOVED = ('source, _, name = value.partition(">")', 'tp, _, offset = where.partition("@")',
-                'if ">" in value:', '_NOT_STATE = ("producer-", "in flight")')
+                'if ">" in value:', '_NOT_STATE = ("producer-", "in flight")',
+                'if type(body).__name__.endswith("Response"):')
 
 
 def sources() -> list[Path]:

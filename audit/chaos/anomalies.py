@@ -20,6 +20,9 @@ Leaves out
     Anti-dependency cycles (G2, G-single; :mod:`.cycles` finds G0 and G1c). Jepsen's int-send-skip in its strict
     form (another transaction's record between two records of one transaction) is allowed by Kafka and not flagged;
     ``send_skip`` flags the form Kafka rules out (the same producer's own records out of its send order).
+
+Long because each anomaly of :data:`KINDS` is a short check over the same fates and final reads, read as one
+catalogue as Jepsen's Kafka checker keeps them; the cycle search is :mod:`.cycles`.
 """
 
 from __future__ import annotations

@@ -24,6 +24,10 @@ Assumes
 
 Leaves out
     The Java client (its harness runs its own fixed scenario, not this schedule-driven loop).
+
+Long because every role is a process started the same way (``python -m txnspec.audit.chaos.client ROLE``):
+the five roles share the history log, the error classification and one command line for every process the
+workload spawns.
 """
 
 from __future__ import annotations

@@ -24,6 +24,9 @@ Leaves out
     ``client`` fault on a consume-transform-produce member (it kills and zombies producers; ``member`` stops
     members of both groups); a transaction open at the end with no record in any partition is not waited for
     (its markers land after the readers' ends).
+
+Long because :class:`Run` is one supervisor: it spawns, replaces, faults and heals the same processes, and
+each fault's injection reads the slots it keeps; the cluster, the faults and the clients are modules of their own.
 """
 
 from __future__ import annotations

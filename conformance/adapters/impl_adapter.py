@@ -36,6 +36,10 @@ What is compared, in lock step
     * The messages a step put in flight (``sent``), as the spec's messages, with the visible records per data
       partition at both isolation levels, the committed group offsets and the error codes (:meth:`ImplAdapter.
       project`). The spec's ``__consumer_offsets`` records are compared through the abstract state.
+
+Long because :meth:`ImplAdapter.apply` maps every kind of spec step (application calls, deliveries, faults)
+onto the cluster in one place: that is the lock step this module is; the messages, faults, reads, groups and
+the abstraction are modules of their own (``impl_*``).
 """
 
 from __future__ import annotations

@@ -90,6 +90,22 @@ def test_members_joining_without_member_ids_get_their_own_ids_while_they_wait() 
     assert len(set(ids)) == 2 and first.member_id not in ids
 
 
+def test_a_member_keeps_the_client_id_and_host_of_the_join_that_created_it() -> None:
+    """``ClassicGroupMember.clientId``/``clientHost`` are final: set by the join that creates the member (here the
+    second, which carries the member id MEMBER_ID_REQUIRED handed out), unchanged by a rejoin."""
+    m = Membership()
+    asked = m.join("g", "", None, "consumer", PROTOCOLS, 10_000, 5_000, 0, require_member_id=True,
+                   client_id="first", client_host="/10.0.0.1")
+    assert isinstance(asked, JoinResult) and asked.error is Errors.MEMBER_ID_REQUIRED
+    assert asked.member_id not in m.groups["g"].members  # pending: no member yet
+    m.join("g", asked.member_id, None, "consumer", PROTOCOLS, 10_000, 5_000, 0, require_member_id=True,
+           client_id="app", client_host="/127.0.0.1")
+    m.join("g", asked.member_id, None, "consumer", PROTOCOLS, 10_000, 5_000, 1, client_id="other",
+           client_host="/10.0.0.2")
+    member = m.groups["g"].members[asked.member_id]
+    assert (member.client_id, member.client_host) == ("app", "/127.0.0.1")
+
+
 def test_a_static_member_rejoining_fences_its_previous_instance() -> None:
     m = Membership()
     old, _ = join(m, instance="i-1")

@@ -149,8 +149,8 @@ def test_groups_are_listed_described_and_deleted(admin: Any, server: ServerThrea
     assert group in {g.group_id for g in listed.valid}
     described = admin.describe_consumer_groups([group])[group].result(TIMEOUT)
     assert described.state == ConsumerGroupState.STABLE and described.partition_assignor == "range"
-    assert [(m.client_id, [tp.topic for tp in m.assignment.topic_partitions]) for m in described.members] == [
-        ("described", [topic])]
+    assert [(m.client_id, m.host, [tp.topic for tp in m.assignment.topic_partitions])
+            for m in described.members] == [("described", "/127.0.0.1", [topic])]
     assert error_of(admin.delete_consumer_groups([group])[group]).code() == 68  # NON_EMPTY_GROUP
     consumer.close()
     empty = admin.list_consumer_groups(states={ConsumerGroupState.EMPTY}).result(TIMEOUT)

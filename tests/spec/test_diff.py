@@ -143,6 +143,22 @@ def test_a_variant_file_against_current_with_a_report(tmp_path: Path, capsys: py
     assert html.count('<svg xmlns="http://www.w3.org/2000/svg" class="sequence"') == 1
 
 
+def test_the_wire_name_of_a_message_is_its_type_the_end_txn_result_or_the_answers_error() -> None:
+    from txnspec.spec.actions import deliver
+    from txnspec.spec.errors import Errors
+    from txnspec.spec.messages import EndTxn, EndTxnResponse, ErrorResponse, Produce, TransactionResult
+    from txnspec.spec.network import Envelope, ProducerAddress
+    from txnspec.spec.observe import wire_name
+
+    p0 = ProducerAddress(0)
+    names = [wire_name(deliver(Envelope(source, target, body), None)) for source, target, body in (
+        (p0, "coordinator", EndTxn("t", 1, 0, TransactionResult.COMMIT)),
+        (p0, "p0", Produce("p0", 1, 0, 0, 1, True, "t")),
+        ("coordinator", p0, EndTxnResponse(Errors.PRODUCER_FENCED)),
+        ("coordinator", p0, ErrorResponse(Errors.NONE)))]
+    assert names == ["EndTxn(COMMIT)", "Produce", "EndTxnResponse(PRODUCER_FENCED)", "ErrorResponse(NONE)"]
+
+
 def test_a_record_names_its_producer_incarnation_and_transaction() -> None:
     from txnspec.spec.observe import record_name
 
