@@ -4,14 +4,15 @@
 
 Configurations (default: all, in this order): ``exact`` (``txnspec check``'s engine, the safety properties),
 ``levels-2`` (``--workers 2``), ``partitioned-2`` (``--store partitioned --workers 2``), ``local-2`` (Spark
-``local[2]``), ``standalone-1`` and ``standalone-2`` (a standalone master on 127.0.0.1 with one or two workers of
-one core each: one or two executors). Each runs in a fresh process and prints one JSON line: states, transitions,
-depth, the search's seconds (Spark: from the barrier job's start, with its tasks' start and their model's build,
-reported apart as ``tasks_start_seconds``; without starting the session, reported as ``session_seconds``), how the
-states were stored (Spark: which fingerprints and transport the tasks used), and the CPU seconds of every process
-that worked for it (the driver, its JVM and Python workers; for a standalone cluster also its daemons, executors
-and their Python workers), so that a run on a machine shared with other work can still be compared. The 1-minute
-load average at the start and at the end is printed too. With ``--max-depth`` every configuration stops at that
+``local[2]``), ``local-2-stable`` (the same with the stable fingerprints and sockets between the tasks, as on a
+cluster of several hosts), ``standalone-1`` and ``standalone-2`` (a standalone master on 127.0.0.1 with one or two
+workers of one core each: one or two executors). Each runs in a fresh process and prints one JSON line: states,
+transitions, depth, the search's seconds (Spark: from the barrier job's start, with its tasks' start and their
+model's build, reported apart as ``tasks_start_seconds``; without starting the session, reported as
+``session_seconds``), how the states were stored (Spark: which fingerprints and transport the tasks used), and the
+CPU seconds of every process that worked for it (the driver, its JVM and Python workers; for a standalone cluster
+also its daemons, executors and their Python workers), so that a run on a machine shared with other work can still
+be compared. The 1-minute load average at the start and at the end is printed too. With ``--max-depth`` every configuration stops at that
 depth (the same states); ``--rounds`` repeats the configurations in turn. After the JSON lines, a Markdown table
 gives each run's states a second (wall and CPU) and its ratio to the ``levels-2`` run of the same round (issue 34:
 Spark ``local[2]`` at least half the throughput of ``--workers 2``).
@@ -29,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-CONFIGS = ("exact", "levels-2", "partitioned-2", "local-2", "standalone-1", "standalone-2")
+CONFIGS = ("exact", "levels-2", "partitioned-2", "local-2", "local-2-stable", "standalone-1", "standalone-2")
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -111,13 +112,15 @@ def _spark(factory: Any, names: list[str], config: str, max_depth: int | None) -
     from txnspec.conformance.spark_job import spark_session
 
     with tempfile.TemporaryDirectory(prefix="txnspec-spark-bench-") as scratch:
-        if config == "local-2":
+        if config.startswith("local-2"):
             started = time.perf_counter()
             session = spark_session("local[2]", app_name="txnspec-check-bench")
             row: dict[str, Any] = {"session_seconds": round(time.perf_counter() - started, 1)}
             _timing_tasks_start(row)
             before = _cpu_of_tree([os.getpid()])
-            row["result"] = check_spark(factory, session.sparkContext, properties=names, max_depth=max_depth)
+            forced = {"fingerprints": "stable", "transport": "sockets"} if config == "local-2-stable" else {}
+            row["result"] = check_spark(factory, session.sparkContext, properties=names, max_depth=max_depth,
+                                        **forced)
             row["cpu_seconds"] = round(_cpu_of_tree([os.getpid()]) - before, 1)
             session.stop()
             return row
