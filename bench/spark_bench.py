@@ -12,10 +12,10 @@ model's build, reported apart as ``tasks_start_seconds``; without starting the s
 ``session_seconds``), how the states were stored (Spark: which fingerprints and transport the tasks used), and the
 CPU seconds of every process that worked for it (the driver, its JVM and Python workers; for a standalone cluster
 also its daemons, executors and their Python workers), so that a run on a machine shared with other work can still
-be compared. The 1-minute load average at the start and at the end is printed too. With ``--max-depth`` every configuration stops at that
-depth (the same states); ``--rounds`` repeats the configurations in turn. After the JSON lines, a Markdown table
-gives each run's states a second (wall and CPU) and its ratio to the ``levels-2`` run of the same round (issue 34:
-Spark ``local[2]`` at least half the throughput of ``--workers 2``).
+be compared. The 1-minute load average at the start and at the end is printed too. With ``--max-depth`` every
+configuration stops at that depth (the same states); ``--rounds`` repeats the configurations in turn. After the JSON
+lines, a Markdown table gives each run's states a second (wall and CPU) and its ratio to the ``levels-2`` run of the
+same round (issue 34: Spark ``local[2]`` at least half the throughput of ``--workers 2``).
 """
 
 from __future__ import annotations
