@@ -4,16 +4,18 @@
 
 Configurations (default: all, in this order): ``exact`` (``txnspec check``'s engine, the safety properties),
 ``levels-2`` (``--workers 2``), ``partitioned-2`` (``--store partitioned --workers 2``), ``local-2`` (Spark
-``local[2]``), ``standalone-1`` and ``standalone-2`` (a
-standalone master on 127.0.0.1 with one or two workers of one core each: one or two executors). Each runs in a
-fresh process and prints one JSON line: states, transitions, depth, the search's seconds (Spark: without
-starting the session, which is reported apart), and the CPU seconds of every process that worked for it
-(the driver, its JVM and Python workers; for a standalone cluster also its daemons, executors and their
-Python workers), so that a run on a machine shared with other work can still be compared. The load average
-at the start is printed too. With ``--max-depth`` every configuration stops at that depth (the same states);
-``--rounds`` repeats the configurations in turn. After the JSON lines, a Markdown table gives each run's states
-a second (wall and CPU) and its ratio to the ``levels-2`` run of the same round (issue 34: Spark ``local[2]`` at
-least half the throughput of ``--workers 2``).
+``local[2]``), ``local-2-stable`` (the same with the stable fingerprints and sockets between the tasks, as on a
+cluster of several hosts), ``standalone-1`` and ``standalone-2`` (a standalone master on 127.0.0.1 with one or two
+workers of one core each: one or two executors). Each runs in a fresh process and prints one JSON line: states,
+transitions, depth, the search's seconds (Spark: from the barrier job's start, with its tasks' start and their
+model's build, reported apart as ``tasks_start_seconds``; without starting the session, reported as
+``session_seconds``), how the states were stored (Spark: which fingerprints and transport the tasks used), and the
+CPU seconds of every process that worked for it (the driver, its JVM and Python workers; for a standalone cluster
+also its daemons, executors and their Python workers), so that a run on a machine shared with other work can still
+be compared. The 1-minute load average at the start and at the end is printed too. With ``--max-depth`` every
+configuration stops at that depth (the same states); ``--rounds`` repeats the configurations in turn. After the JSON
+lines, a Markdown table gives each run's states a second (wall and CPU) and its ratio to the ``levels-2`` run of the
+same round (issue 34: Spark ``local[2]`` at least half the throughput of ``--workers 2``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-CONFIGS = ("exact", "levels-2", "partitioned-2", "local-2", "standalone-1", "standalone-2")
+CONFIGS = ("exact", "levels-2", "partitioned-2", "local-2", "local-2-stable", "standalone-1", "standalone-2")
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -80,8 +82,28 @@ def run(scenario: str, config: str, max_depth: int | None) -> dict[str, Any]:
         row.update(_spark(factory, names, config, max_depth))
         result = row.pop("result")
     row.update(states=result.states, transitions=result.transitions, depth=result.depth, ok=result.ok,
-               seconds=round(result.seconds, 1), states_per_second=round(result.rate))
+               seconds=round(result.seconds, 1), states_per_second=round(result.rate), store=result.store,
+               load_average_after=os.getloadavg()[0])
     return row
+
+
+def _timing_tasks_start(row: dict[str, Any]) -> None:
+    """Record in ``row`` how long the barrier stage's tasks took to connect (job start to every hello): the part
+    of the Spark row's seconds that is not the search itself."""
+    from txnspec.checker import spark_bfs
+
+    start, connect = spark_bfs._Coordinator.start, spark_bfs._Coordinator.connect
+
+    def timed_start(self: Any, plan: Any) -> None:
+        self.began = time.perf_counter()
+        start(self, plan)
+
+    def timed_connect(self: Any) -> Any:
+        answer = connect(self)
+        row["tasks_start_seconds"] = round(time.perf_counter() - self.began, 1)
+        return answer
+
+    spark_bfs._Coordinator.start, spark_bfs._Coordinator.connect = timed_start, timed_connect  # type: ignore
 
 
 def _spark(factory: Any, names: list[str], config: str, max_depth: int | None) -> dict[str, Any]:
@@ -90,12 +112,15 @@ def _spark(factory: Any, names: list[str], config: str, max_depth: int | None) -
     from txnspec.conformance.spark_job import spark_session
 
     with tempfile.TemporaryDirectory(prefix="txnspec-spark-bench-") as scratch:
-        if config == "local-2":
+        if config.startswith("local-2"):
             started = time.perf_counter()
             session = spark_session("local[2]", app_name="txnspec-check-bench")
             row: dict[str, Any] = {"session_seconds": round(time.perf_counter() - started, 1)}
+            _timing_tasks_start(row)
             before = _cpu_of_tree([os.getpid()])
-            row["result"] = check_spark(factory, session.sparkContext, properties=names, max_depth=max_depth)
+            forced = {"fingerprints": "stable", "transport": "sockets"} if config == "local-2-stable" else {}
+            row["result"] = check_spark(factory, session.sparkContext, properties=names, max_depth=max_depth,
+                                        **forced)
             row["cpu_seconds"] = round(_cpu_of_tree([os.getpid()]) - before, 1)
             session.stop()
             return row
@@ -105,6 +130,7 @@ def _spark(factory: Any, names: list[str], config: str, max_depth: int | None) -
             started = time.perf_counter()
             session = spark_session(cluster.master, app_name="txnspec-check-bench")
             row = {"session_seconds": round(time.perf_counter() - started, 1)}
+            _timing_tasks_start(row)
             before = _cpu_of_tree([os.getpid(), *daemons])
             row["result"] = check_spark(factory, session.sparkContext, properties=names, max_depth=max_depth)
             row["cpu_seconds"] = round(_cpu_of_tree([os.getpid(), *daemons]) - before, 1)
@@ -113,9 +139,9 @@ def _spark(factory: Any, names: list[str], config: str, max_depth: int | None) -
 
 
 def _table(rows: list[dict[str, Any]]) -> None:
-    print("| round | configuration | load before | states | transitions | wall s | states/s | CPU s | states / CPU s "
-          "| vs levels-2 (wall) | vs levels-2 (CPU) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| round | configuration | load before, after | states | transitions | wall s | of it tasks' start s "
+          "| session s | states/s | CPU s | states / CPU s | vs levels-2 (wall) | vs levels-2 (CPU) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         if "error" in row:
             print(f"| {row['round']} | {row['config']} | error: {row['error'][-200:]!r} |")
@@ -125,8 +151,10 @@ def _table(rows: list[dict[str, Any]]) -> None:
         per_cpu = row["states"] / max(row["cpu_seconds"], 1e-9)
         ratios = "– | –" if base is None else (f"{row['states_per_second'] / base['states_per_second']:.2f}x | "
                                                 f"{per_cpu / (base['states'] / max(base['cpu_seconds'], 1e-9)):.2f}x")
-        print(f"| {row['round']} | {row['config']} | {row['load_average']:.1f} | {row['states']:,} | "
-              f"{row['transitions']:,} | {row['seconds']} | {row['states_per_second']:,} | {row['cpu_seconds']} | "
+        print(f"| {row['round']} | {row['config']} | {row['load_average']:.1f}, {row['load_average_after']:.1f} | "
+              f"{row['states']:,} | {row['transitions']:,} | {row['seconds']} | "
+              f"{row.get('tasks_start_seconds', '–')} | "
+              f"{row.get('session_seconds', '–')} | {row['states_per_second']:,} | {row['cpu_seconds']} | "
               f"{per_cpu:,.0f} | {ratios} |")
 
 

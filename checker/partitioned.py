@@ -7,7 +7,8 @@ What is modelled
     (TLC's distributed fingerprint set). Each level:
 
     1. every worker expands its part of the level in path order and sends each successor's fingerprint and
-       path key to the fingerprint's owner, in one batch a level (files of arrays: no state is pickled);
+       path key to the fingerprint's owner, in one batch a level (arrays, no state pickled, through an
+       :mod:`~txnspec.checker.exchange`: files in a directory, or sockets between Spark tasks);
     2. every owner keeps, for each fingerprint it has not seen, the candidate with the least path key (the one
        the one-process search meets first) and answers each sender which of its candidates won;
     3. every worker keeps its winning candidates as its part of the next level, in path order, and judges the
@@ -28,7 +29,8 @@ What is modelled
 
 Assumptions
     As :mod:`.levels`: fingerprints are ``hash()`` of the state or its representative (forked workers share the
-    hash salt); the model's successor order is deterministic; fewer than 65,536 successors a state.
+    hash salt; :mod:`.spark_bfs` passes another function where its tasks do not); the model's successor order is
+    deterministic; fewer than 65,536 successors a state.
 
     Long because the workers' four steps and the coordinator's cuts are one protocol, read together.
 
@@ -41,8 +43,6 @@ from __future__ import annotations
 
 import heapq
 import multiprocessing
-import os
-import pickle
 import sys
 import tempfile
 import time
@@ -51,6 +51,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from txnspec.checker.exchange import Exchange, Files, pack_states, unpack_states
 from txnspec.checker.fingerprints import FingerprintSet, collision_probability
 from txnspec.checker.levels import _call_all, _hit, _Local, _Remote, run_without_gc
 from txnspec.checker.model import Expectation, Model, Property
@@ -92,8 +93,11 @@ class _Worker:
     """One worker: the fingerprints it owns, its part of the level (path key, state), in key order."""
 
     def __init__(self, model: Model[Any], canonical: Callable[[Any], Any] | None,
-                 properties: Sequence[Property[Any]], me: int, workers: int, directory: str) -> None:
+                 properties: Sequence[Property[Any]], me: int, workers: int, directory: str, *,
+                 exchange: Exchange | None = None, fingerprint: Callable[[Any], int] = hash) -> None:
         self.model, self.canonical, self.me, self.workers, self.directory = model, canonical, me, workers, directory
+        self.exchange = exchange if exchange is not None else Files(directory)  # how batches go between workers
+        self.fingerprint = fingerprint  # hash() where every worker shares the salt
         self.properties = {p.name: p for p in properties}
         self.visited = FingerprintSet()
         self.level: list[tuple[bytes, Any]] = []
@@ -103,8 +107,9 @@ class _Worker:
         self.own: tuple[array[int], list[bytes]] = (array("q"), [])  # candidates this worker owns itself
         self.answer: bytearray = bytearray()
 
-    def _file(self, level: int, sender: int, owner: int, what: str) -> str:
-        return os.path.join(self.directory, f"{level}-{sender}-{owner}.{what}")
+    def fingerprint_of(self, state: Any) -> int:
+        """A state's fingerprint as this worker computes it (the coordinator asks for the initial states')."""
+        return self.fingerprint(self.canonical(state) if self.canonical is not None else state)
 
     def load(self, items: list[tuple[int, bytes, Any]]) -> None:
         """The initial states this worker owns (fingerprint, key, state)."""
@@ -114,7 +119,7 @@ class _Worker:
 
     def expand(self, level: int) -> _Expanded:
         next_steps, canonical, is_final = self.model.next_steps, self.canonical, self.model.is_final
-        workers, me = self.workers, self.me
+        workers, me, fingerprint_of = self.workers, self.me, self.fingerprint
         fingerprints = [array("q") for _ in range(workers)]
         keys: list[list[bytes]] = [[] for _ in range(workers)]
         self.sent = [[] for _ in range(workers)]
@@ -135,7 +140,7 @@ class _Worker:
                 deadlocks.append(key)
             for index, (action, successor) in enumerate(successors):
                 labels[action] = labels.get(action, 0) + 1
-                fingerprint = hash(canonical(successor) if canonical is not None else successor)
+                fingerprint = fingerprint_of(canonical(successor) if canonical is not None else successor)
                 if fingerprint in first:
                     continue
                 owner = fingerprint % workers
@@ -149,9 +154,9 @@ class _Worker:
             if owner == me:
                 self.own = (fingerprints[owner], keys[owner])
                 continue
-            with open(self._file(level, me, owner, "fp"), "wb") as out:
+            with self.exchange.open(level, me, owner, "fp", "wb") as out:
                 fingerprints[owner].tofile(out)
-            with open(self._file(level, me, owner, "key"), "wb") as out:
+            with self.exchange.open(level, me, owner, "key", "wb") as out:
                 out.write(b"".join(keys[owner]))
         kinds: dict[str, int] = {}
         for action, n in labels.items():
@@ -168,10 +173,10 @@ class _Worker:
                 batches.append(self.own)
                 continue
             fingerprints = array("q")
-            with open(self._file(level, sender, self.me, "fp"), "rb") as source:
+            with self.exchange.open(level, sender, self.me, "fp", "rb") as source:
                 data = source.read()
             fingerprints.frombytes(data)
-            with open(self._file(level, sender, self.me, "key"), "rb") as source:
+            with self.exchange.open(level, sender, self.me, "key", "rb") as source:
                 blob = source.read()
             batches.append((fingerprints, [blob[i:i + key_size] for i in range(0, len(blob), key_size)]))
         visited = self.visited
@@ -192,7 +197,7 @@ class _Worker:
             if sender == self.me:
                 self.answer = mark
                 continue
-            with open(self._file(level, sender, self.me, "won"), "wb") as out:
+            with self.exchange.open(level, sender, self.me, "won", "wb") as out:
                 out.write(mark)
         return len(best)
 
@@ -204,11 +209,11 @@ class _Worker:
             if owner == self.me:
                 mark, keys = bytes(self.answer), self.own[1]
             else:
-                with open(self._file(level, self.me, owner, "won"), "rb") as source:
+                with self.exchange.open(level, self.me, owner, "won", "rb") as source:
                     mark = source.read()
                 keys = None
             if keys is None:  # the keys of what went to another owner: the states' keys, rebuilt from the file
-                with open(self._file(level, self.me, owner, "key"), "rb") as source:
+                with self.exchange.open(level, self.me, owner, "key", "rb") as source:
                     blob = source.read()
                 size = len(blob) // max(len(mark), 1)
                 keys = [blob[i * size:(i + 1) * size] for i in range(len(mark))]
@@ -248,16 +253,17 @@ class _Worker:
         return [key for key, _ in self.level]
 
     def give(self, level: int, transfers: list[tuple[int, int]]) -> None:
-        """Move ``n`` of this worker's states to each ``(receiver, n)`` (pickled, in a file the receiver reads)."""
+        """Move ``n`` of this worker's states to each ``(receiver, n)`` (their keys and
+        :mod:`~txnspec.checker.state_codec` bytes, through the exchange)."""
         for receiver, n in transfers:
             moving, self.level = self.level[len(self.level) - n:], self.level[:len(self.level) - n]
-            with open(self._file(level, self.me, receiver, "move"), "wb") as out:
-                pickle.dump(moving, out, protocol=pickle.HIGHEST_PROTOCOL)
+            with self.exchange.open(level, self.me, receiver, "move", "wb") as out:
+                out.write(pack_states(moving))
 
     def take(self, level: int, donors: list[int]) -> None:
         for donor in donors:
-            with open(self._file(level, donor, self.me, "move"), "rb") as source:
-                self.level.extend(pickle.load(source))
+            with self.exchange.open(level, donor, self.me, "move", "rb") as source:
+                self.level.extend(unpack_states(source.read()))
         self.level.sort(key=lambda item: item[0])  # candidates must be met in key order (see expand)
 
     def close(self) -> None:
@@ -307,12 +313,21 @@ class _Search:
         self.stop_reason: str | None = None
         self.depth_capped = False
         self.seconds = self.cpu = 0.0
-        handles = [_Worker(model, canonical, selected, me, workers, scratch) for me in range(workers)]
-        if workers == 1:
-            self.workers: list[_Remote | _Local] = [_Local(handles[0])]  # type: ignore[arg-type]
-        else:
-            context = multiprocessing.get_context("fork")
-            self.workers = [_Remote(handle, context) for handle in handles]  # type: ignore[arg-type]
+        self.workers = self._start_workers(scratch)
+
+    def _start_workers(self, scratch: str) -> list[Any]:
+        """Handles on the workers (``send(request, *args)``, ``receive()``, ``close()``): forked processes here
+        (:mod:`.spark_bfs` connects to Spark tasks instead)."""
+        handles = [_Worker(self.model, self.canonical, self.properties, me, self.workers_count, scratch)
+                   for me in range(self.workers_count)]
+        if self.workers_count == 1:
+            return [_Local(handles[0])]  # type: ignore[arg-type]
+        context = multiprocessing.get_context("fork")
+        return [_Remote(handle, context) for handle in handles]  # type: ignore[arg-type]
+
+    def _fingerprint(self, state: Any) -> int:
+        """An initial state's fingerprint, as the workers compute theirs (forked: the same salt)."""
+        return hash(self.canonical(state) if self.canonical is not None else state)
 
     def close(self) -> None:
         for worker in self.workers:
@@ -356,7 +371,7 @@ class _Search:
         seen: set[int] = set()
         kept = 0
         for index, state in enumerate(self.model.init_states()):
-            fingerprint = hash(self.canonical(state) if self.canonical is not None else state)
+            fingerprint = self._fingerprint(state)
             if fingerprint in seen:
                 continue
             if kept >= self.state_cap:

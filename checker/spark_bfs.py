@@ -1,274 +1,268 @@
-"""Breadth-first search on Spark, level by level, with the result of the one-process engines.
+"""Breadth-first search on Spark: the partitioned search's workers as the tasks of one barrier stage.
 
 What is modelled
-    The search of :func:`txnspec.checker.explicit.check` (and :func:`txnspec.checker.levels.check_levels`):
-    the same distinct states, transitions and depth, the same verdicts and the same shortest counterexamples,
-    step for step, with the states of a level spread over Spark partitions by fingerprint. Each level is a
-    single Spark job:
+    The search of :func:`txnspec.checker.partitioned.check_partitioned` (so of :func:`txnspec.checker.explicit.check`:
+    the same distinct states, transitions and depth, the same verdicts and the same shortest counterexamples, step
+    for step, the same stops under caps and on the first violation), with its workers run as Spark tasks. One
+    barrier stage (``parallelize(range(P), P).barrier().mapPartitions``, as Horovod and XGBoost on Spark run their
+    workers) starts every task at once; each task is one worker (:mod:`txnspec.checker.spark_tasks`) that owns the
+    fingerprints ``f % P`` equal to its partition number and keeps its visited set and its part of the level in
+    memory across levels. The coordinator runs here, in the driver: it listens on a
+    :mod:`multiprocessing.connection` socket (TCP, a fresh authentication key), each task connects and says hello,
+    and from there the coordinator sends the partitioned search's requests (expand, decide, accept, the cuts and
+    rebalancing) as it sends them to forked workers. So a run costs one Spark job whatever its number of levels:
+    Spark's own floor of about 0.7 s a job (one job a level, before) is paid once.
 
-    1. every partition of the frontier expands its states (``mapPartitionsWithIndex``) and keeps, per
-       successor fingerprint, the least path key; the candidates are encoded in groups for the partition that
-       owns their fingerprints (:mod:`txnspec.checker.state_codec`: per-field tables of distinct values and
-       rows of indices, 20 to 30 bytes a Kafka state) and shuffled there (``partitionBy``), with each
-       partition's counts (transitions, action kinds, states without successors);
-    2. partition ``i`` of the frontier, which holds the visited set of its fingerprints, and partition ``i``
-       of the candidates meet (a partitioner-aware ``union``: no second shuffle); the candidates not visited
-       are the level's new states, decided from fingerprints and keys alone; only they are decoded, judged on
-       the pending ``always`` and ``sometimes`` properties and encoded afresh. The new partition holds the set
-       (an ``array('q')`` as bytes, the new fingerprints appended), a summary, then the new states' groups; it
-       is persisted and is the next level's frontier.
-
-    So the visited set of a partition stays with it across levels (as cached bytes), a state crosses the
-    shuffle once, as encoded bytes, and is decoded twice (judged by its owner, expanded a level later).
-
-    The driver collects the summaries only (counts and each property's first hit); states never come back.
-    What the executors run, and how a partition is laid out, is :mod:`txnspec.checker.spark_tasks`.
-
-Order, and shortest counterexamples
-    A state carries its *path key*: the successor indices (4 bytes each, big-endian) from an initial state,
-    the first of them the initial state's index. Of the paths that reach a state first, the one-process
-    search records the one whose parent comes first in its level, then the lowest successor index; by
-    induction that is the least key, and byte order on keys of one level is the one-process search's order.
-    So every partition keeps the least key per fingerprint, the first hit of a property is the least key that
-    hits it, a counterexample is rebuilt by re-executing its key from the initial state (the typed actions,
-    checked against the fingerprint), and where the one-process search stops within a level (a state cap,
-    or every invariant violated), the level is cut at the same state by counting keys: the counts agree.
+    Between tasks, the level's batches (fingerprints, path keys, which candidates won, states moved to even out the
+    parts, as :mod:`.state_codec` bytes) go through files in a directory when every task runs on one host, and
+    through sockets otherwise (:mod:`txnspec.checker.exchange`); the driver sees counts and a few keys a level.
 
 Fingerprints
-    :mod:`txnspec.checker.stable_fingerprint`: equal in the driver and every executor whatever their string
-    hash seeds (``hash()`` is not). A collision would hide a state: the result reports its chance.
+    ``hash()`` when the tasks agree on it: each task sends the ``hash()`` of a probe (``None``, strings, tuples, the
+    model's initial states) and the coordinator compares them; if any differs (tasks in Python workers of several
+    executors: ``None``'s address, another hash salt), every task uses :mod:`.stable_fingerprint`. The driver
+    computes no fingerprint: it asks task 0 for the initial states'. A collision would hide a state: the result
+    reports its chance.
 
 Assumes
-    The model is built by ``factory``, a picklable callable without arguments (a top-level function or an
-    instance of a top-level class), in the driver and once in each executor's Python worker; its successor
-    function is deterministic (the same successors in the same order in every process). Executors import
-    this package.
+    The model is built by ``factory``, a picklable callable without arguments, in the driver and once in each task;
+    its successor function is deterministic. Executors import this package, reach the driver's address
+    (``spark.driver.host``) and each other's hosts; the master offers at least as many task slots as partitions (a
+    barrier stage runs all its tasks at once, or not at all).
 
 Left out
-    ``leads_to`` properties and the state graph (``ValueError``: liveness needs every edge, so it stays with
-    the exact engine, in one process); the coverage of a level where the search stopped within it is
-    counted for the whole level, as with ``check_levels``; states without successors are counted for each
-    level expanded.
+    ``leads_to`` properties and the state graph (``ValueError``: liveness needs every edge, so it stays with the
+    exact engine, in one process); the coverage of a level where the search stopped within it is counted for the
+    whole level. A task that fails fails the barrier stage: Spark runs the stage again, every task afresh, and the
+    coordinator starts the search again from its first level when the new tasks say hello (up to
+    :data:`ATTEMPTS` times); a worker's request that raises fails the search at once (the model is at fault, a
+    retry would fail the same way).
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
+import os
+import queue
 import sys
+import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection, Listener
 from typing import Any
 
 from txnspec.checker import spark_tasks as tasks
-from txnspec.checker.fingerprints import collision_probability
 from txnspec.checker.model import Expectation, Model, Property
-from txnspec.checker.report import (
-    STOPPED_ON_VIOLATION,
-    CheckResult,
-    Counterexample,
-    check_bounds,
-    finished_levels,
-    kinds_coverage,
-    safety_verdicts,
-)
-from txnspec.checker.spark_tasks import ModelFactory
+from txnspec.checker.partitioned import _Search
+from txnspec.checker.report import CheckResult, check_bounds
+from txnspec.checker.shards import run_without_gc
+from txnspec.checker.spark_tasks import AUTO, FILES, HASH, SOCKETS, STABLE, ModelFactory
 
 ProgressCallback = Callable[[int, int, float], None]
 """Called after each level with ``(distinct states, depth, states per second)``."""
+ATTEMPTS = 3  # runs of the barrier stage the coordinator serves (Spark retries a failed one)
+HELLO_WAIT = 600.0  # seconds to wait for the tasks (a loaded cluster may start them late)
+
+
+class TaskLost(ConnectionError):
+    """A task's connection broke: its barrier stage failed."""
 
 
 def check_spark(factory: ModelFactory, context: Any, *, properties: Sequence[str] | None = None,
                 max_states: int | None = None, max_depth: int | None = None, symmetry: bool = True,
                 check_deadlock: bool = True, partitions: int | None = None,
-                progress: ProgressCallback | None = None, stop_on_violation: bool = False) -> CheckResult:
+                progress: ProgressCallback | None = None, stop_on_violation: bool = False,
+                fingerprints: str = AUTO, transport: str = AUTO) -> CheckResult:
     """Explore the model ``factory()`` builds breadth first on the Spark context ``context``.
 
-    Same parameters and result as :func:`txnspec.checker.explicit.check` (``partitions``: how many Spark
-    partitions hold the states, default the context's parallelism, at least 2), without ``leads_to`` properties:
-    they need the whole state graph, so liveness is checked locally, and naming one is a ``ValueError``. The
-    result's ``store`` names the master; ``collision_probability`` is the chance a fingerprint collision hid
-    a state.
+    Same parameters and result as :func:`txnspec.checker.explicit.check` (``partitions``: how many tasks hold the
+    states, default the context's parallelism), without ``leads_to`` properties: they need the whole state graph,
+    so liveness is checked locally, and naming one is a ``ValueError``. ``fingerprints``: ``"auto"`` (``hash()``
+    when the tasks' probes agree) or ``"stable"``; ``transport``: ``"auto"`` (files when the tasks share a host),
+    ``"files"`` or ``"sockets"``. The result's ``store`` names the master and how the tasks worked.
     """
     check_bounds(max_states=max_states, max_depth=max_depth, partitions=partitions)
+    if fingerprints not in (AUTO, STABLE):
+        raise ValueError(f"fingerprints must be 'auto' or 'stable', not {fingerprints!r}")
+    if transport not in (AUTO, FILES, SOCKETS):
+        raise ValueError(f"transport must be 'auto', 'files' or 'sockets', not {transport!r}")
     model = factory()
     selected = model.safety_properties(properties, "the Spark search")
-    # in explicit.py's order: the invariants, then the sometimes properties
-    selected.sort(key=lambda p: p.expectation is not Expectation.ALWAYS)
-    partitions = partitions or max(2, context.defaultParallelism)
-    plan = tasks.Plan(uuid.uuid4().hex, factory, tuple(p.name for p in selected),
-                      symmetry and model.symmetry is not None, partitions)
-    search = _SparkSearch(plan, model, selected, context, partitions, max_states or sys.maxsize,
-                          max_depth or sys.maxsize, progress)
-    search.stop_on_violation = stop_on_violation
-    search.run()
-    return search.result(check_deadlock)
-
-
-class _SparkSearch:
-    def __init__(self, plan: tasks.Plan, model: Model[Any], selected: list[Property[Any]], context: Any,
-                 partitions: int, state_cap: int, depth_cap: int, progress: ProgressCallback | None) -> None:
-        self.plan, self.model, self.properties, self.context = plan, model, selected, context
-        self.partitions, self.state_cap, self.depth_cap, self.progress = partitions, state_cap, depth_cap, progress
-        self.loaded = tasks.Loaded(plan, model)
-        self.first_hits: dict[str, tuple[int, bytes, int]] = {}  # property -> (level, key, fingerprint)
-        self.counts = tasks.Counts(kinds={})
-        self.first_deadlock: tuple[int, bytes, int] | None = None
-        self.sizes: list[int] = []
-        self.depth_capped = False  # the depth bound stopped the search: its last level is whole
-        self.states = 0
-        self.stop_reason: str | None = None
-        self.seconds = 0.0
-        self.stop_on_violation = False  # the first violated invariant ends the search
-
-    @property
-    def pending(self) -> tuple[str, ...]:
-        return tuple(p.name for p in self.properties if p.name not in self.first_hits)
-
-    def _all_found(self) -> bool:
-        """As explicit.py's judge: every invariant violated and every witness found ends the search."""
-        return any(p.expectation is Expectation.ALWAYS for p in self.properties) and not self.pending
-
-    def run(self) -> None:
-        from pyspark import StorageLevel
-
-        started = time.perf_counter()
-        frontier = self.context.parallelize(self._initial_level(), self.partitions) \
-            .partitionBy(self.partitions, tasks.owner).mapPartitions(tasks.first_level, preservesPartitioning=True) \
-            .persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            depth = 0
-            while self.sizes[-1] and self.stop_reason is None:
-                if depth >= self.depth_cap:
-                    self.stop_reason = f"the depth cap ({self.depth_cap}) was reached"
-                    self.depth_capped = True
-                    break
-                level = self._next_level(frontier, depth).persist(StorageLevel.MEMORY_AND_DISK)
-                self._judge_level(frontier, level, depth)
-                frontier.unpersist()
-                frontier = level
-                depth += 1
-                if self.progress is not None:
-                    self.progress(self.states, depth, self.states / max(time.perf_counter() - started, 1e-9))
-        finally:
-            frontier.unpersist()
-            self.seconds = time.perf_counter() - started
-
-    def _initial_level(self) -> list[tuple[int, tuple[bytes, Any]]]:
-        """Level 0, in the driver, in explicit.py's order (which also stops within it)."""
-        kept: list[tuple[int, tuple[bytes, Any]]] = []
-        seen: set[int] = set()
-        for index, state in enumerate(self.model.init_states()):
-            fp = self.loaded.fingerprint(state)
-            if fp in seen:
+    selected.sort(key=lambda p: p.expectation is not Expectation.ALWAYS)  # explicit.py's order
+    slots = context.defaultParallelism
+    partitions = partitions or slots
+    if partitions > slots:
+        raise ValueError(f"a barrier stage runs all its tasks at once: {partitions} partitions need {partitions} "
+                         f"task slots, and {context.master} offers {slots}")
+    host = context.getConf().get("spark.driver.host", "127.0.0.1")
+    coordinator = _Coordinator(context, host, partitions, fingerprints, transport)
+    plan = tasks.Plan(factory, tuple(p.name for p in selected), symmetry and model.symmetry is not None,
+                      partitions, coordinator.address, coordinator.authkey)
+    started = time.perf_counter()
+    with coordinator:
+        coordinator.start(plan)
+        for attempt in range(1, ATTEMPTS + 1):
+            handles, setup = coordinator.connect()
+            search = _SparkSearch(model, selected, model.symmetry if plan.symmetry else None, partitions,
+                                  max_states or sys.maxsize, max_depth or sys.maxsize, stop_on_violation, handles,
+                                  progress)
+            try:
+                run_without_gc(search)
+            except TaskLost:
+                if attempt == ATTEMPTS:
+                    raise
                 continue
-            if len(kept) >= self.state_cap:
-                self.stop_reason = f"the state cap ({self.state_cap:,}) was reached"
-                break
-            seen.add(fp)
-            kept.append((fp, (tasks.key_of(index), state)))
-            for prop in self.properties:
-                if prop.name not in self.first_hits and tasks.hit(prop, state):
-                    self.first_hits[prop.name] = (0, tasks.key_of(index), fp)
-            if self._all_found():
-                self.stop_reason = "every invariant is violated (the search stopped early)"
-                break
-            if self.stop_on_violation and any(p.expectation is Expectation.ALWAYS and p.name in self.first_hits
-                                              for p in self.properties):
-                self.stop_reason = STOPPED_ON_VIOLATION
-                break
-        self.sizes.append(len(kept))
-        self.states = len(kept)
-        return kept
+            coordinator.finish()
+            result = search.result(check_deadlock)
+            how = f"{setup.fingerprints} fingerprints, {setup.transport}"
+            # the seconds from the job's start: the tasks' start and their model's build are the search's cost
+            return dataclasses.replace(result, store=f"spark ({context.master}, {partitions} partitions, {how})",
+                                       seconds=time.perf_counter() - started)
+    raise AssertionError("unreachable")
 
-    def _next_level(self, frontier: Any, depth: int) -> Any:
-        """The RDD of level ``depth + 1`` (set, summary, new states per partition), not yet computed."""
-        candidates = frontier.mapPartitionsWithIndex(functools.partial(tasks.task, tasks.expand, self.plan)) \
-            .partitionBy(self.partitions, tasks.owner)
-        joined = frontier.union(candidates)  # the frontier's cached bytes, straight to tasks.merge: it reads the set
-        if joined.getNumPartitions() != self.partitions:
-            raise RuntimeError(f"Spark did not co-partition the visited set and the candidates of level {depth + 1} "
-                               f"({joined.getNumPartitions()} partitions, not {self.partitions})")
-        return joined.mapPartitions(functools.partial(tasks.task, tasks.merge, self.plan, self.pending),
-                                    preservesPartitioning=True)
 
-    def _judge_level(self, frontier: Any, level: Any, depth: int) -> None:
-        """Collect the summaries of the new level; cut it where the one-process search would have stopped."""
-        summaries: list[tasks.Summary] = [
-            s for _, s in level.mapPartitions(functools.partial(tasks.tagged, tasks.SUMMARY)).collect()]
-        counts = tasks.Counts(kinds={})
-        hits: dict[str, tasks.Hit] = {}
-        for summary in summaries:
-            counts.add(summary.counts)
-            for name, found in summary.hits.items():
-                if name not in hits or found < hits[name]:
-                    hits[name] = found
-        new = sum(s.new for s in summaries)
-        room = self.state_cap - self.states
-        cut: bytes | None = None  # the first state the one-process search would not have stored
-        if new > room:
-            cut = level.mapPartitions(tasks.keys).sortBy(lambda k: k, numPartitions=self.partitions) \
-                .zipWithIndex().filter(lambda pair: pair[1] == room).keys().first()
-            hits = {name: found for name, found in hits.items() if found[0] < cut}
-            self.stop_reason = f"the state cap ({self.state_cap:,}) was reached"
-        violations = [hits[p.name][0] for p in self.properties
-                      if p.expectation is Expectation.ALWAYS and p.name in hits]
-        if self.stop_on_violation and violations:  # cut at the first violation: hits after it are not reached
-            first = min(violations)
-            hits = {name: found for name, found in hits.items() if found[0] <= first}
-        for name, (key, fp) in hits.items():
-            self.first_hits[name] = (depth + 1, key, fp)
-        stored, last_parent = new, None
-        if self.stop_on_violation and violations:
-            stop = min(violations)
-            self.stop_reason = STOPPED_ON_VIOLATION
-            stored = level.mapPartitions(tasks.keys).filter(lambda k: k <= stop).count()
-            last_parent = stop[:-tasks.INDEX]
-        elif hits and self._all_found():
-            stop = max(key for key, _ in hits.values())
-            self.stop_reason = "every invariant is violated (the search stopped early)"
-            stored = level.mapPartitions(tasks.keys).filter(lambda k: k <= stop).count()
-            last_parent = stop[:-tasks.INDEX]
-        elif cut is not None:
-            stored, last_parent = room, cut[:-tasks.INDEX]
-        if last_parent is None:
-            self.counts.transitions += counts.transitions
-        else:
-            self.counts.transitions += frontier.mapPartitions(
-                functools.partial(tasks.task, tasks.successor_counts, self.plan, last_parent)).sum()
-        self.counts.add(tasks.Counts(kinds=counts.kinds, deadlocks=counts.deadlocks))
-        if counts.first_deadlock is not None and self.first_deadlock is None:
-            self.first_deadlock = (depth, *counts.first_deadlock)
-        self.sizes.append(stored)
-        self.states += stored
+class _Connected:
+    """The coordinator's handle on a task (as :class:`~txnspec.checker.shards._Remote` on a forked worker)."""
 
-    def _path(self, key: bytes, fp: int) -> tuple[tuple[Any, Any], ...]:
-        """Re-execute a path key from its initial state: the typed actions and states of the path."""
-        indices = [int.from_bytes(key[i:i + tasks.INDEX], "big") for i in range(0, len(key), tasks.INDEX)]
-        state = list(self.model.init_states())[indices[0]]
-        steps: list[tuple[Any, Any]] = [(None, state)]
-        for index in indices[1:]:
-            action, state = list(self.model.next_steps(state))[index]
-            steps.append((action, state))
-        if self.loaded.fingerprint(state) != fp:
-            raise RuntimeError("re-executing a path did not reach the state it was recorded for: the model's "
-                               "successors differ between processes (not deterministic?)")
-        return tuple(steps)
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
 
-    def result(self, check_deadlock: bool) -> CheckResult:
-        complete = self.stop_reason is None
-        verdicts = safety_verdicts(self.properties, self.first_hits.get, lambda found: self._path(*found[1:]),
-                                   complete)
-        deadlock = self.first_deadlock if check_deadlock else None
-        coverage, never_taken = kinds_coverage(self.model, self.counts.kinds or {})
-        depth = max((level for level, size in enumerate(self.sizes) if size), default=0)
-        return CheckResult(
-            model_name=self.model.name, states=self.states, transitions=self.counts.transitions, depth=depth,
-            seconds=self.seconds, complete=complete, verdicts=verdicts,
-            deadlock=Counterexample("deadlock", self._path(*deadlock[1:])) if deadlock else None,
-            deadlock_count=self.counts.deadlocks if check_deadlock else 0, coverage=coverage,
-            never_taken=never_taken, describe_state=self.model.describe_state,
-            stop_reason=self.stop_reason, symmetry=self.plan.symmetry,
-            store=f"spark ({self.context.master}, {self.partitions} partitions)",
-            collision_probability=collision_probability(self.states),
-            level_sizes=finished_levels(self.sizes, self.stop_reason is None or self.depth_capped))
+    def send(self, request: str, *args: Any) -> None:
+        try:
+            self.connection.send((request, args))
+        except OSError as exc:
+            raise TaskLost(f"a Spark task's connection broke: {exc}") from exc
+
+    def receive(self) -> Any:
+        try:
+            ok, answer = self.connection.recv()
+        except (EOFError, OSError) as exc:
+            raise TaskLost(f"a Spark task's connection broke: {exc!r}") from exc
+        if not ok:
+            raise RuntimeError(f"a Spark task failed: {answer}")
+        return answer
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.connection.send(("stop", ()))
+        self.connection.close()
+
+
+class _SparkSearch(_Search):
+    """The partitioned search with its workers in Spark tasks (connected before it starts)."""
+
+    def __init__(self, model: Model[Any], selected: list[Property[Any]], canonical: Callable[[Any], Any] | None,
+                 partitions: int, state_cap: int, depth_cap: int, stop_on_violation: bool,
+                 handles: list[_Connected], progress: ProgressCallback | None) -> None:
+        self.handles, self.progress = handles, progress
+        super().__init__(model, selected, canonical, partitions, "", state_cap, depth_cap, stop_on_violation)
+        self.started = time.perf_counter()
+
+    def _start_workers(self, scratch: str) -> list[Any]:
+        return list(self.handles)
+
+    def _fingerprint(self, state: Any) -> int:
+        """The tasks' fingerprint of an initial state (the driver's ``hash()`` salt is not theirs)."""
+        self.workers[0].send("fingerprint_of", state)
+        return int(self.workers[0].receive())
+
+    def _next_level(self, depth: int) -> None:
+        super()._next_level(depth)
+        if self.progress is not None:
+            self.progress(self.states, depth + 1, self.states / max(time.perf_counter() - self.started, 1e-9))
+
+
+class _Coordinator:
+    """The driver's side of the barrier stage: the job (run in a thread), the listener the tasks connect to."""
+
+    def __init__(self, context: Any, host: str, partitions: int, fingerprints: str, transport: str) -> None:
+        self.context, self.partitions = context, partitions
+        self.fingerprints, self.transport = fingerprints, transport
+        self.authkey = os.urandom(32)
+        self.listener = Listener((host, 0), authkey=self.authkey)
+        self.address: tuple[str, int] = self.listener.address
+        self.group = f"txnspec-check-{uuid.uuid4().hex}"
+        self.arrivals: queue.Queue[Connection] = queue.Queue()
+        self.job: threading.Thread | None = None
+        self.failure: BaseException | None = None
+        self.directory = os.path.join(tempfile.gettempdir(), self.group)
+
+    def __enter__(self) -> _Coordinator:
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.job is not None and self.job.is_alive():
+            self.context.cancelJobGroup(self.group)
+            self.job.join(60)
+        self.listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                self.arrivals.put(self.listener.accept())
+            except OSError:  # closed
+                return
+            except Exception:
+                continue
+
+    def start(self, plan: tasks.Plan) -> None:
+        def job() -> None:
+            self.context.setJobGroup(self.group, "txnspec check: the partitioned search", interruptOnCancel=True)
+            try:
+                self.context.parallelize(range(self.partitions), self.partitions).barrier() \
+                    .mapPartitions(functools.partial(tasks.barrier_task, plan)).collect()
+            except BaseException as exc:
+                self.failure = exc
+
+        self.job = threading.Thread(target=job, daemon=True)
+        self.job.start()
+
+    def connect(self) -> tuple[list[_Connected], tasks.Setup]:
+        """Wait for every task's hello (a stage's attempt), decide fingerprints and transport, tell the tasks."""
+        hellos: dict[int, tuple[tasks.Hello, Connection]] = {}
+        deadline = time.monotonic() + HELLO_WAIT
+        while len(hellos) < self.partitions:
+            if self.job is not None and not self.job.is_alive():
+                raise RuntimeError(f"the Spark job ended before its tasks connected: {self.failure!r}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.partitions - len(hellos)} Spark tasks did not connect within "
+                                   f"{HELLO_WAIT:.0f} s")
+            try:
+                connection = self.arrivals.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            try:
+                hello: tasks.Hello | None = connection.recv() if connection.poll(60) else None
+            except (EOFError, OSError):  # a task lost before its hello: Spark runs its stage again
+                hello = None
+            if hello is None:
+                connection.close()
+                continue
+            stale = hellos.get(hello.partition)
+            if stale is not None:  # a task of an earlier attempt of the stage
+                stale[1].close()
+            hellos[hello.partition] = (hello, connection)
+        ordered = [hellos[i] for i in range(self.partitions)]
+        agreed = self.fingerprints == AUTO and len({hello.probe for hello, _ in ordered}) == 1
+        one_host = len({hello.host for hello, _ in ordered}) == 1
+        transport = self.transport if self.transport != AUTO else (FILES if one_host else SOCKETS)
+        if transport == FILES and not one_host:
+            raise ValueError("transport 'files' needs every task on one host: the tasks run on "
+                             + ", ".join(sorted({hello.host for hello, _ in ordered})))
+        setup = tasks.Setup(HASH if agreed else STABLE, transport, self.directory,
+                            tuple(hello.address for hello, _ in ordered))
+        for _, connection in ordered:
+            connection.send(setup)
+        return [_Connected(connection) for _, connection in ordered], setup
+
+    def finish(self) -> None:
+        """The tasks were told to stop: wait for the job to end."""
+        assert self.job is not None
+        self.job.join(HELLO_WAIT)
+        if self.failure is not None:
+            raise RuntimeError(f"the Spark job of the search failed after it: {self.failure!r}")

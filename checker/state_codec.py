@@ -1,8 +1,8 @@
 """Compact bytes for a batch of states: a table of distinct values per field, and rows of indices into them.
 
 What is modelled
-    How a search that moves states between processes (Spark's executors, :mod:`txnspec.checker.spark_tasks`)
-    writes a batch of them. A state is split into its fields (a dataclass's fields in declaration order, or a
+    How a search that moves states between processes (the partitioned search's workers, forked or Spark tasks,
+    evening out a level: :mod:`txnspec.checker.exchange`) writes a batch of them. A state is split into its fields (a dataclass's fields in declaration order, or a
     tuple's items); each field position has a table of the distinct values met at that position in the batch
     (distinct by identity: a model's successors share the sub-states they did not change with their parent,
     so siblings have a handful of distinct values per field), and a state is a row of indices, one per field
