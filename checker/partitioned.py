@@ -47,7 +47,7 @@ import sys
 import tempfile
 import time
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,12 +64,11 @@ from txnspec.checker.report import (
     kinds_coverage,
     safety_verdicts,
 )
-from txnspec.checker.state_codec import Batch, encode
 
 INDEX = 2  # bytes of one successor index in a path key
 UNEVEN = 64  # parts of a level that differ by more (and by more than a quarter of the mean) are rebalanced
 _ALL_VIOLATED = "every invariant is violated (the search stopped early)"
-CHUNK = 1024  # states a batch encodes (its tables are shared by more states; more objects live while it fills)
+_EXPANDED: tuple[bytes, Any] = (b"", None)  # in place of a state of the level once it is expanded
 _SPAN = 1 << 40  # a candidate in decide: sender * _SPAN + position
 
 
@@ -91,18 +90,18 @@ class _Accepted:
 
 
 class _Worker:
-    """One worker: the fingerprints it owns, its part of the level in key order, held encoded (:class:`_Chunks`)."""
+    """One worker: the fingerprints it owns, its part of the level (path key, state), in key order."""
 
     def __init__(self, model: Model[Any], canonical: Callable[[Any], Any] | None,
                  properties: Sequence[Property[Any]], me: int, workers: int, directory: str) -> None:
         self.model, self.canonical, self.me, self.workers, self.directory = model, canonical, me, workers, directory
         self.properties = {p.name: p for p in properties}
         self.visited = FingerprintSet()
-        self.level = _Chunks()
+        self.level: list[tuple[bytes, Any]] = []
         # the keys (one size a level, joined) and successor counts of the expanded states, in key order
         self.counted_keys, self.counts = bytearray(), array("I")
-        self.sent: list[_Chunks] = []  # per owner: the states whose fingerprints went to it, in order
-        self.own: tuple[array[int], bytes] = (array("q"), b"")  # candidates this worker owns itself (joined keys)
+        self.sent: list[list[Any]] = []  # per owner: the states whose fingerprints went to it, in order
+        self.own: tuple[array[int], list[bytes]] = (array("q"), [])  # candidates this worker owns itself
         self.answer: bytearray = bytearray()
 
     def _file(self, level: int, sender: int, owner: int, what: str) -> str:
@@ -112,22 +111,23 @@ class _Worker:
         """The initial states this worker owns (fingerprint, key, state)."""
         for fingerprint, _, _ in items:
             self.visited.add(fingerprint)
-        self.level = _Chunks()
-        self.level.extend((key, state) for _, key, state in items)
+        self.level = [(key, state) for _, key, state in items]
 
     def expand(self, level: int) -> _Expanded:
         next_steps, canonical, is_final = self.model.next_steps, self.canonical, self.model.is_final
         workers, me = self.workers, self.me
         fingerprints = [array("q") for _ in range(workers)]
-        keys = [bytearray() for _ in range(workers)]
-        self.sent = sent = [_Chunks() for _ in range(workers)]
-        first = FingerprintSet()  # fingerprints already sent this level (a later candidate has a greater key)
+        keys: list[list[bytes]] = [[] for _ in range(workers)]
+        self.sent = [[] for _ in range(workers)]
+        first: set[int] = set()  # fingerprints already sent this level (a later candidate has a greater key)
         labels: dict[Any, int] = {}
         deadlocks: list[bytes] = []
         self.counted_keys, self.counts = bytearray(), array("I")
         transitions = 0
-        expanding, self.level = self.level, _Chunks()
-        for key, state in expanding.drain():  # each chunk decoded in turn, and let go once expanded
+        expanding, self.level = self.level, []
+        for position in range(len(expanding)):
+            key, state = expanding[position]
+            expanding[position] = _EXPANDED  # its successors keep what they share with it; the rest is freed now
             successors = list(next_steps(state))
             transitions += len(successors)
             self.counted_keys += key
@@ -140,21 +140,20 @@ class _Worker:
                 owner = fingerprint % workers
                 if owner == me and fingerprint in self.visited:
                     continue
-                if not first.add(fingerprint):
+                if fingerprint in first:
                     continue
+                first.add(fingerprint)
                 fingerprints[owner].append(fingerprint)
-                child = key + index.to_bytes(INDEX, "big")
-                keys[owner] += child
-                sent[owner].append(child, successor)
+                keys[owner].append(key + index.to_bytes(INDEX, "big"))
+                self.sent[owner].append(successor)
         for owner in range(workers):
-            sent[owner].seal()
             if owner == me:
-                self.own = (fingerprints[owner], bytes(keys[owner]))
+                self.own = (fingerprints[owner], keys[owner])
                 continue
             with open(self._file(level, me, owner, "fp"), "wb") as out:
                 fingerprints[owner].tofile(out)
             with open(self._file(level, me, owner, "key"), "wb") as out:
-                out.write(keys[owner])
+                out.write(b"".join(keys[owner]))
         kinds: dict[str, int] = {}
         for action, n in labels.items():
             kind = action_kind(action)
@@ -163,8 +162,8 @@ class _Worker:
 
     def decide(self, level: int, key_size: int) -> int:
         """Owner's step: the least key of each new fingerprint wins; each sender is told which of its won."""
-        best: dict[int, int] = {}  # fingerprint -> sender * _SPAN + position (the key is read from the batch)
-        batches: list[tuple[array[int], bytes]] = []
+        best: dict[int, int] = {}  # fingerprint -> sender * _SPAN + position (an int, not a (key, sender, position))
+        batches: list[tuple[array[int], list[bytes]]] = []
         for sender in range(self.workers):
             if sender == self.me:
                 batches.append(self.own)
@@ -174,20 +173,18 @@ class _Worker:
                 data = source.read()
             fingerprints.frombytes(data)
             with open(self._file(level, sender, self.me, "key"), "rb") as source:
-                batches.append((fingerprints, source.read()))
+                blob = source.read()
+            batches.append((fingerprints, [blob[i:i + key_size] for i in range(0, len(blob), key_size)]))
         visited = self.visited
-        for sender, (fingerprints, blob) in enumerate(batches):
+        for sender, (fingerprints, keys) in enumerate(batches):
             base = sender * _SPAN
-            for position, fingerprint in enumerate(fingerprints):
+            for position, (fingerprint, key) in enumerate(zip(fingerprints, keys, strict=True)):
                 held = best.get(fingerprint)
                 if held is None:
                     if fingerprint in visited:
                         continue
                     best[fingerprint] = base + position
-                    continue
-                at = held % _SPAN * key_size
-                start = position * key_size
-                if blob[start:start + key_size] < batches[held // _SPAN][1][at:at + key_size]:
+                elif key < batches[held // _SPAN][1][held % _SPAN]:
                     best[fingerprint] = base + position
         marks = [bytearray(len(fingerprints)) for fingerprints, _ in batches]
         for fingerprint, held in best.items():
@@ -203,28 +200,29 @@ class _Worker:
 
     def accept(self, level: int, pending: Sequence[str], keep: bool) -> _Accepted:
         """Keep this worker's winners (in key order) and judge them."""
-        streams = []
+        won: list[tuple[bytes, Any]] = []
         for owner in range(self.workers):
+            keys: list[bytes] | None
             if owner == self.me:
-                mark = bytes(self.answer)
+                mark, keys = bytes(self.answer), self.own[1]
             else:
                 with open(self._file(level, self.me, owner, "won"), "rb") as source:
                     mark = source.read()
-            streams.append(self.sent[owner].drain(mark))
+                keys = None
+            if keys is None:  # the keys of what went to another owner: the states' keys, rebuilt from the file
+                with open(self._file(level, self.me, owner, "key"), "rb") as source:
+                    blob = source.read()
+                size = len(blob) // max(len(mark), 1)
+                keys = [blob[i * size:(i + 1) * size] for i in range(len(mark))]
+            states = self.sent[owner]
+            won.extend((keys[i], states[i]) for i, flag in enumerate(mark) if flag)
+        won.sort(key=lambda item: item[0])
         self.sent = []
         judged = [self.properties[name] for name in pending]
         always = tuple(p.condition for p in judged if p.expectation is Expectation.ALWAYS)
         sometimes = tuple(p.condition for p in judged if p.expectation is Expectation.SOMETIMES)
         hits: dict[str, bytes] = {}
-        # each sender's candidates are in key order: their merge is the level in key order
-        won = _Chunks()
-        for key, state in heapq.merge(*streams, key=_first):
-            # the last level a depth bound reaches is never expanded: its keys are kept (a stop may cut it), not
-            # its states
-            won.append(key, state if keep else None)
-            if not judged:
-                continue
-            # as levels.py: one pass over the pending conditions, a closer look on a hit
+        for key, state in won:  # as levels.py: one pass over the pending conditions, a closer look on a hit
             if any(not condition(state) for condition in always) or any(condition(state) for condition in sometimes):
                 for prop in judged:
                     if prop.name not in hits and _hit(prop, state):
@@ -232,8 +230,10 @@ class _Worker:
                 judged = [p for p in judged if p.name not in hits]
                 always = tuple(p.condition for p in judged if p.expectation is Expectation.ALWAYS)
                 sometimes = tuple(p.condition for p in judged if p.expectation is Expectation.SOMETIMES)
-        won.seal()
-        self.level = won
+                if not judged:
+                    break
+        # the last level a depth bound reaches is never expanded: its keys are kept (a stop may cut it), not its states
+        self.level = won if keep else [(key, None) for key, _ in won]
         return _Accepted(len(won), hits)
 
     def count_before(self, cut: bytes, inclusive: bool) -> tuple[int, int]:
@@ -241,100 +241,29 @@ class _Worker:
         left out): the states of the new level before it are kept and counted, and the successors of the expanded
         states up to its parent."""
         parent = cut[:-INDEX]
-        kept = sum(1 for key in self.level.keys() if key < cut or (inclusive and key == cut))
-        self.level = _Chunks()  # the search stops here
+        self.level = [(key, state) for key, state in self.level if key < cut or (inclusive and key == cut)]
         size = len(parent)
         keys = self.counted_keys
-        return kept, sum(n for i, n in enumerate(self.counts) if keys[i * size:(i + 1) * size] <= parent)
+        return len(self.level), sum(n for i, n in enumerate(self.counts) if keys[i * size:(i + 1) * size] <= parent)
 
     def keys(self) -> list[bytes]:
-        return list(self.level.keys())
+        return [key for key, _ in self.level]
 
     def give(self, level: int, transfers: list[tuple[int, int]]) -> None:
         """Move ``n`` of this worker's states to each ``(receiver, n)`` (pickled, in a file the receiver reads)."""
-        states = list(self.level.drain())
         for receiver, n in transfers:
-            moving, states = states[len(states) - n:], states[:len(states) - n]
+            moving, self.level = self.level[len(self.level) - n:], self.level[:len(self.level) - n]
             with open(self._file(level, self.me, receiver, "move"), "wb") as out:
                 pickle.dump(moving, out, protocol=pickle.HIGHEST_PROTOCOL)
-        self.level = _Chunks()
-        self.level.extend(states)
 
     def take(self, level: int, donors: list[int]) -> None:
-        states = list(self.level.drain())
         for donor in donors:
             with open(self._file(level, donor, self.me, "move"), "rb") as source:
-                states.extend(pickle.load(source))
-        states.sort(key=_first)  # candidates must be met in key order (see expand)
-        self.level = _Chunks()
-        self.level.extend(states)
+                self.level.extend(pickle.load(source))
+        self.level.sort(key=lambda item: item[0])  # candidates must be met in key order (see expand)
 
     def close(self) -> None:
-        self.level = _Chunks()
-        self.sent = []
-
-
-def _first(item: tuple[bytes, Any]) -> bytes:
-    return item[0]
-
-
-class _Chunks:
-    """(key, state) pairs in order, held as encoded batches (:mod:`.state_codec`: some 40 bytes a Kafka state
-    rather than some hundreds as objects) of ``CHUNK`` states and their keys joined; only the chunk being
-    filled, or read, is held as objects. A state may be None (the last level of a depth bound: keys only)."""
-
-    __slots__ = ("batches", "filling", "length")
-
-    def __init__(self) -> None:
-        self.batches: list[tuple[bytes, int, Batch | None]] = []  # (keys joined, count, states)
-        self.filling: list[tuple[bytes, Any]] = []
-        self.length = 0
-
-    def __len__(self) -> int:
-        return self.length
-
-    def append(self, key: bytes, state: Any) -> None:
-        self.filling.append((key, state))
-        self.length += 1
-        if len(self.filling) >= CHUNK:
-            self.seal()
-
-    def extend(self, items: Iterable[tuple[bytes, Any]]) -> None:
-        for key, state in items:
-            self.append(key, state)
-
-    def seal(self) -> None:
-        """Encode the chunk being filled."""
-        filling, self.filling = self.filling, []
-        if not filling:
-            return
-        states = [state for _, state in filling]
-        batch = None if all(state is None for state in states) else encode(states)
-        self.batches.append((b"".join(key for key, _ in filling), len(filling), batch))
-
-    def keys(self) -> Iterator[bytes]:
-        for joined, count, _ in self.batches:
-            size = len(joined) // count
-            for i in range(count):
-                yield joined[i * size:(i + 1) * size]
-        for key, _ in self.filling:
-            yield key
-
-    def drain(self, mark: bytes | None = None) -> Iterator[tuple[bytes, Any]]:
-        """The pairs in order (those whose ``mark`` is set, if given), each chunk decoded in turn and let go."""
-        self.seal()
-        batches, self.batches, self.length = self.batches, [], 0
-        start = 0
-        for i in range(len(batches)):
-            (joined, count, batch), batches[i] = batches[i], (b"", 0, None)
-            size = len(joined) // count
-            positions = range(count) if mark is None else [p for p in range(count) if mark[start + p]]
-            start += count
-            if not positions:
-                continue
-            states = batch.decode(positions) if batch is not None else [None] * len(positions)
-            for p, state in zip(positions, states, strict=True):
-                yield joined[p * size:(p + 1) * size], state
+        self.level = []
 
 
 def _owner(fingerprint: int, workers: int) -> int:

@@ -42,17 +42,9 @@ def uneven(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> i
     return int(request.param)
 
 
-@pytest.fixture(params=[partitioned.CHUNK, 2], ids=["chunks-of-default-size", "chunks-of-2"])
-def chunk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
-    """States a level's encoded batch holds: the default (the toys' levels fit in one) and 2 (a level, and the
-    candidates sent to each owner, span many batches, decoded and merged in key order)."""
-    monkeypatch.setattr(partitioned, "CHUNK", request.param)
-    return int(request.param)
-
-
 @pytest.mark.parametrize("stop", sorted(STOPS))
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_the_partitioned_search_is_the_exact_search(name: str, stop: str, uneven: int, chunk: int) -> None:
+def test_the_partitioned_search_is_the_exact_search(name: str, stop: str, uneven: int) -> None:
     model = MODELS[name]()
     exact = check(model, properties=safety(model), **STOPS[stop])  # type: ignore[arg-type]
     for workers in (1, 2, 3):
