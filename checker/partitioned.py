@@ -70,6 +70,7 @@ INDEX = 2  # bytes of one successor index in a path key
 UNEVEN = 64  # parts of a level that differ by more (and by more than a quarter of the mean) are rebalanced
 _ALL_VIOLATED = "every invariant is violated (the search stopped early)"
 _EXPANDED: tuple[bytes, Any] = (b"", None)  # in place of a state of the level once it is expanded
+_SPAN = 1 << 40  # a candidate in decide: sender * _SPAN + position
 
 
 @dataclass
@@ -141,10 +142,10 @@ class _Worker:
             for index, (action, successor) in enumerate(successors):
                 labels[action] = labels.get(action, 0) + 1
                 fingerprint = fingerprint_of(canonical(successor) if canonical is not None else successor)
-                if fingerprint in first:
-                    continue
                 owner = fingerprint % workers
                 if owner == me and fingerprint in self.visited:
+                    continue
+                if fingerprint in first:
                     continue
                 first.add(fingerprint)
                 fingerprints[owner].append(fingerprint)
@@ -166,7 +167,7 @@ class _Worker:
 
     def decide(self, level: int, key_size: int) -> int:
         """Owner's step: the least key of each new fingerprint wins; each sender is told which of its won."""
-        best: dict[int, tuple[bytes, int, int]] = {}  # fingerprint -> (key, sender, position)
+        best: dict[int, int] = {}  # fingerprint -> sender * _SPAN + position (an int, not a (key, sender, position))
         batches: list[tuple[array[int], list[bytes]]] = []
         for sender in range(self.workers):
             if sender == self.me:
@@ -181,18 +182,19 @@ class _Worker:
             batches.append((fingerprints, [blob[i:i + key_size] for i in range(0, len(blob), key_size)]))
         visited = self.visited
         for sender, (fingerprints, keys) in enumerate(batches):
+            base = sender * _SPAN
             for position, (fingerprint, key) in enumerate(zip(fingerprints, keys, strict=True)):
                 held = best.get(fingerprint)
                 if held is None:
                     if fingerprint in visited:
                         continue
-                    best[fingerprint] = (key, sender, position)
-                elif key < held[0]:
-                    best[fingerprint] = (key, sender, position)
+                    best[fingerprint] = base + position
+                elif key < batches[held // _SPAN][1][held % _SPAN]:
+                    best[fingerprint] = base + position
         marks = [bytearray(len(fingerprints)) for fingerprints, _ in batches]
-        for fingerprint, (_, sender, position) in best.items():
+        for fingerprint, held in best.items():
             visited.add(fingerprint)
-            marks[sender][position] = 1
+            marks[held // _SPAN][held % _SPAN] = 1
         for sender, mark in enumerate(marks):
             if sender == self.me:
                 self.answer = mark
