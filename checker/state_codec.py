@@ -2,12 +2,13 @@
 
 What is modelled
     How a search that moves states between processes (the partitioned search's workers, forked or Spark tasks,
-    evening out a level: :mod:`txnspec.checker.exchange`) writes a batch of them. A state is split into its fields (a dataclass's fields in declaration order, or a
-    tuple's items); each field position has a table of the distinct values met at that position in the batch
-    (distinct by identity: a model's successors share the sub-states they did not change with their parent,
-    so siblings have a handful of distinct values per field), and a state is a row of indices, one per field
-    (``array`` items of 1, 2 or 4 bytes, the least that holds every table's size). The tables are pickled
-    together once (protocol 5: a sub-value shared by two tables is written once). Two things follow:
+    evening out a level: :mod:`txnspec.checker.exchange`) writes a batch of them. A state is split into its fields
+    (a dataclass's fields in declaration order, or a tuple's items); each field position has a table of the distinct
+    values met at that position in the batch (distinct by identity: a model's successors share the sub-states they
+    did not change with their parent, so siblings have a handful of distinct values per field), and a state is a row
+    of indices, one per field (``array`` items of 1, 2 or 4 bytes, the least that holds every table's size). The
+    tables are pickled together once (protocol 5: a sub-value shared by two tables is written once). Two things
+    follow:
 
     * size: on the Kafka spec's ``default`` scenario (the successors of level 12) 28 bytes of tables and 14 of
       rows a state, where one pickle of the same states in one chunk takes 56 and each state pickled alone
